@@ -1,0 +1,350 @@
+package v1alpha1_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/client-go/rest"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/yaml"
+
+	m "github.com/ironfleet/ironfleet/apis/metal/v1alpha1"
+	"github.com/ironfleet/ironfleet/internal/testenv"
+)
+
+var env *testenv.Env
+
+func TestMain(main *testing.M) {
+	var err error
+	env, err = testenv.Start()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	code := main.Run()
+	if err := env.Stop(); err != nil {
+		fmt.Fprintln(os.Stderr, "stopping the control plane:", err)
+	}
+	os.Exit(code)
+}
+
+const ns = "default"
+
+func meta(name string) metav1.ObjectMeta { return metav1.ObjectMeta{Name: name} }
+func nsMeta(name string) metav1.ObjectMeta {
+	return metav1.ObjectMeta{Name: name, Namespace: ns}
+}
+
+func validEndpoint(name string) *m.Endpoint {
+	return &m.Endpoint{ObjectMeta: meta(name), Spec: m.EndpointSpec{MACAddress: "3c:ec:ef:01:02:03", IP: "10.0.0.5"}}
+}
+
+func validBMC(name string) *m.BMC {
+	return &m.BMC{ObjectMeta: meta(name), Spec: m.BMCSpec{
+		Access:       &m.BMCAccess{Address: "redfish+https://10.0.0.5/redfish/v1"},
+		BMCSecretRef: m.LocalObjectReference{Name: "bmc-creds"},
+	}}
+}
+
+func validClaim(name string) *m.ServerClaim {
+	return &m.ServerClaim{ObjectMeta: nsMeta(name), Spec: m.ServerClaimSpec{
+		ServerRef:   &m.LocalObjectReference{Name: "server-a"},
+		MinCPUCores: ptr.To[int32](8),
+		MinMemory:   ptr.To(resource.MustParse("64Gi")),
+		Power:       m.PowerOn,
+		Image:       "ghcr.io/example/os:1.0",
+	}}
+}
+
+func TestEveryKindAcceptsAValidSpec(t *testing.T) {
+	ctx := context.Background()
+	objects := []client.Object{
+		validEndpoint("valid-endpoint"),
+		validBMC("valid-bmc"),
+		&m.BMC{ObjectMeta: meta("valid-bmc-from-endpoint"), Spec: m.BMCSpec{
+			EndpointRef: &m.LocalObjectReference{Name: "valid-endpoint"}, BMCSecretRef: m.LocalObjectReference{Name: "bmc-creds"},
+		}},
+		&m.BMCSecret{ObjectMeta: meta("valid-bmcsecret"), Spec: m.BMCSecretSpec{Username: "admin", Password: "s3cret"}},
+		&m.Server{ObjectMeta: meta("valid-server"), Spec: m.ServerSpec{
+			SystemUUID: "38947555-7742-3448-3784-823347823834", SystemURI: "/redfish/v1/Systems/1",
+			BMCRef: &m.LocalObjectReference{Name: "valid-bmc"}, Power: m.PowerOff,
+		}},
+		validClaim("valid-claim"),
+		&m.ServerBootConfiguration{ObjectMeta: nsMeta("valid-sbc"), Spec: m.ServerBootConfigurationSpec{
+			ServerRef: m.LocalObjectReference{Name: "valid-server"}, Image: "metalprobe:latest", Purpose: m.BootPurposeDiscovery,
+		}},
+		&m.ServerMaintenance{ObjectMeta: nsMeta("valid-maint"), Spec: m.ServerMaintenanceSpec{
+			ServerRef: m.LocalObjectReference{Name: "valid-server"}, Reason: "replace DIMM",
+		}},
+	}
+	for _, obj := range objects {
+		t.Run(fmt.Sprintf("%T", obj), func(t *testing.T) {
+			require.NoError(t, env.Client.Create(ctx, obj))
+		})
+	}
+
+	t.Run("defaults are applied", func(t *testing.T) {
+		var bmc m.BMC
+		require.NoError(t, env.Client.Get(ctx, client.ObjectKey{Name: "valid-bmc"}, &bmc))
+		assert.False(t, bmc.Spec.InsecureSkipVerify, "TLS verification is on unless a BMC opts out")
+		var server m.Server
+		require.NoError(t, env.Client.Get(ctx, client.ObjectKey{Name: "valid-server"}, &server))
+		assert.Equal(t, m.WipeMetadata, server.Spec.WipePolicy)
+		var maint m.ServerMaintenance
+		require.NoError(t, env.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: "valid-maint"}, &maint))
+		assert.Equal(t, m.MaintenanceOwnerApproval, maint.Spec.Policy)
+		assert.Equal(t, m.PowerOff, maint.Spec.Power)
+		claim := &m.ServerClaim{ObjectMeta: nsMeta("defaulted-claim")}
+		require.NoError(t, env.Client.Create(ctx, claim))
+		assert.Equal(t, m.PowerOn, claim.Spec.Power)
+	})
+}
+
+// requireInvalid asserts that err is an Invalid error whose message contains every fragment.
+func requireInvalid(t *testing.T, err error, fragments ...string) {
+	t.Helper()
+	require.Error(t, err, "the apiserver must reject this object")
+	assert.True(t, apierrors.IsInvalid(err), "want an Invalid error, got %v", err)
+	for _, f := range fragments {
+		assert.Contains(t, err.Error(), f)
+	}
+}
+
+func TestInvalidObjectsAreRejectedWithAReadableMessage(t *testing.T) {
+	ctx := context.Background()
+
+	t.Run("bad MAC", func(t *testing.T) {
+		for _, mac := range []string{"not-a-mac", "3c:ec:ef:01:02", "3c-ec-ef-01-02-03", "3c:ec:ef:01:02:zz"} {
+			ep := validEndpoint("bad-mac")
+			ep.Spec.MACAddress = mac
+			requireInvalid(t, env.Client.Create(ctx, ep), "macAddress must be six colon-separated hex octets")
+		}
+	})
+
+	t.Run("bad IP", func(t *testing.T) {
+		ep := validEndpoint("bad-ip")
+		ep.Spec.IP = "10.0.0.300"
+		requireInvalid(t, env.Client.Create(ctx, ep), "ip must be an IPv4 or IPv6 address")
+	})
+
+	t.Run("MAC is immutable", func(t *testing.T) {
+		ep := validEndpoint("immutable-mac")
+		require.NoError(t, env.Client.Create(ctx, ep))
+		ep.Spec.MACAddress = "3c:ec:ef:0a:0b:0c"
+		requireInvalid(t, env.Client.Update(ctx, ep), "macAddress is immutable")
+	})
+
+	t.Run("BMC with both endpointRef and access", func(t *testing.T) {
+		bmc := validBMC("both")
+		bmc.Spec.EndpointRef = &m.LocalObjectReference{Name: "ep"}
+		requireInvalid(t, env.Client.Create(ctx, bmc), "exactly one of endpointRef or access must be set, never both")
+	})
+
+	t.Run("BMC with neither endpointRef nor access", func(t *testing.T) {
+		bmc := validBMC("neither")
+		bmc.Spec.Access = nil
+		requireInvalid(t, env.Client.Create(ctx, bmc), "exactly one of endpointRef or access")
+	})
+
+	t.Run("BMC address without a scheme", func(t *testing.T) {
+		bmc := validBMC("no-scheme")
+		bmc.Spec.Access.Address = "10.0.0.5"
+		requireInvalid(t, env.Client.Create(ctx, bmc), "address must be a BMC URL")
+	})
+
+	t.Run("unknown power value", func(t *testing.T) {
+		claim := validClaim("bad-power")
+		claim.Spec.Power = "Maybe"
+		requireInvalid(t, env.Client.Create(ctx, claim), "spec.power", `Unsupported value: "Maybe"`, `"On"`, `"Off"`)
+
+		server := &m.Server{ObjectMeta: meta("bad-power"), Spec: m.ServerSpec{Power: "Standby"}}
+		requireInvalid(t, env.Client.Create(ctx, server), "spec.power", `Unsupported value: "Standby"`)
+	})
+
+	t.Run("unknown wipe policy", func(t *testing.T) {
+		server := &m.Server{ObjectMeta: meta("bad-wipe"), Spec: m.ServerSpec{WipePolicy: "shred"}}
+		requireInvalid(t, env.Client.Create(ctx, server), "spec.wipePolicy", `Unsupported value: "shred"`)
+	})
+
+	t.Run("BMCSecret credentials are immutable", func(t *testing.T) {
+		secret := &m.BMCSecret{ObjectMeta: meta("immutable-creds"), Spec: m.BMCSecretSpec{Username: "admin", Password: "one"}}
+		require.NoError(t, env.Client.Create(ctx, secret))
+		secret.Spec.Password = "two"
+		requireInvalid(t, env.Client.Update(ctx, secret), "BMCSecret credentials are immutable")
+	})
+
+	t.Run("boot configuration purpose", func(t *testing.T) {
+		sbc := &m.ServerBootConfiguration{ObjectMeta: nsMeta("bad-purpose"), Spec: m.ServerBootConfigurationSpec{
+			ServerRef: m.LocalObjectReference{Name: "s"}, Purpose: "Fun"}}
+		requireInvalid(t, env.Client.Create(ctx, sbc), "spec.purpose", `Unsupported value: "Fun"`)
+	})
+
+	t.Run("claim asks for zero cores", func(t *testing.T) {
+		claim := validClaim("zero-cores")
+		claim.Spec.MinCPUCores = ptr.To[int32](0)
+		requireInvalid(t, env.Client.Create(ctx, claim), "spec.minCPUCores")
+	})
+}
+
+func TestBoundClaimKeepsItsServerRefAndSelector(t *testing.T) {
+	ctx := context.Background()
+
+	claim := validClaim("bind-me")
+	require.NoError(t, env.Client.Create(ctx, claim))
+
+	// While Pending, the user may still change their mind.
+	claim.Spec.ServerRef = &m.LocalObjectReference{Name: "server-b"}
+	require.NoError(t, env.Client.Update(ctx, claim), "a pending claim's serverRef may change")
+
+	claim.Status.Phase = m.ClaimPhaseBound
+	claim.Status.ServerRef = &m.LocalObjectReference{Name: "server-b"}
+	require.NoError(t, env.Client.Status().Update(ctx, claim))
+
+	claim.Spec.ServerRef = &m.LocalObjectReference{Name: "server-c"}
+	requireInvalid(t, env.Client.Update(ctx, claim), "serverRef cannot change once the claim is bound")
+
+	require.NoError(t, env.Client.Get(ctx, client.ObjectKeyFromObject(claim), claim))
+	claim.Spec.ServerRef = nil
+	requireInvalid(t, env.Client.Update(ctx, claim), "cannot change once the claim is bound")
+
+	require.NoError(t, env.Client.Get(ctx, client.ObjectKeyFromObject(claim), claim))
+	claim.Spec.ServerSelector = &m.ServerSelector{MatchLabels: map[string]m.LabelValue{"rack": "r1"}}
+	requireInvalid(t, env.Client.Update(ctx, claim), "cannot change once the claim is bound")
+
+	// Other fields of a bound claim remain editable: power is how users switch servers off.
+	require.NoError(t, env.Client.Get(ctx, client.ObjectKeyFromObject(claim), claim))
+	claim.Spec.Power = m.PowerOff
+	require.NoError(t, env.Client.Update(ctx, claim), "power of a bound claim may change")
+}
+
+// table fetches a kind's list as a server-side Table, the way kubectl get renders it.
+func table(t *testing.T, path string) metav1.Table {
+	t.Helper()
+	httpClient, err := rest.HTTPClientFor(env.Config)
+	require.NoError(t, err)
+	req, err := http.NewRequest(http.MethodGet, strings.TrimSuffix(env.Config.Host, "/")+path, nil)
+	require.NoError(t, err)
+	req.Header.Set("Accept", "application/json;as=Table;v=v1;g=meta.k8s.io")
+	resp, err := httpClient.Do(req)
+	require.NoError(t, err)
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	require.NoError(t, err)
+	require.Equal(t, http.StatusOK, resp.StatusCode, string(body))
+	var tbl metav1.Table
+	require.NoError(t, json.Unmarshal(body, &tbl))
+	return tbl
+}
+
+func TestPrinterColumns(t *testing.T) {
+	base := "/apis/metal.ironfleet.dev/v1alpha1/"
+	want := map[string]string{
+		"endpoints":                "Name MAC IP Manufacturer Protocol Matched BMC Age",
+		"bmcs":                     "Name State Address Manufacturer Model Firmware Ready Serial Last Seen Age",
+		"bmcsecrets":               "Name Age",
+		"servers":                  "Name State Power Claim CPUs Memory Disk Model UUID BMC Reason Age",
+		"serverclaims":             "Name Phase Server Power Image Reason Age",
+		"serverbootconfigurations": "Name Server Purpose State Image Age",
+		"servermaintenances":       "Name Server Policy State Power Reason Age",
+	}
+	for resource, columns := range want {
+		t.Run(resource, func(t *testing.T) {
+			tbl := table(t, base+resource)
+			var got []string
+			for _, c := range tbl.ColumnDefinitions {
+				got = append(got, c.Name)
+			}
+			assert.Equal(t, columns, strings.Join(got, " "))
+		})
+	}
+}
+
+func TestBMCSecretColumnsNeverShowCredentials(t *testing.T) {
+	ctx := context.Background()
+	secret := &m.BMCSecret{ObjectMeta: meta("columns-creds"), Spec: m.BMCSecretSpec{Username: "root-user-xyz", Password: "hunter2-pass"}}
+	require.NoError(t, env.Client.Create(ctx, secret))
+	tbl := table(t, "/apis/metal.ironfleet.dev/v1alpha1/bmcsecrets/columns-creds")
+	raw, err := json.Marshal(tbl.Rows[0].Cells)
+	require.NoError(t, err)
+	assert.NotContains(t, string(raw), "hunter2-pass")
+	assert.NotContains(t, string(raw), "root-user-xyz")
+}
+
+// TestKubectlGetShowsTheStory runs the real kubectl against the control plane, as a user would.
+func TestKubectlGetShowsTheStory(t *testing.T) {
+	ctx := context.Background()
+	kubectl := filepath.Join(env.Assets, "kubectl")
+	if _, err := os.Stat(kubectl); err != nil {
+		t.Fatalf("kubectl is built with the control plane by `make envtest`: %v", err)
+	}
+
+	server := &m.Server{ObjectMeta: meta("kubectl-server"), Spec: m.ServerSpec{
+		SystemUUID: "4c4c4544-0042-4a10-8039-b4c04f4d3732", ServerClaimRef: &m.ObjectReference{Namespace: ns, Name: "kubectl-claim"}}}
+	require.NoError(t, env.Client.Create(ctx, server))
+	server.Status = m.ServerStatus{State: m.ServerStateReserved, PowerState: m.PowerStateOn, Model: "PowerEdge R650",
+		Inventory: &m.Inventory{CPU: m.CPUSummary{Cores: 32}, Memory: m.MemorySummary{Total: ptr.To(resource.MustParse("256Gi"))},
+			TotalStorage: ptr.To(resource.MustParse("3840Gi"))}}
+	require.NoError(t, env.Client.Status().Update(ctx, server))
+	claim := &m.ServerClaim{ObjectMeta: nsMeta("kubectl-claim"), Spec: m.ServerClaimSpec{Image: "os:1"}}
+	require.NoError(t, env.Client.Create(ctx, claim))
+	claim.Status = m.ServerClaimStatus{Phase: m.ClaimPhaseBound, ServerRef: &m.LocalObjectReference{Name: "kubectl-server"}}
+	require.NoError(t, env.Client.Status().Update(ctx, claim))
+
+	kubeconfig, err := env.Kubeconfig()
+	require.NoError(t, err)
+	path := filepath.Join(t.TempDir(), "kubeconfig")
+	require.NoError(t, os.WriteFile(path, kubeconfig, 0o600))
+
+	out, err := exec.Command(kubectl, "--kubeconfig", path, "get", "servers,serverclaims", "-A").CombinedOutput()
+	require.NoError(t, err, string(out))
+	text := string(out)
+	t.Logf("kubectl get servers,serverclaims -A:\n%s", text)
+	for _, header := range []string{"STATE", "POWER", "CLAIM", "CPUS", "MEMORY", "DISK", "MODEL", "PHASE", "SERVER"} {
+		assert.Contains(t, text, header)
+	}
+	assert.Regexp(t, `kubectl-server\s+Reserved\s+On\s+kubectl-claim\s+32\s+256Gi\s+3840Gi\s+PowerEdge R650`, text)
+	assert.Regexp(t, `default\s+serverclaim\.metal\.ironfleet\.dev/kubectl-claim\s+Bound\s+kubectl-server\s+On`, text)
+
+	out, err = exec.Command(kubectl, "--kubeconfig", path, "get", "metal").CombinedOutput()
+	require.NoError(t, err, string(out))
+	assert.Contains(t, string(out), "server.metal.ironfleet.dev/kubectl-server", "the metal category lists Servers")
+
+	out, err = exec.Command(kubectl, "--kubeconfig", path, "get", "srv", "kubectl-server").CombinedOutput()
+	require.NoError(t, err, string(out))
+	assert.Contains(t, string(out), "kubectl-server", "the short name resolves")
+}
+
+// TestSamplesAreAccepted creates every sample in config/samples, so the shipped examples can
+// never drift from the schema.
+func TestSamplesAreAccepted(t *testing.T) {
+	root, err := testenv.RepoRoot()
+	require.NoError(t, err)
+	files, err := filepath.Glob(filepath.Join(root, "config", "samples", "metal_*.yaml"))
+	require.NoError(t, err)
+	require.Len(t, files, 7, "one sample per kind")
+	for _, f := range files {
+		t.Run(filepath.Base(f), func(t *testing.T) {
+			data, err := os.ReadFile(f)
+			require.NoError(t, err)
+			obj := &unstructured.Unstructured{}
+			require.NoError(t, yaml.Unmarshal(data, &obj.Object))
+			obj.SetName("sample-" + obj.GetName())
+			require.NoError(t, env.Client.Create(context.Background(), obj))
+		})
+	}
+}

@@ -1,0 +1,118 @@
+package v1alpha1
+
+import (
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// BMCAccess says how to reach a BMC directly, without an Endpoint.
+type BMCAccess struct {
+	// Address is a BMC URL: redfish://, redfish+https://, redfish+http://, idrac-redfish://,
+	// ilo5-redfish://, ipmi://host:623 and the other schemes of Metal3's hardwareutils/bmc.
+	// e.g. redfish+https://10.0.0.5/redfish/v1
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=2048
+	// +kubebuilder:validation:XValidation:rule="self.matches('^[a-z0-9][a-z0-9+.-]*://[^/?#]+')",message="address must be a BMC URL with a scheme and a host, e.g. redfish+https://10.0.0.5/redfish/v1 or ipmi://10.0.0.6:623"
+	Address string `json:"address"`
+}
+
+// BMCSpec says how to reach and log in to a baseboard management controller.
+// +kubebuilder:validation:XValidation:rule="has(self.endpointRef) != has(self.access)",message="exactly one of endpointRef or access must be set, never both"
+type BMCSpec struct {
+	// EndpointRef names the Endpoint this BMC was found at; its IP and the MAC-prefix database
+	// give the address.
+	// +optional
+	EndpointRef *LocalObjectReference `json:"endpointRef,omitempty"`
+
+	// Access gives the BMC's address directly.
+	// +optional
+	Access *BMCAccess `json:"access,omitempty"`
+
+	// BMCSecretRef names the BMCSecret holding the credentials.
+	BMCSecretRef LocalObjectReference `json:"bmcSecretRef"`
+
+	// InsecureSkipVerify turns off TLS certificate verification for this BMC. Off by default:
+	// set it only for BMCs that present self-signed certificates on a trusted network.
+	// +kubebuilder:default=false
+	// +optional
+	InsecureSkipVerify bool `json:"insecureSkipVerify,omitempty"`
+}
+
+// BMCState summarises whether Ironfleet can manage the BMC.
+// +kubebuilder:validation:Enum=Pending;Enabled;Error
+type BMCState string
+
+const (
+	BMCStatePending BMCState = "Pending"
+	BMCStateEnabled BMCState = "Enabled"
+	BMCStateError   BMCState = "Error"
+)
+
+// Reasons of a BMC's Ready condition.
+const (
+	BMCReasonConnected            = "Connected"
+	BMCReasonAuthenticationFailed = "AuthenticationFailed"
+	BMCReasonUnreachable          = "Unreachable"
+	BMCReasonProtocolError        = "ProtocolError"
+	BMCReasonUnsupportedProtocol  = "UnsupportedProtocol"
+)
+
+// BMCStatus is what the BMC last told us about itself.
+type BMCStatus struct {
+	// +optional
+	State BMCState `json:"state,omitempty"`
+	// Address the BMC was last reached at (resolved from the Endpoint when endpointRef is used).
+	// +optional
+	Address string `json:"address,omitempty"`
+	// +optional
+	Manufacturer string `json:"manufacturer,omitempty"`
+	// +optional
+	Model string `json:"model,omitempty"`
+	// +optional
+	SerialNumber string `json:"serialNumber,omitempty"`
+	// +optional
+	FirmwareVersion string `json:"firmwareVersion,omitempty"`
+	// PowerState of the manager itself.
+	// +optional
+	PowerState PowerState `json:"powerState,omitempty"`
+	// LastSeen is when the BMC last answered.
+	// +optional
+	LastSeen *metav1.Time `json:"lastSeen,omitempty"`
+	// +optional
+	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
+	// Conditions: Ready (reasons Connected, AuthenticationFailed, Unreachable, ProtocolError,
+	// UnsupportedProtocol).
+	// +listType=map
+	// +listMapKey=type
+	// +optional
+	Conditions []metav1.Condition `json:"conditions,omitempty"`
+}
+
+// BMC is a baseboard management controller Ironfleet manages servers through.
+//
+// +kubebuilder:object:root=true
+// +kubebuilder:subresource:status
+// +kubebuilder:resource:scope=Cluster,shortName=bmc,categories=metal
+// +kubebuilder:printcolumn:name="State",type=string,JSONPath=`.status.state`
+// +kubebuilder:printcolumn:name="Address",type=string,JSONPath=`.status.address`
+// +kubebuilder:printcolumn:name="Manufacturer",type=string,JSONPath=`.status.manufacturer`
+// +kubebuilder:printcolumn:name="Model",type=string,JSONPath=`.status.model`
+// +kubebuilder:printcolumn:name="Firmware",type=string,JSONPath=`.status.firmwareVersion`
+// +kubebuilder:printcolumn:name="Ready",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].reason`
+// +kubebuilder:printcolumn:name="Serial",type=string,JSONPath=`.status.serialNumber`,priority=1
+// +kubebuilder:printcolumn:name="Last Seen",type=date,JSONPath=`.status.lastSeen`,priority=1
+// +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
+type BMC struct {
+	metav1.TypeMeta   `json:",inline"`
+	metav1.ObjectMeta `json:"metadata,omitempty"`
+
+	Spec   BMCSpec   `json:"spec"`
+	Status BMCStatus `json:"status,omitempty"`
+}
+
+// BMCList is a list of BMCs.
+// +kubebuilder:object:root=true
+type BMCList struct {
+	metav1.TypeMeta `json:",inline"`
+	metav1.ListMeta `json:"metadata,omitempty"`
+	Items           []BMC `json:"items"`
+}

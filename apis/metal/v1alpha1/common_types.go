@@ -1,0 +1,64 @@
+package v1alpha1
+
+// LocalObjectReference names an object in the same namespace, or a cluster-scoped object.
+type LocalObjectReference struct {
+	// Name of the referenced object.
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	Name string `json:"name"`
+}
+
+// ObjectReference names a namespaced object and, once bound, pins its UID so that a deleted and
+// re-created object of the same name is not mistaken for the original.
+type ObjectReference struct {
+	// Namespace of the referenced object.
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=63
+	Namespace string `json:"namespace"`
+	// Name of the referenced object.
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	Name string `json:"name"`
+	// UID of the referenced object when the reference was made.
+	// +optional
+	UID string `json:"uid,omitempty"`
+}
+
+// Power is the power state a user asks for.
+// +kubebuilder:validation:Enum=On;Off
+type Power string
+
+const (
+	PowerOn  Power = "On"
+	PowerOff Power = "Off"
+)
+
+// PowerState is the power state a BMC reports.
+// +kubebuilder:validation:Enum=On;Off;PoweringOn;PoweringOff;Unknown
+type PowerState string
+
+const (
+	PowerStateOn          PowerState = "On"
+	PowerStateOff         PowerState = "Off"
+	PowerStatePoweringOn  PowerState = "PoweringOn"
+	PowerStatePoweringOff PowerState = "PoweringOff"
+	PowerStateUnknown     PowerState = "Unknown"
+)
+
+// Condition types used across kinds. Reasons are machine-readable CamelCase; messages are for people.
+const (
+	// ConditionReady says whether an object is doing its job (a BMC answers, a boot config is served).
+	ConditionReady = "Ready"
+	// ConditionMatched says whether an Endpoint's MAC address matched the MAC-prefix database.
+	ConditionMatched = "Matched"
+	// ConditionBound says whether a ServerClaim holds a Server.
+	ConditionBound = "Bound"
+	// ConditionDiscovered says whether a Server's inventory came from an in-band probe report.
+	ConditionDiscovered = "Discovered"
+	// ConditionCleaned says whether a released Server's disks were verified wiped.
+	ConditionCleaned = "Cleaned"
+	// ConditionInMaintenance says whether a Server is held by a ServerMaintenance.
+	ConditionInMaintenance = "InMaintenance"
+	// ConditionPowered says whether a Server's power matches what was asked for.
+	ConditionPowered = "Powered"
+)

@@ -1,0 +1,149 @@
+package v1alpha1
+
+import (
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// WipePolicy says how thoroughly a released server's disks are wiped before it is pooled again.
+// +kubebuilder:validation:Enum=metadata;zero;secure
+type WipePolicy string
+
+const (
+	// WipeMetadata clears partition tables and filesystem/RAID signatures at the start and end
+	// of each device.
+	WipeMetadata WipePolicy = "metadata"
+	// WipeZero writes zeroes over each whole device.
+	WipeZero WipePolicy = "zero"
+	// WipeSecure uses the device's own secure erase, falling back to zero (and saying so).
+	WipeSecure WipePolicy = "secure"
+)
+
+// ServerSpec is what Ironfleet knows about a machine's identity and what is asked of it.
+type ServerSpec struct {
+	// SystemUUID is the machine's SMBIOS UUID as its BMC reports it (lower case).
+	// +kubebuilder:validation:MaxLength=64
+	// +optional
+	SystemUUID string `json:"systemUUID,omitempty"`
+
+	// SystemURI is the Redfish ComputerSystem this server is, e.g. /redfish/v1/Systems/1.
+	// +kubebuilder:validation:MaxLength=1024
+	// +optional
+	SystemURI string `json:"systemURI,omitempty"`
+
+	// BMCRef names the BMC that manages this server.
+	// +optional
+	BMCRef *LocalObjectReference `json:"bmcRef,omitempty"`
+
+	// ServerClaimRef is the claim this server is bound to. Set by the claim controller with an
+	// optimistic-concurrency write, so one server is never bound to two claims.
+	// +optional
+	ServerClaimRef *ObjectReference `json:"serverClaimRef,omitempty"`
+
+	// BootConfigurationRef is the ServerBootConfiguration currently serving this server.
+	// +optional
+	BootConfigurationRef *ObjectReference `json:"bootConfigurationRef,omitempty"`
+
+	// MaintenanceRef is the ServerMaintenance holding this server.
+	// +optional
+	MaintenanceRef *ObjectReference `json:"maintenanceRef,omitempty"`
+
+	// Power is the desired power state. Controllers set it as the lifecycle requires; it is
+	// requested from the BMC and observed in status.powerState.
+	// +optional
+	Power Power `json:"power,omitempty"`
+
+	// WipePolicy for the disks when the server is released.
+	// +kubebuilder:default=metadata
+	// +optional
+	WipePolicy WipePolicy `json:"wipePolicy,omitempty"`
+}
+
+// ServerState is where a server is in its lifecycle; see docs/server-lifecycle.md.
+// +kubebuilder:validation:Enum=Initial;Discovery;Available;Reserved;Cleanup;Maintenance;Error
+type ServerState string
+
+const (
+	ServerStateInitial     ServerState = "Initial"
+	ServerStateDiscovery   ServerState = "Discovery"
+	ServerStateAvailable   ServerState = "Available"
+	ServerStateReserved    ServerState = "Reserved"
+	ServerStateCleanup     ServerState = "Cleanup"
+	ServerStateMaintenance ServerState = "Maintenance"
+	ServerStateError       ServerState = "Error"
+)
+
+// ServerStatus is the server's observed lifecycle state and hardware.
+type ServerStatus struct {
+	// +optional
+	State ServerState `json:"state,omitempty"`
+	// +optional
+	PowerState PowerState `json:"powerState,omitempty"`
+
+	// +optional
+	Manufacturer string `json:"manufacturer,omitempty"`
+	// +optional
+	Model string `json:"model,omitempty"`
+	// +optional
+	SerialNumber string `json:"serialNumber,omitempty"`
+	// +optional
+	SKU string `json:"sku,omitempty"`
+	// +optional
+	BIOSVersion string `json:"biosVersion,omitempty"`
+
+	// Inventory is the hardware, typed, as last discovered.
+	// +optional
+	Inventory *Inventory `json:"inventory,omitempty"`
+
+	// DiscoveryAttempts counts discovery boots since the server last became Available.
+	// +optional
+	DiscoveryAttempts int32 `json:"discoveryAttempts,omitempty"`
+	// CleanupAttempts counts wipe boots since the server was last released.
+	// +optional
+	CleanupAttempts int32 `json:"cleanupAttempts,omitempty"`
+
+	// LastTransitionTime and LastTransitionReason record when and why State last changed.
+	// +optional
+	LastTransitionTime *metav1.Time `json:"lastTransitionTime,omitempty"`
+	// +optional
+	LastTransitionReason string `json:"lastTransitionReason,omitempty"`
+
+	// +optional
+	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
+	// Conditions: Ready, Discovered, Cleaned, InMaintenance, Powered.
+	// +listType=map
+	// +listMapKey=type
+	// +optional
+	Conditions []metav1.Condition `json:"conditions,omitempty"`
+}
+
+// Server is one physical machine, created by Ironfleet for each ComputerSystem a BMC exposes.
+//
+// +kubebuilder:object:root=true
+// +kubebuilder:subresource:status
+// +kubebuilder:resource:scope=Cluster,shortName=srv,categories=metal
+// +kubebuilder:printcolumn:name="State",type=string,JSONPath=`.status.state`
+// +kubebuilder:printcolumn:name="Power",type=string,JSONPath=`.status.powerState`
+// +kubebuilder:printcolumn:name="Claim",type=string,JSONPath=`.spec.serverClaimRef.name`
+// +kubebuilder:printcolumn:name="CPUs",type=integer,JSONPath=`.status.inventory.cpu.cores`
+// +kubebuilder:printcolumn:name="Memory",type=string,JSONPath=`.status.inventory.memory.total`
+// +kubebuilder:printcolumn:name="Disk",type=string,JSONPath=`.status.inventory.totalStorage`
+// +kubebuilder:printcolumn:name="Model",type=string,JSONPath=`.status.model`
+// +kubebuilder:printcolumn:name="UUID",type=string,JSONPath=`.spec.systemUUID`,priority=1
+// +kubebuilder:printcolumn:name="BMC",type=string,JSONPath=`.spec.bmcRef.name`,priority=1
+// +kubebuilder:printcolumn:name="Reason",type=string,JSONPath=`.status.lastTransitionReason`,priority=1
+// +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
+type Server struct {
+	metav1.TypeMeta   `json:",inline"`
+	metav1.ObjectMeta `json:"metadata,omitempty"`
+
+	Spec   ServerSpec   `json:"spec,omitempty"`
+	Status ServerStatus `json:"status,omitempty"`
+}
+
+// ServerList is a list of Servers.
+// +kubebuilder:object:root=true
+type ServerList struct {
+	metav1.TypeMeta `json:",inline"`
+	metav1.ListMeta `json:"metadata,omitempty"`
+	Items           []Server `json:"items"`
+}

@@ -1,0 +1,166 @@
+package v1alpha1
+
+import (
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// ServerClaimSpec is a user's request for a server: which one (by name, labels or hardware),
+// what to boot on it, and whether it should be on.
+type ServerClaimSpec struct {
+	// ServerRef names the Server wanted. With serverSelector, both must match.
+	// +optional
+	ServerRef *LocalObjectReference `json:"serverRef,omitempty"`
+
+	// ServerSelector selects Servers by label, like a Kubernetes label selector.
+	// +optional
+	ServerSelector *ServerSelector `json:"serverSelector,omitempty"`
+
+	// MinCPUCores is the least number of physical CPU cores the server must have.
+	// +kubebuilder:validation:Minimum=1
+	// +optional
+	MinCPUCores *int32 `json:"minCPUCores,omitempty"`
+
+	// MinMemory is the least total memory the server must have, e.g. 64Gi.
+	// +optional
+	MinMemory *resource.Quantity `json:"minMemory,omitempty"`
+
+	// MinTotalDisk is the least total disk capacity the server must have, e.g. 1Ti.
+	// +optional
+	MinTotalDisk *resource.Quantity `json:"minTotalDisk,omitempty"`
+
+	// Power is whether the claimed server should be on.
+	// +kubebuilder:default=On
+	// +optional
+	Power Power `json:"power,omitempty"`
+
+	// Image is what to boot, e.g. an OCI reference or an HTTP URL of an OS image.
+	// +kubebuilder:validation:MaxLength=2048
+	// +optional
+	Image string `json:"image,omitempty"`
+
+	// IgnitionSecretRef names a Secret in the claim's namespace holding the ignition/cloud-config
+	// the image boots with.
+	// +optional
+	IgnitionSecretRef *LocalObjectReference `json:"ignitionSecretRef,omitempty"`
+}
+
+// ServerSelector is a metav1.LabelSelector with bounded sizes, so that the apiserver can check
+// cheaply (in CEL) that a bound claim's selector does not change.
+type ServerSelector struct {
+	// MatchLabels selects Servers that carry every one of these labels.
+	// +kubebuilder:validation:MaxProperties=32
+	// +optional
+	MatchLabels map[string]LabelValue `json:"matchLabels,omitempty"`
+	// MatchExpressions selects Servers whose labels satisfy every expression.
+	// +kubebuilder:validation:MaxItems=16
+	// +listType=atomic
+	// +optional
+	MatchExpressions []ServerSelectorRequirement `json:"matchExpressions,omitempty"`
+}
+
+// LabelValue is a Kubernetes label value.
+// +kubebuilder:validation:MaxLength=63
+type LabelValue string
+
+// ServerSelectorRequirement is one label expression.
+type ServerSelectorRequirement struct {
+	// Key is the label key.
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=317
+	Key string `json:"key"`
+	// Operator is In, NotIn, Exists or DoesNotExist.
+	// +kubebuilder:validation:Enum=In;NotIn;Exists;DoesNotExist
+	Operator metav1.LabelSelectorOperator `json:"operator"`
+	// Values for In and NotIn.
+	// +kubebuilder:validation:MaxItems=64
+	// +kubebuilder:validation:items:MaxLength=63
+	// +listType=atomic
+	// +optional
+	Values []string `json:"values,omitempty"`
+}
+
+// LabelSelector returns the selector in its Kubernetes form.
+func (s *ServerSelector) LabelSelector() *metav1.LabelSelector {
+	if s == nil {
+		return nil
+	}
+	out := &metav1.LabelSelector{}
+	if len(s.MatchLabels) > 0 {
+		out.MatchLabels = make(map[string]string, len(s.MatchLabels))
+		for k, v := range s.MatchLabels {
+			out.MatchLabels[k] = string(v)
+		}
+	}
+	for _, r := range s.MatchExpressions {
+		out.MatchExpressions = append(out.MatchExpressions, metav1.LabelSelectorRequirement{
+			Key: r.Key, Operator: r.Operator, Values: append([]string(nil), r.Values...),
+		})
+	}
+	return out
+}
+
+// ClaimPhase is where a claim is: waiting for a server, holding one, or giving it back.
+// +kubebuilder:validation:Enum=Pending;Bound;Releasing
+type ClaimPhase string
+
+const (
+	ClaimPhasePending   ClaimPhase = "Pending"
+	ClaimPhaseBound     ClaimPhase = "Bound"
+	ClaimPhaseReleasing ClaimPhase = "Releasing"
+)
+
+// Reasons of a claim's Bound condition.
+const (
+	ClaimReasonNoMatchingServer = "NoMatchingServer"
+	ClaimReasonBound            = "Bound"
+	ClaimReasonReleasing        = "Releasing"
+)
+
+// ServerClaimStatus is whether and to what the claim is bound.
+type ServerClaimStatus struct {
+	// +optional
+	Phase ClaimPhase `json:"phase,omitempty"`
+	// ServerRef is the Server the claim is bound to.
+	// +optional
+	ServerRef *LocalObjectReference `json:"serverRef,omitempty"`
+	// BoundAt is when the claim was bound.
+	// +optional
+	BoundAt *metav1.Time `json:"boundAt,omitempty"`
+	// +optional
+	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
+	// Conditions: Bound (reasons NoMatchingServer, Bound, Releasing), Ready, Powered.
+	// +listType=map
+	// +listMapKey=type
+	// +optional
+	Conditions []metav1.Condition `json:"conditions,omitempty"`
+}
+
+// ServerClaim is a user's request for a server with an image to boot.
+//
+// +kubebuilder:object:root=true
+// +kubebuilder:subresource:status
+// +kubebuilder:resource:scope=Namespaced,shortName=sclaim,categories=metal
+// +kubebuilder:validation:XValidation:rule="!has(oldSelf.status) || !has(oldSelf.status.phase) || oldSelf.status.phase == 'Pending' || (has(self.spec.serverRef) == has(oldSelf.spec.serverRef) && (!has(self.spec.serverRef) || self.spec.serverRef.name == oldSelf.spec.serverRef.name))",message="serverRef cannot change once the claim is bound"
+// +kubebuilder:validation:XValidation:rule="!has(oldSelf.status) || !has(oldSelf.status.phase) || oldSelf.status.phase == 'Pending' || (has(self.spec.serverSelector) == has(oldSelf.spec.serverSelector) && (!has(self.spec.serverSelector) || self.spec.serverSelector == oldSelf.spec.serverSelector))",message="serverSelector cannot change once the claim is bound"
+// +kubebuilder:printcolumn:name="Phase",type=string,JSONPath=`.status.phase`
+// +kubebuilder:printcolumn:name="Server",type=string,JSONPath=`.status.serverRef.name`
+// +kubebuilder:printcolumn:name="Power",type=string,JSONPath=`.spec.power`
+// +kubebuilder:printcolumn:name="Image",type=string,JSONPath=`.spec.image`,priority=1
+// +kubebuilder:printcolumn:name="Reason",type=string,JSONPath=`.status.conditions[?(@.type=="Bound")].reason`,priority=1
+// +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
+type ServerClaim struct {
+	metav1.TypeMeta   `json:",inline"`
+	metav1.ObjectMeta `json:"metadata,omitempty"`
+
+	Spec   ServerClaimSpec   `json:"spec,omitempty"`
+	Status ServerClaimStatus `json:"status,omitempty"`
+}
+
+// ServerClaimList is a list of ServerClaims.
+// +kubebuilder:object:root=true
+type ServerClaimList struct {
+	metav1.TypeMeta `json:",inline"`
+	metav1.ListMeta `json:"metadata,omitempty"`
+	Items           []ServerClaim `json:"items"`
+}

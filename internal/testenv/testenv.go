@@ -1,0 +1,127 @@
+// Package testenv starts the real control plane (kube-apiserver + etcd, via controller-runtime's
+// envtest) with Ironfleet's CRDs installed, for tests and the lab. The binaries are the ones
+// `make envtest` builds from source into bin/envtest/.
+package testenv
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sort"
+
+	"k8s.io/apimachinery/pkg/runtime"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/rest"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/envtest"
+
+	metalv1alpha1 "github.com/ironfleet/ironfleet/apis/metal/v1alpha1"
+)
+
+// Env is a running control plane.
+type Env struct {
+	Environment *envtest.Environment
+	Config      *rest.Config
+	Client      client.Client
+	Scheme      *runtime.Scheme
+	// Assets is the directory holding kube-apiserver, etcd and kubectl.
+	Assets string
+}
+
+// Scheme returns a scheme with the Kubernetes built-in kinds and Ironfleet's.
+func Scheme() *runtime.Scheme {
+	s := runtime.NewScheme()
+	if err := clientgoscheme.AddToScheme(s); err != nil {
+		panic(err)
+	}
+	if err := metalv1alpha1.AddToScheme(s); err != nil {
+		panic(err)
+	}
+	return s
+}
+
+// Start starts kube-apiserver and etcd with the CRDs from config/crd/bases installed.
+func Start() (*Env, error) {
+	root, err := RepoRoot()
+	if err != nil {
+		return nil, err
+	}
+	assets, err := Assets(root)
+	if err != nil {
+		return nil, err
+	}
+	env := &envtest.Environment{
+		BinaryAssetsDirectory: assets,
+		CRDDirectoryPaths:     []string{filepath.Join(root, "config", "crd", "bases")},
+		ErrorIfCRDPathMissing: true,
+	}
+	cfg, err := env.Start()
+	if err != nil {
+		return nil, fmt.Errorf("starting the envtest control plane from %s: %w", assets, err)
+	}
+	scheme := Scheme()
+	c, err := client.New(cfg, client.Options{Scheme: scheme})
+	if err != nil {
+		_ = env.Stop()
+		return nil, fmt.Errorf("creating a client: %w", err)
+	}
+	return &Env{Environment: env, Config: cfg, Client: c, Scheme: scheme, Assets: assets}, nil
+}
+
+// Stop stops the control plane.
+func (e *Env) Stop() error { return e.Environment.Stop() }
+
+// Kubeconfig returns a kubeconfig for an administrator of the control plane.
+func (e *Env) Kubeconfig() ([]byte, error) {
+	user, err := e.Environment.AddUser(envtest.User{Name: "ironfleet-admin", Groups: []string{"system:masters"}}, nil)
+	if err != nil {
+		return nil, fmt.Errorf("adding an admin user: %w", err)
+	}
+	return user.KubeConfig()
+}
+
+// Assets finds the control-plane binaries: $KUBEBUILDER_ASSETS if set, else the newest
+// bin/envtest/k8s-* directory under root.
+func Assets(root string) (string, error) {
+	if dir := os.Getenv("KUBEBUILDER_ASSETS"); dir != "" {
+		return dir, checkAssets(dir)
+	}
+	dirs, _ := filepath.Glob(filepath.Join(root, "bin", "envtest", "k8s-*"))
+	sort.Strings(dirs)
+	for i := len(dirs) - 1; i >= 0; i-- {
+		if checkAssets(dirs[i]) == nil {
+			return dirs[i], nil
+		}
+	}
+	return "", errors.New("no envtest control plane found in bin/envtest: run `make envtest` (or `make test`) to build kube-apiserver, etcd and kubectl")
+}
+
+func checkAssets(dir string) error {
+	for _, bin := range []string{"kube-apiserver", "etcd"} {
+		if _, err := os.Stat(filepath.Join(dir, bin)); err != nil {
+			return fmt.Errorf("envtest assets in %s are incomplete (%s missing): run `make envtest`", dir, bin)
+		}
+	}
+	return nil
+}
+
+// RepoRoot walks up from the working directory to the directory holding the project's go.mod.
+func RepoRoot() (string, error) {
+	dir, err := os.Getwd()
+	if err != nil {
+		return "", err
+	}
+	for {
+		if _, err := os.Stat(filepath.Join(dir, "PROJECT")); err == nil {
+			if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
+				return dir, nil
+			}
+		}
+		parent := filepath.Dir(dir)
+		if parent == dir {
+			return "", errors.New("cannot find the Ironfleet repository root (a directory with PROJECT and go.mod) above the working directory")
+		}
+		dir = parent
+	}
+}

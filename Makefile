@@ -64,8 +64,14 @@ build: ## Build the manager binary into bin/.
 	go build -o $(LOCALBIN)/manager ./cmd/manager
 
 .PHONY: test
-test: verify-generated vet envtest ## Verify generated files, vet, and run every test against a real control plane.
+test: test-deps verify-generated vet envtest ## Verify generated files, vet, and run every test against a real control plane.
 	go test $(GO_TEST_FLAGS) -timeout $(GO_TEST_TIMEOUT) ./...
+
+.PHONY: test-deps
+test-deps: ## Install redfishtool (third-party Redfish client for the bmcsim interop test) with apt-get if missing.
+	@command -v redfishtool >/dev/null 2>&1 || { \
+		SUDO=$$([ "$$(id -u)" -eq 0 ] || echo sudo); \
+		$$SUDO apt-get update && $$SUDO apt-get install -y --no-install-recommends redfishtool; }
 
 ##@ Tools (pinned in hack/tools, built into bin/, cached by version)
 

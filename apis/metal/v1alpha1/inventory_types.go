@@ -15,6 +15,14 @@ type Inventory struct {
 	// ReportedAt is when the inventory was collected.
 	// +optional
 	ReportedAt *metav1.Time `json:"reportedAt,omitempty"`
+	// CollectorVersion identifies the probe build (or BMC firmware) that collected it.
+	// +optional
+	CollectorVersion string `json:"collectorVersion,omitempty"`
+	// Warnings name the collectors that failed; the rest of the inventory is still valid.
+	// +kubebuilder:validation:MaxItems=64
+	// +listType=atomic
+	// +optional
+	Warnings []string `json:"warnings,omitempty"`
 
 	// CPU summarises the processors.
 	// +optional

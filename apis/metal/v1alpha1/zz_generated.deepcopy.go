@@ -422,6 +422,11 @@ func (in *Inventory) DeepCopyInto(out *Inventory) {
 		in, out := &in.ReportedAt, &out.ReportedAt
 		*out = (*in).DeepCopy()
 	}
+	if in.Warnings != nil {
+		in, out := &in.Warnings, &out.Warnings
+		*out = make([]string, len(*in))
+		copy(*out, *in)
+	}
 	out.CPU = in.CPU
 	if in.Processors != nil {
 		in, out := &in.Processors, &out.Processors

@@ -1,0 +1,45 @@
+package bmc
+
+import (
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	metalv1alpha1 "github.com/ironfleet/ironfleet/apis/metal/v1alpha1"
+)
+
+func TestParseAddress(t *testing.T) {
+	cases := map[string]Address{
+		"redfish+https://10.0.0.5/redfish/v1":                           {Type: "redfish+https", Endpoint: "https://10.0.0.5"},
+		"redfish+http://127.0.0.1:8000/redfish/v1":                      {Type: "redfish+http", Endpoint: "http://127.0.0.1:8000"},
+		"redfish://bmc.example.com/redfish/v1/Systems/1":                {Type: "redfish", Endpoint: "https://bmc.example.com", SystemPath: "/redfish/v1/Systems/1"},
+		"idrac-redfish://10.0.0.7/redfish/v1/Systems/System.Embedded.1": {Type: "idrac-redfish", Endpoint: "https://10.0.0.7", SystemPath: "/redfish/v1/Systems/System.Embedded.1"},
+		"ilo5-redfish://[fd00::5]:8443/redfish/v1":                      {Type: "ilo5-redfish", Endpoint: "https://[fd00::5]:8443"},
+	}
+	for in, want := range cases {
+		t.Run(in, func(t *testing.T) {
+			got, err := ParseAddress(in)
+			require.NoError(t, err)
+			assert.Equal(t, want, got)
+		})
+	}
+}
+
+func TestUnsupportedSchemes(t *testing.T) {
+	for _, in := range []string{"ipmi://10.0.0.6:623", "ilo4://10.0.0.8", "irmc://10.0.0.9", "gopher://10.0.0.10", "10.0.0.11"} {
+		t.Run(in, func(t *testing.T) {
+			_, err := ParseAddress(in)
+			require.Error(t, err)
+			assert.Equal(t, metalv1alpha1.BMCReasonUnsupportedProtocol, Reason(err), err.Error())
+		})
+	}
+}
+
+func TestMalformedAddress(t *testing.T) {
+	_, err := ParseAddress("redfish://bad host/")
+	require.Error(t, err)
+	assert.Equal(t, metalv1alpha1.BMCReasonProtocolError, Reason(err))
+	_, err = ParseAddress("")
+	require.Error(t, err)
+}

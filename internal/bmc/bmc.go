@@ -1,0 +1,85 @@
+// Package bmc is the seam between controllers and baseboard management controllers: small
+// interfaces for what the controllers need (power, one-time boot, inventory, manager info), the
+// errors they classify into condition reasons, BMC address parsing, and a per-BMC client cache.
+// The Redfish implementation lives in bmc/redfish.
+package bmc
+
+import (
+	"context"
+
+	metalv1alpha1 "github.com/ironfleet/ironfleet/apis/metal/v1alpha1"
+)
+
+// PowerAction is a power request.
+type PowerAction string
+
+const (
+	PowerOn               PowerAction = "On"
+	PowerOff              PowerAction = "ForceOff"
+	PowerGracefulShutdown PowerAction = "GracefulShutdown"
+	PowerForceRestart     PowerAction = "ForceRestart"
+)
+
+// BootTarget is where a one-time boot override points.
+type BootTarget string
+
+const (
+	BootPXE  BootTarget = "Pxe"
+	BootDisk BootTarget = "Hdd"
+)
+
+// SystemInfo is what a BMC says about one computer system.
+type SystemInfo struct {
+	// URI is the system's Redfish @odata.id, as the BMC gave it (never rebuilt from its Id).
+	URI          string
+	ID           string
+	UUID         string
+	Manufacturer string
+	Model        string
+	SerialNumber string
+	SKU          string
+	BIOSVersion  string
+	PowerState   metalv1alpha1.PowerState
+}
+
+// ManagerInfo is what a BMC says about itself.
+type ManagerInfo struct {
+	Manufacturer    string
+	Model           string
+	SerialNumber    string
+	FirmwareVersion string
+	PowerState      metalv1alpha1.PowerState
+}
+
+// PowerControl switches a system's power.
+type PowerControl interface {
+	SetPower(ctx context.Context, systemURI string, action PowerAction) error
+}
+
+// BootControl sets a one-time boot override, consumed at the next power-on.
+type BootControl interface {
+	SetBootOnce(ctx context.Context, systemURI string, target BootTarget) error
+}
+
+// InventoryReader reads systems and their hardware.
+type InventoryReader interface {
+	// Systems lists the BMC's systems: identity and power only, cheap enough to poll.
+	Systems(ctx context.Context) ([]SystemInfo, error)
+	// Inventory reads a system's hardware; sub-resources that fail are skipped, not fatal.
+	Inventory(ctx context.Context, systemURI string) (metalv1alpha1.Inventory, error)
+}
+
+// ManagerReader reads the BMC's own identity.
+type ManagerReader interface {
+	Manager(ctx context.Context) (ManagerInfo, error)
+}
+
+// Client is everything controllers do with a BMC.
+type Client interface {
+	PowerControl
+	BootControl
+	InventoryReader
+	ManagerReader
+	// Close logs out and releases connections.
+	Close()
+}

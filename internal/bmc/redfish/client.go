@@ -1,0 +1,180 @@
+// Package redfish drives BMCs over Redfish with github.com/stmcginnis/gofish. It survives what
+// real BMCs do that the schema does not promise (../shared/design/REDFISH-QUIRKS.md): it follows
+// links instead of building URIs, skips sub-resources that fail, ignores placeholder strings,
+// and picks reset and boot values from what each BMC offers.
+package redfish
+
+import (
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"errors"
+	"net"
+	"net/http"
+	"net/url"
+	"strings"
+	"time"
+
+	"github.com/stmcginnis/gofish"
+	"github.com/stmcginnis/gofish/common"
+
+	metalv1alpha1 "github.com/ironfleet/ironfleet/apis/metal/v1alpha1"
+	"github.com/ironfleet/ironfleet/internal/bmc"
+)
+
+// Options tune every client a Connector opens.
+type Options struct {
+	// Timeout bounds each HTTP request to a BMC (default 30s).
+	Timeout time.Duration
+	// RootCAs are trusted for BMC certificates; nil means the system's roots.
+	RootCAs *x509.CertPool
+	// MaxConcurrentRequests per BMC (default 2): BMCs are small computers.
+	MaxConcurrentRequests int64
+}
+
+// Client is a bmc.Client over one gofish session.
+type Client struct {
+	api        *gofish.APIClient
+	systemPath string
+}
+
+var _ bmc.Client = (*Client)(nil)
+
+// Connector returns a bmc.Connector that logs in with a Redfish session (one per BMC, kept by
+// bmc.Cache and reused across reconciles).
+func Connector(opts Options) bmc.Connector {
+	if opts.Timeout == 0 {
+		opts.Timeout = 30 * time.Second
+	}
+	if opts.MaxConcurrentRequests == 0 {
+		opts.MaxConcurrentRequests = 2
+	}
+	return func(ctx context.Context, t bmc.Target) (bmc.Client, error) {
+		return Connect(ctx, t, opts)
+	}
+}
+
+// Connect opens a session to the target.
+func Connect(ctx context.Context, t bmc.Target, opts Options) (*Client, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	transport := http.DefaultTransport.(*http.Transport).Clone()
+	transport.TLSClientConfig = &tls.Config{
+		MinVersion:         tls.VersionTLS12,
+		RootCAs:            opts.RootCAs,
+		InsecureSkipVerify: t.InsecureSkipVerify, //nolint:gosec // only when the BMC opts out
+	}
+	transport.MaxIdleConnsPerHost = int(max(opts.MaxConcurrentRequests, 1))
+	httpClient := &http.Client{Timeout: opts.Timeout, Transport: keepAlive{transport}}
+
+	// The client's context is the connection's, not the reconcile's: the client outlives the
+	// reconcile that opened it. Each request is bounded by opts.Timeout instead.
+	api, err := gofish.ConnectContext(context.Background(), gofish.ClientConfig{
+		Endpoint:              t.Address.Endpoint,
+		Username:              t.Credentials.Username,
+		Password:              t.Credentials.Password,
+		Insecure:              t.InsecureSkipVerify,
+		HTTPClient:            httpClient,
+		MaxConcurrentRequests: opts.MaxConcurrentRequests,
+	})
+	if err != nil {
+		return nil, classify("connecting to "+t.Address.Endpoint, err)
+	}
+	return &Client{api: api, systemPath: t.Address.SystemPath}, nil
+}
+
+// keepAlive re-enables connection reuse, which gofish turns off (Request.Close) whenever it is
+// given its own http.Client: a TLS handshake per request would triple a BMC's load.
+type keepAlive struct{ next http.RoundTripper }
+
+func (k keepAlive) RoundTrip(req *http.Request) (*http.Response, error) {
+	if req.Close {
+		req = req.Clone(req.Context())
+		req.Close = false
+	}
+	return k.next.RoundTrip(req)
+}
+
+// Close logs out of the session.
+func (c *Client) Close() { c.api.Logout() }
+
+// classify maps a transport or Redfish error onto a condition reason, with what was being done.
+func classify(doing string, err error) error {
+	var redfishErr *common.Error
+	if errors.As(err, &redfishErr) {
+		switch redfishErr.HTTPReturnedStatusCode {
+		case http.StatusUnauthorized, http.StatusForbidden:
+			return bmc.Errorf(metalv1alpha1.BMCReasonAuthenticationFailed, "%s: the BMC refused the credentials (HTTP %d)", doing, redfishErr.HTTPReturnedStatusCode)
+		case 0:
+		default:
+			return bmc.Errorf(metalv1alpha1.BMCReasonProtocolError, "%s: HTTP %d: %s", doing, redfishErr.HTTPReturnedStatusCode, redfishMessage(redfishErr))
+		}
+	}
+	var certErr *tls.CertificateVerificationError
+	if errors.As(err, &certErr) {
+		return bmc.Errorf(metalv1alpha1.BMCReasonProtocolError, "%s: the BMC's TLS certificate is not trusted (%v); trust its CA, or set insecureSkipVerify on the BMC", doing, certErr.Err)
+	}
+	var netErr net.Error
+	var urlErr *url.Error
+	var opErr *net.OpError
+	if errors.As(err, &opErr) || errors.As(err, &netErr) || errors.Is(err, context.DeadlineExceeded) {
+		return bmc.Errorf(metalv1alpha1.BMCReasonUnreachable, "%s: %v", doing, err)
+	}
+	if errors.As(err, &urlErr) {
+		return bmc.Errorf(metalv1alpha1.BMCReasonUnreachable, "%s: %v", doing, urlErr.Err)
+	}
+	return bmc.Errorf(metalv1alpha1.BMCReasonProtocolError, "%s: %v", doing, err)
+}
+
+// redfishMessage is the human part of a Redfish error, without echoing whole bodies.
+func redfishMessage(e *common.Error) string {
+	if e.Message != "" {
+		return truncate(e.Message, 200)
+	}
+	for _, info := range e.ExtendedInfos {
+		if info.Message != "" {
+			return truncate(info.Message, 200)
+		}
+	}
+	return "no message"
+}
+
+func truncate(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return s[:n] + "…"
+}
+
+// placeholders are values vendors ship instead of a real one.
+var placeholders = map[string]bool{
+	"to be filled by o.e.m.": true, "default string": true, "not specified": true,
+	"system serial number": true, "system product name": true, "n/a": true, "na": true,
+	"none": true, "null": true, "0": true, "0123456789": true, "01234567890123456789ab": true,
+	"0000000000": true, "unknown": true,
+}
+
+// clean trims a string and blanks it when it is a placeholder.
+func clean(s string) string {
+	s = strings.TrimSpace(s)
+	if placeholders[strings.ToLower(s)] || strings.Trim(s, ".") == "" || strings.Trim(s, "0") == "" {
+		return ""
+	}
+	return s
+}
+
+func powerState(s string) metalv1alpha1.PowerState {
+	switch strings.ToLower(s) {
+	case "on":
+		return metalv1alpha1.PowerStateOn
+	case "off":
+		return metalv1alpha1.PowerStateOff
+	case "poweringon":
+		return metalv1alpha1.PowerStatePoweringOn
+	case "poweringoff":
+		return metalv1alpha1.PowerStatePoweringOff
+	default:
+		return metalv1alpha1.PowerStateUnknown
+	}
+}

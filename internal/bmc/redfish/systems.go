@@ -1,0 +1,231 @@
+package redfish
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"slices"
+	"strings"
+
+	"github.com/stmcginnis/gofish/redfish"
+
+	metalv1alpha1 "github.com/ironfleet/ironfleet/apis/metal/v1alpha1"
+	"github.com/ironfleet/ironfleet/internal/bmc"
+)
+
+// Systems lists the BMC's computer systems (or the one its address names).
+func (c *Client) Systems(ctx context.Context) ([]bmc.SystemInfo, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	var systems []*redfish.ComputerSystem
+	if c.systemPath != "" {
+		system, err := redfish.GetComputerSystem(c.api, c.systemPath)
+		if err != nil {
+			return nil, classify("reading system "+c.systemPath, err)
+		}
+		systems = []*redfish.ComputerSystem{system}
+	} else {
+		var err error
+		if systems, err = c.api.Service.Systems(); err != nil {
+			return nil, classify("listing systems", err)
+		}
+	}
+	out := make([]bmc.SystemInfo, 0, len(systems))
+	for _, s := range systems {
+		out = append(out, systemInfo(s))
+	}
+	return out, nil
+}
+
+func systemInfo(s *redfish.ComputerSystem) bmc.SystemInfo {
+	return bmc.SystemInfo{
+		URI:          s.ODataID,
+		ID:           s.ID,
+		UUID:         normaliseUUID(s.UUID),
+		Manufacturer: clean(s.Manufacturer),
+		Model:        clean(s.Model),
+		SerialNumber: clean(s.SerialNumber),
+		SKU:          clean(s.SKU),
+		BIOSVersion:  clean(s.BIOSVersion),
+		PowerState:   powerState(string(s.PowerState)),
+	}
+}
+
+// normaliseUUID lower-cases a UUID and blanks the all-zero and all-F ones some BMCs report.
+func normaliseUUID(u string) string {
+	u = strings.ToLower(strings.TrimSpace(u))
+	if strings.Trim(u, "0-") == "" || strings.Trim(u, "f-") == "" {
+		return ""
+	}
+	return u
+}
+
+// Manager reads the BMC's own identity (the first manager of type BMC, else the first).
+func (c *Client) Manager(ctx context.Context) (bmc.ManagerInfo, error) {
+	if err := ctx.Err(); err != nil {
+		return bmc.ManagerInfo{}, err
+	}
+	managers, err := c.api.Service.Managers()
+	if err != nil {
+		return bmc.ManagerInfo{}, classify("listing managers", err)
+	}
+	if len(managers) == 0 {
+		return bmc.ManagerInfo{}, bmc.Errorf(metalv1alpha1.BMCReasonProtocolError, "the BMC lists no managers")
+	}
+	m := managers[0]
+	for _, candidate := range managers {
+		if candidate.ManagerType == redfish.BMCManagerType {
+			m = candidate
+			break
+		}
+	}
+	return bmc.ManagerInfo{
+		Manufacturer:    clean(m.Manufacturer),
+		Model:           clean(m.Model),
+		SerialNumber:    clean(m.SerialNumber),
+		FirmwareVersion: clean(m.FirmwareVersion),
+		PowerState:      powerState(string(m.PowerState)),
+	}, nil
+}
+
+// systemControls is the part of a ComputerSystem's raw JSON that gofish does not expose:
+// the reset action's target and allowed values (inline or through ActionInfo) and the boot
+// override's allowed values.
+type systemControls struct {
+	Actions struct {
+		Reset *struct {
+			Target     string   `json:"target"`
+			Allowable  []string `json:"ResetType@Redfish.AllowableValues"`
+			ActionInfo string   `json:"@Redfish.ActionInfo"`
+		} `json:"#ComputerSystem.Reset"`
+	}
+	Boot *struct {
+		Enabled        string   `json:"BootSourceOverrideEnabled"`
+		EnabledAllowed []string `json:"BootSourceOverrideEnabled@Redfish.AllowableValues"`
+		TargetAllowed  []string `json:"BootSourceOverrideTarget@Redfish.AllowableValues"`
+	}
+}
+
+func (c *Client) controls(systemURI string) (*systemControls, error) {
+	system, err := redfish.GetComputerSystem(c.api, systemURI)
+	if err != nil {
+		return nil, classify("reading system "+systemURI, err)
+	}
+	var ctl systemControls
+	if err := json.Unmarshal(system.RawData, &ctl); err != nil {
+		return nil, bmc.Errorf(metalv1alpha1.BMCReasonProtocolError, "reading system %s: %v", systemURI, err)
+	}
+	return &ctl, nil
+}
+
+// resetCandidates lists, best first, the Redfish reset types that carry out each action.
+var resetCandidates = map[bmc.PowerAction][]string{
+	bmc.PowerOn:               {"On", "ForceOn"},
+	bmc.PowerOff:              {"ForceOff"},
+	bmc.PowerGracefulShutdown: {"GracefulShutdown"},
+	bmc.PowerForceRestart:     {"ForceRestart", "PowerCycle", "GracefulRestart"},
+}
+
+// SetPower requests a power action with a reset type the BMC offers.
+func (c *Client) SetPower(ctx context.Context, systemURI string, action bmc.PowerAction) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	candidates, ok := resetCandidates[action]
+	if !ok {
+		return fmt.Errorf("unknown power action %q", action)
+	}
+	ctl, err := c.controls(systemURI)
+	if err != nil {
+		return err
+	}
+	if ctl.Actions.Reset == nil || ctl.Actions.Reset.Target == "" {
+		return bmc.Classify(metalv1alpha1.BMCReasonProtocolError, fmt.Errorf("system %s has no Reset action: %w", systemURI, bmc.ErrUnsupported))
+	}
+	allowed := ctl.Actions.Reset.Allowable
+	if len(allowed) == 0 && ctl.Actions.Reset.ActionInfo != "" {
+		allowed = c.actionInfoAllowable(ctl.Actions.Reset.ActionInfo, "ResetType")
+	}
+	resetType := candidates[0]
+	if len(allowed) > 0 {
+		resetType = ""
+		for _, candidate := range candidates {
+			if slices.Contains(allowed, candidate) {
+				resetType = candidate
+				break
+			}
+		}
+		if resetType == "" {
+			return bmc.Classify(metalv1alpha1.BMCReasonProtocolError, fmt.Errorf("system %s offers reset types %v, none of which does %s: %w", systemURI, allowed, action, bmc.ErrUnsupported))
+		}
+	}
+	resp, err := c.api.Post(ctl.Actions.Reset.Target, map[string]string{"ResetType": resetType})
+	if err != nil {
+		return classify(fmt.Sprintf("resetting %s (%s)", systemURI, resetType), err)
+	}
+	drain(resp.Body)
+	return nil
+}
+
+// actionInfoAllowable reads a parameter's allowable values from an ActionInfo resource; a
+// failure means "unknown", and the caller falls back to its first choice.
+func (c *Client) actionInfoAllowable(uri, parameter string) []string {
+	resp, err := c.api.Get(uri)
+	if err != nil {
+		return nil
+	}
+	defer drain(resp.Body)
+	var info struct {
+		Parameters []struct {
+			Name            string
+			AllowableValues []string
+		}
+	}
+	if json.NewDecoder(io.LimitReader(resp.Body, 1<<20)).Decode(&info) != nil {
+		return nil
+	}
+	for _, p := range info.Parameters {
+		if p.Name == parameter {
+			return p.AllowableValues
+		}
+	}
+	return nil
+}
+
+// SetBootOnce points the next boot at target. It never sends BootSourceOverrideMode, which
+// some BMCs refuse to PATCH.
+func (c *Client) SetBootOnce(ctx context.Context, systemURI string, target bmc.BootTarget) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	ctl, err := c.controls(systemURI)
+	if err != nil {
+		return err
+	}
+	if ctl.Boot == nil {
+		return bmc.Classify(metalv1alpha1.BMCReasonProtocolError, fmt.Errorf("system %s has no Boot object: %w", systemURI, bmc.ErrUnsupported))
+	}
+	if len(ctl.Boot.TargetAllowed) > 0 && !slices.Contains(ctl.Boot.TargetAllowed, string(target)) {
+		return bmc.Classify(metalv1alpha1.BMCReasonProtocolError, fmt.Errorf("system %s cannot boot from %s (offers %v): %w", systemURI, target, ctl.Boot.TargetAllowed, bmc.ErrUnsupported))
+	}
+	if len(ctl.Boot.EnabledAllowed) > 0 && !slices.Contains(ctl.Boot.EnabledAllowed, "Once") {
+		return bmc.Classify(metalv1alpha1.BMCReasonProtocolError, fmt.Errorf("system %s offers no one-time boot override (offers %v): %w", systemURI, ctl.Boot.EnabledAllowed, bmc.ErrUnsupported))
+	}
+	patch := map[string]any{"Boot": map[string]string{
+		"BootSourceOverrideTarget":  string(target),
+		"BootSourceOverrideEnabled": "Once",
+	}}
+	resp, err := c.api.Patch(systemURI, patch)
+	if err != nil {
+		return classify(fmt.Sprintf("setting %s to boot once from %s", systemURI, target), err)
+	}
+	drain(resp.Body)
+	return nil
+}
+
+func drain(body io.ReadCloser) {
+	_, _ = io.Copy(io.Discard, io.LimitReader(body, 1<<20))
+	_ = body.Close()
+}

@@ -1,0 +1,13 @@
+// Package bmcsim simulates Redfish BMCs for tests, the local lab and benchmarks.
+//
+// A BMC serves a DMTF-shaped Redfish tree (service root, systems with processors, memory,
+// storage and NICs, one manager, one chassis per system, sessions) over HTTP or HTTPS with a
+// self-signed certificate, with Basic and session authentication, ComputerSystem.Reset, boot
+// source override, and injected faults. A Profile gives it a vendor's personality and Quirks
+// switch on the deviations real BMCs show (see REDFISH-QUIRKS.md in the shared design docs),
+// so clients are tested against what hardware does, not only what the schema promises.
+//
+// Resources are rendered per request from a small spec, so thousands of BMCs fit in one
+// process: each costs a listener, an accept goroutine and a few kilobytes, with no goroutine
+// per system. StaticHandler and StartStatic serve a DMTF mockup directory instead.
+package bmcsim

@@ -1,0 +1,169 @@
+package bmcsim
+
+import (
+	"slices"
+	"time"
+)
+
+// visiblePower is what a GET shows: the actual state, or the previous one while the
+// PowerStateLag quirk holds it back.
+func (s *system) visiblePower(now time.Time) string {
+	if now.Before(s.lagUntil) {
+		return s.shownPower
+	}
+	return s.power
+}
+
+// setPower changes the actual state; lag is how long GET keeps showing the old one. A
+// transition to On boots the host and returns the event to fire once the lock is released.
+func (m *model) setPower(s *system, state string, lag time.Duration, now time.Time) []PowerOnEvent {
+	if state == s.power {
+		return nil
+	}
+	shown := s.visiblePower(now)
+	s.power = state
+	if lag > 0 {
+		s.shownPower, s.lagUntil = shown, now.Add(lag)
+	} else {
+		s.lagUntil = time.Time{}
+	}
+	if state != "On" {
+		return nil
+	}
+	return []PowerOnEvent{m.boot(s, now)}
+}
+
+// boot picks the boot target the way firmware does: a Once override is used and consumed,
+// a Continuous one is used every time, otherwise the host boots from disk.
+func (m *model) boot(s *system, now time.Time) PowerOnEvent {
+	target := BootHdd
+	switch s.bootOnce {
+	case "Once":
+		if s.bootTarget != BootNone && s.bootTarget != "" {
+			target = s.bootTarget
+		}
+		s.bootOnce = "Disabled"
+		s.bootGen++
+	case "Continuous":
+		if s.bootTarget != BootNone && s.bootTarget != "" {
+			target = s.bootTarget
+		}
+	}
+	ev := PowerOnEvent{SystemID: s.spec.ID, UUID: s.spec.UUID, Boot: target, Time: now}
+	if len(s.bootLog) >= maxBootLog {
+		s.bootLog = slices.Delete(s.bootLog, 0, len(s.bootLog)-maxBootLog+1)
+	}
+	s.bootLog = append(s.bootLog, ev)
+	return ev
+}
+
+// reset applies a ComputerSystem.Reset type the profile offers. Restarts and power cycles
+// boot the host again even when it was already on, so they record a power-on too.
+func (m *model) reset(s *system, resetType string, now time.Time) []PowerOnEvent {
+	lag := m.q.PowerStateLag
+	switch resetType {
+	case "On", "ForceOn":
+		return m.setPower(s, "On", lag, now)
+	case "ForceOff", "GracefulShutdown":
+		return m.setPower(s, "Off", lag, now)
+	case "PushPowerButton":
+		if s.power == "On" {
+			return m.setPower(s, "Off", lag, now)
+		}
+		return m.setPower(s, "On", lag, now)
+	case "ForceRestart", "GracefulRestart", "PowerCycle":
+		if s.power == "On" {
+			return []PowerOnEvent{m.boot(s, now)}
+		}
+		return m.setPower(s, "On", lag, now)
+	}
+	return nil // Nmi: the host gets an interrupt, its power does not change
+}
+
+// fire calls the power-on hooks outside every lock, so a hook may call back into the BMC.
+func (m *model) fire(events []PowerOnEvent) {
+	if len(events) == 0 {
+		return
+	}
+	m.mu.Lock()
+	hooks := slices.Clone(m.hooks)
+	m.mu.Unlock()
+	for _, ev := range events {
+		for _, h := range hooks {
+			h(ev)
+		}
+	}
+}
+
+// PowerState is the actual power state of a system ("On"/"Off"), ignoring PowerStateLag;
+// "" for an unknown system or a static mockup.
+func (b *BMC) PowerState(systemID string) string {
+	m := b.model
+	if m == nil {
+		return ""
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if s := m.findSystem(systemID); s != nil {
+		return s.power
+	}
+	return ""
+}
+
+// SetPowerState changes a system's power as the environment would (a host shutting itself
+// down, a lab powering it): immediately visible, and a transition to On boots the host and
+// fires the power-on hooks. Unknown systems and states other than "On"/"Off" are ignored.
+func (b *BMC) SetPowerState(systemID, state string) {
+	m := b.model
+	if m == nil || (state != "On" && state != "Off") {
+		return
+	}
+	m.mu.Lock()
+	var events []PowerOnEvent
+	if s := m.findSystem(systemID); s != nil {
+		events = m.setPower(s, state, 0, time.Now())
+	}
+	m.mu.Unlock()
+	m.fire(events)
+}
+
+// BootOverride reports a system's boot source override as a client would set it.
+func (b *BMC) BootOverride(systemID string) (target BootTarget, enabled string) {
+	m := b.model
+	if m == nil {
+		return "", ""
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if s := m.findSystem(systemID); s != nil {
+		return s.bootTarget, s.bootOnce
+	}
+	return "", ""
+}
+
+// BootLog returns a copy of a system's power-on events, oldest first (the last 1024).
+func (b *BMC) BootLog(systemID string) []PowerOnEvent {
+	m := b.model
+	if m == nil {
+		return nil
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if s := m.findSystem(systemID); s != nil {
+		return slices.Clone(s.bootLog)
+	}
+	return nil
+}
+
+// OnPowerOn adds a hook called for every power-on with the boot target used. It runs on the
+// goroutine that caused the power-on (the reset request, or SetPowerState) before that
+// returns, outside the BMC's locks; hand long work off to another goroutine.
+func (b *BMC) OnPowerOn(hook func(PowerOnEvent)) {
+	m := b.model
+	if m == nil || hook == nil {
+		return
+	}
+	m.mu.Lock()
+	m.hooks = append(m.hooks, hook)
+	m.mu.Unlock()
+}

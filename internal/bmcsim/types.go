@@ -1,0 +1,86 @@
+package bmcsim
+
+import "time"
+
+// Processor is one socket or accelerator of a simulated system.
+type Processor struct {
+	ID, ProcessorType, Manufacturer, Model string // ProcessorType "CPU" or "GPU"
+	TotalCores, TotalThreads, MaxSpeedMHz  int
+}
+
+// DIMM is one memory slot. Absent slots are only listed when the AbsentDIMMs quirk is on,
+// because a well-behaved BMC lists modules, not empty sockets.
+type DIMM struct {
+	ID                                     string
+	CapacityMiB                            int
+	MemoryDeviceType                       string
+	OperatingSpeedMhz                      int
+	Manufacturer, SerialNumber, PartNumber string
+	Absent                                 bool
+}
+
+// Drive is one physical disk. Empty strings are omitted on the wire, which is how real BMCs
+// present drives they know little about (no Manufacturer, MediaType or Protocol).
+type Drive struct {
+	ID, Name, Model, Manufacturer, SerialNumber string
+	CapacityBytes                               int64
+	MediaType, Protocol                         string // "SSD"/"HDD"; "NVMe"/"SATA"/"SAS"
+}
+
+// NIC is one host Ethernet interface. An empty MACAddress is rendered as null.
+type NIC struct {
+	ID, MACAddress string
+	SpeedMbps      int
+	LinkUp         bool
+}
+
+// SystemSpec describes one ComputerSystem behind a BMC. Empty ID, Manufacturer, Model and
+// BIOSVersion are filled from the BMC's profile at Start; UUID is used exactly as given
+// (empty means the system has none, as on OpenBMC).
+type SystemSpec struct {
+	ID                                                  string
+	UUID                                                string
+	Manufacturer, Model, SerialNumber, SKU, BIOSVersion string
+	PowerState                                          string // initial: "On" or "Off" (default "Off")
+	Processors                                          []Processor
+	Memory                                              []DIMM
+	Drives                                              []Drive
+	NICs                                                []NIC
+}
+
+// Options configures one simulated BMC.
+type Options struct {
+	Addr                                               string // listen address, default "127.0.0.1:0"
+	TLS                                                bool   // HTTPS with a fresh self-signed ECDSA P-256 certificate
+	Username, Password                                 string
+	Manufacturer, Model, FirmwareVersion, SerialNumber string // of the Manager; empty: the profile's
+	Profile                                            Profile
+	Quirks                                             *Quirks      // overrides the profile's quirk set when non-nil
+	Systems                                            []SystemSpec // empty: one DefaultSystem(0)
+}
+
+// BootTarget is what a system boots from at power-on.
+type BootTarget string
+
+// Boot targets the simulator records in its boot log.
+const (
+	BootPxe  BootTarget = "Pxe"
+	BootHdd  BootTarget = "Hdd"
+	BootNone BootTarget = "None"
+)
+
+// PowerOnEvent records one transition of a system to On, with the boot target it used.
+type PowerOnEvent struct {
+	SystemID, UUID string
+	Boot           BootTarget
+	Time           time.Time
+}
+
+// Stats counts what clients did to a BMC. ActiveSessions is a gauge (sessions ended by
+// SetCredentials or expiry leave it without counting as deleted); the rest are counters that
+// ResetStats zeroes. Requests includes faulted ones; AuthFailures counts requests refused for
+// missing or wrong credentials and failed logins, not injected 401s; Resets and BootPatches
+// count accepted actions and PATCHes.
+type Stats struct {
+	Requests, SessionsCreated, SessionsDeleted, ActiveSessions, AuthFailures, Resets, BootPatches int64
+}

@@ -1,0 +1,274 @@
+package controller
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/tools/events"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/builder"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller"
+	"sigs.k8s.io/controller-runtime/pkg/event"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	metalv1alpha1 "github.com/ironfleet/ironfleet/apis/metal/v1alpha1"
+	"github.com/ironfleet/ironfleet/internal/bmc"
+	"github.com/ironfleet/ironfleet/internal/fsm"
+)
+
+const (
+	// AnnotationRetry, set by a person on a Server in Error, sends it back to Initial.
+	AnnotationRetry = "metal.ironfleet.dev/retry"
+	// LabelServer on a boot configuration names its Server.
+	LabelServer = "metal.ironfleet.dev/server"
+)
+
+// DiscoverySettings bound discovery.
+type DiscoverySettings struct {
+	// Timeout is how long a probe may take to report after the server is powered on.
+	Timeout time.Duration
+	// Attempts is how many discovery boots a server gets before it goes to Error.
+	Attempts int32
+}
+
+// ServerReconciler drives each Server through the lifecycle in internal/fsm: it observes facts,
+// fires at most one event per reconcile, performs that transition's side effects, and patches
+// status once. Power changes are requested, then observed on later reconciles; it never waits.
+type ServerReconciler struct {
+	Client    client.Client
+	Events    events.EventRecorder
+	Clients   *bmc.Cache
+	Probe     ProbeBoot
+	Discovery DiscoverySettings
+	Settings  Settings
+	// Now is the clock; time.Now when nil.
+	Now func() time.Time
+}
+
+// step is what a state's handler decided: an event to fire (or none), why, what else changes
+// with it, and when to look again.
+type step struct {
+	event        fsm.ServerEvent
+	reason       string
+	message      string
+	apply        func(*metalv1alpha1.Server)
+	requeueAfter time.Duration
+}
+
+// wait is a step that fires nothing and says what the server waits for.
+func wait(reason, message string, after time.Duration) step {
+	return step{reason: reason, message: message, requeueAfter: after}
+}
+
+// +kubebuilder:rbac:groups=metal.ironfleet.dev,resources=servers,verbs=get;list;watch;update;patch
+// +kubebuilder:rbac:groups=metal.ironfleet.dev,resources=servers/status,verbs=get;update;patch
+// +kubebuilder:rbac:groups=metal.ironfleet.dev,resources=serverbootconfigurations,verbs=get;list;watch;create;update;patch;delete
+// +kubebuilder:rbac:groups=metal.ironfleet.dev,resources=bmcs,verbs=get;list;watch
+// +kubebuilder:rbac:groups=metal.ironfleet.dev,resources=bmcsecrets,verbs=get;list;watch
+// +kubebuilder:rbac:groups="",resources=secrets,verbs=get;list;watch;create;delete
+
+// Reconcile moves one Server at most one step.
+func (r *ServerReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
+	var server metalv1alpha1.Server
+	if err := r.Client.Get(ctx, req.NamespacedName, &server); err != nil {
+		return ctrl.Result{}, client.IgnoreNotFound(err)
+	}
+	if !server.DeletionTimestamp.IsZero() {
+		return ctrl.Result{}, nil // owned boot configurations and Secrets are garbage-collected
+	}
+	if err := r.dropStaleRetry(ctx, &server); err != nil {
+		return ctrl.Result{}, err
+	}
+
+	// One clock reading per reconcile: a transition is stamped with the time the reconcile
+	// began, before any side effect, so a probe that reports instantly is never "too early".
+	start := r.now()
+	original := server.DeepCopy()
+	from := server.Status.State
+	var st step
+	var err error
+	if from == "" {
+		st = step{reason: "Enrolled", message: "found on BMC " + bmcName(&server)}
+		r.enter(&server, metalv1alpha1.ServerStateInitial, st, start)
+	} else {
+		st, err = r.handle(ctx, &server)
+		if err == nil && st.event != "" {
+			var to metalv1alpha1.ServerState
+			to, err = fsm.NextServerState(ctx, from, st.event, fsm.Facts{Claimed: server.Spec.ServerClaimRef != nil})
+			if err == nil {
+				r.enter(&server, to, st, start)
+			}
+		}
+	}
+	if err != nil {
+		setCondition(&server.Status.Conditions, server.Generation, metalv1alpha1.ConditionReady, metav1.ConditionFalse, reasonOf(err), err.Error())
+	} else if st.event == "" && st.reason != "" {
+		setCondition(&server.Status.Conditions, server.Generation, metalv1alpha1.ConditionReady, metav1.ConditionFalse, st.reason, st.message)
+	}
+	server.Status.ObservedGeneration = server.Generation
+
+	// The optimistic lock makes a reconcile that read a stale Server fail here instead of
+	// firing the same transition twice.
+	patchErr := r.Client.Status().Patch(ctx, &server, client.MergeFromWithOptions(original, client.MergeFromWithOptimisticLock{}))
+	if apierrors.IsConflict(patchErr) {
+		return ctrl.Result{RequeueAfter: 100 * time.Millisecond}, nil
+	}
+	if patchErr != nil && !apierrors.IsNotFound(patchErr) {
+		return ctrl.Result{}, errors.Join(err, fmt.Errorf("patching server status: %w", patchErr))
+	}
+	if patchErr == nil && server.Status.State != from && from != "" {
+		r.recordTransition(&server, from, st)
+	}
+	return ctrl.Result{RequeueAfter: st.requeueAfter}, err
+}
+
+// handle asks the current state's handler what to do.
+func (r *ServerReconciler) handle(ctx context.Context, server *metalv1alpha1.Server) (step, error) {
+	switch server.Status.State {
+	case metalv1alpha1.ServerStateInitial:
+		return r.initial(ctx, server)
+	case metalv1alpha1.ServerStateDiscovery:
+		return r.discovery(ctx, server)
+	case metalv1alpha1.ServerStateError:
+		return r.errored(server), nil
+	default:
+		return step{}, nil
+	}
+}
+
+// enter records a transition into to (or the first state) in status.
+func (r *ServerReconciler) enter(server *metalv1alpha1.Server, to metalv1alpha1.ServerState, st step, at time.Time) {
+	if st.apply != nil {
+		st.apply(server)
+	}
+	now := metav1.NewTime(at)
+	server.Status.State = to
+	server.Status.LastTransitionTime = &now
+	server.Status.LastTransitionReason = st.reason
+	setCondition(&server.Status.Conditions, server.Generation, metalv1alpha1.ConditionReady, boolStatus(to != metalv1alpha1.ServerStateError), st.reason, st.message)
+}
+
+func (r *ServerReconciler) recordTransition(server *metalv1alpha1.Server, from metalv1alpha1.ServerState, st step) {
+	eventType := corev1.EventTypeNormal
+	if server.Status.State == metalv1alpha1.ServerStateError {
+		eventType = corev1.EventTypeWarning
+	}
+	r.Events.Eventf(server, nil, eventType, st.reason, string(st.event), "%s → %s: %s", from, server.Status.State, st.message)
+}
+
+func (r *ServerReconciler) now() time.Time {
+	if r.Now != nil {
+		return r.Now()
+	}
+	return time.Now()
+}
+
+// enteredAt is when the server entered its current state.
+func enteredAt(server *metalv1alpha1.Server) time.Time {
+	if t := server.Status.LastTransitionTime; t != nil {
+		return t.Time
+	}
+	return server.CreationTimestamp.Time
+}
+
+func bmcName(server *metalv1alpha1.Server) string {
+	if server.Spec.BMCRef == nil {
+		return ""
+	}
+	return server.Spec.BMCRef.Name
+}
+
+func reasonOf(err error) string {
+	var be *bmc.Error
+	if errors.As(err, &be) {
+		return "BMC" + be.Reason
+	}
+	return "ReconcileError"
+}
+
+// dropStaleRetry removes a retry annotation from a server that is not in Error: it has done
+// its job, or was set by mistake.
+func (r *ServerReconciler) dropStaleRetry(ctx context.Context, server *metalv1alpha1.Server) error {
+	if _, ok := server.Annotations[AnnotationRetry]; !ok || server.Status.State == metalv1alpha1.ServerStateError {
+		return nil
+	}
+	before := server.DeepCopy()
+	delete(server.Annotations, AnnotationRetry)
+	return r.Client.Patch(ctx, server, client.MergeFrom(before))
+}
+
+// errored waits for a person: the retry annotation sends the server back to Initial.
+func (r *ServerReconciler) errored(server *metalv1alpha1.Server) step {
+	if _, ok := server.Annotations[AnnotationRetry]; !ok {
+		return step{}
+	}
+	return step{event: fsm.EventRetry, reason: "RetryRequested", message: "the " + AnnotationRetry + " annotation asked for a retry",
+		apply: func(s *metalv1alpha1.Server) { s.Status.DiscoveryAttempts, s.Status.CleanupAttempts = 0, 0 }}
+}
+
+// SetupWithManager registers the reconciler.
+func (r *ServerReconciler) SetupWithManager(mgr ctrl.Manager) error {
+	return ctrl.NewControllerManagedBy(mgr).
+		Named("server").
+		For(&metalv1alpha1.Server{}, builder.WithPredicates(serverChanged())).
+		Watches(&metalv1alpha1.ServerBootConfiguration{}, handler.EnqueueRequestsFromMapFunc(bootConfigServer)).
+		WithOptions(controller.Options{
+			MaxConcurrentReconciles: r.Settings.Concurrency("server"),
+			RateLimiter:             r.Settings.rateLimiter(),
+		}).
+		Complete(r)
+}
+
+// serverChanged lets through what the lifecycle reacts to (spec, metadata, a new probe report),
+// and not the status writes of the reconcilers themselves or the BMC's power polls.
+func serverChanged() predicate.Predicate {
+	return predicate.Funcs{
+		UpdateFunc: func(e event.UpdateEvent) bool {
+			old, ok1 := e.ObjectOld.(*metalv1alpha1.Server)
+			now, ok2 := e.ObjectNew.(*metalv1alpha1.Server)
+			if !ok1 || !ok2 {
+				return true
+			}
+			return old.Generation != now.Generation ||
+				!mapsEqual(old.Annotations, now.Annotations) ||
+				old.Status.State == "" ||
+				reportTime(old) != reportTime(now)
+		},
+	}
+}
+
+func reportTime(s *metalv1alpha1.Server) time.Time {
+	if s.Status.Inventory == nil || s.Status.Inventory.ReportedAt == nil {
+		return time.Time{}
+	}
+	return s.Status.Inventory.ReportedAt.Time
+}
+
+func mapsEqual(a, b map[string]string) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for k, v := range a {
+		if w, ok := b[k]; !ok || w != v {
+			return false
+		}
+	}
+	return true
+}
+
+// bootConfigServer maps a boot configuration to its Server.
+func bootConfigServer(_ context.Context, o client.Object) []reconcile.Request {
+	sbc, ok := o.(*metalv1alpha1.ServerBootConfiguration)
+	if !ok {
+		return nil
+	}
+	return []reconcile.Request{{NamespacedName: client.ObjectKey{Name: sbc.Spec.ServerRef.Name}}}
+}

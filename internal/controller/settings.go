@@ -1,0 +1,74 @@
+package controller
+
+import (
+	"math/rand/v2"
+	"time"
+
+	"k8s.io/client-go/util/workqueue"
+	"sigs.k8s.io/controller-runtime/pkg/event"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+)
+
+// Settings are the knobs every reconciler shares; the manager fills them from flags.
+type Settings struct {
+	// ResyncPeriod is how often a healthy BMC is polled; each poll is jittered by ±10%.
+	ResyncPeriod time.Duration
+	// BackoffBase and BackoffMax bound the exponential retry of failing reconciles.
+	BackoffBase time.Duration
+	BackoffMax  time.Duration
+	// MaxConcurrentReconciles per controller name; DefaultConcurrency for the others.
+	MaxConcurrentReconciles map[string]int
+	DefaultConcurrency      int
+}
+
+// DefaultSettings are the production defaults.
+func DefaultSettings() Settings {
+	return Settings{
+		ResyncPeriod:       5 * time.Minute,
+		BackoffBase:        time.Second,
+		BackoffMax:         5 * time.Minute,
+		DefaultConcurrency: 4,
+	}
+}
+
+// Concurrency is the number of workers for the named controller.
+func (s Settings) Concurrency(name string) int {
+	if n := s.MaxConcurrentReconciles[name]; n > 0 {
+		return n
+	}
+	return max(s.DefaultConcurrency, 1)
+}
+
+// jitteredResync spreads polls so a fleet enrolled together is not polled together.
+func (s Settings) jitteredResync() time.Duration {
+	period := s.ResyncPeriod
+	if period <= 0 {
+		period = DefaultSettings().ResyncPeriod
+	}
+	return period - period/10 + time.Duration(rand.Int64N(int64(period/5)+1))
+}
+
+// rateLimiter retries failed reconciles with per-object exponential backoff, so a dead BMC is
+// asked again after 1s, 2s, 4s, … up to BackoffMax, never in a hot loop.
+func (s Settings) rateLimiter() workqueue.TypedRateLimiter[reconcile.Request] {
+	base, maxDelay := s.BackoffBase, s.BackoffMax
+	if base <= 0 {
+		base = DefaultSettings().BackoffBase
+	}
+	if maxDelay <= 0 {
+		maxDelay = DefaultSettings().BackoffMax
+	}
+	return workqueue.NewTypedItemExponentialFailureRateLimiter[reconcile.Request](base, maxDelay)
+}
+
+// deletedOnly passes only delete events: used to re-create owned objects someone removed,
+// without waking the owner for every status change of its children.
+func deletedOnly() predicate.Predicate {
+	return predicate.Funcs{
+		CreateFunc:  func(event.CreateEvent) bool { return false },
+		UpdateFunc:  func(event.UpdateEvent) bool { return false },
+		GenericFunc: func(event.GenericEvent) bool { return false },
+		DeleteFunc:  func(event.DeleteEvent) bool { return true },
+	}
+}

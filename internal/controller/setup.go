@@ -1,0 +1,41 @@
+package controller
+
+import (
+	"fmt"
+
+	ctrl "sigs.k8s.io/controller-runtime"
+
+	"github.com/ironfleet/ironfleet/internal/bmc"
+	"github.com/ironfleet/ironfleet/internal/macdb"
+)
+
+// Dependencies are what the reconcilers need from outside Kubernetes.
+type Dependencies struct {
+	MACDB *macdb.DB
+	// Connect opens BMC clients; BMCs share them through one cache.
+	Connect  bmc.Connector
+	Settings Settings
+	// Probe says how to boot metalprobe; Discovery bounds discovery.
+	Probe     ProbeBoot
+	Discovery DiscoverySettings
+}
+
+// Setup registers every reconciler with the manager. The manager binary, the tests and the lab
+// all wire controllers through here, so they run the same code.
+func Setup(mgr ctrl.Manager, deps Dependencies) error {
+	cache := bmc.NewCache(deps.Connect)
+	reconcilers := []interface{ SetupWithManager(ctrl.Manager) error }{
+		&EndpointReconciler{Client: mgr.GetClient(), Events: mgr.GetEventRecorder("endpoint-controller"),
+			MACDB: deps.MACDB, Connect: deps.Connect, Settings: deps.Settings},
+		&BMCReconciler{Client: mgr.GetClient(), Events: mgr.GetEventRecorder("bmc-controller"),
+			Clients: cache, Settings: deps.Settings},
+		&ServerReconciler{Client: mgr.GetClient(), Events: mgr.GetEventRecorder("server-controller"),
+			Clients: cache, Probe: deps.Probe, Discovery: deps.Discovery, Settings: deps.Settings},
+	}
+	for _, r := range reconcilers {
+		if err := r.SetupWithManager(mgr); err != nil {
+			return fmt.Errorf("setting up %T: %w", r, err)
+		}
+	}
+	return nil
+}

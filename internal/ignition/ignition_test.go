@@ -1,0 +1,65 @@
+package ignition
+
+import (
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	metalv1alpha1 "github.com/ironfleet/ironfleet/apis/metal/v1alpha1"
+)
+
+func valid() Config {
+	return Config{RegistryURL: "https://10.0.0.1:8443", Token: "tok", SystemUUID: "38947555-7742-3448-3784-823347823834", Mode: ModeDiscovery}
+}
+
+func TestRoundTrip(t *testing.T) {
+	for _, c := range []Config{valid(), func() Config {
+		c := valid()
+		c.Mode, c.WipePolicy = ModeWipe, metalv1alpha1.WipeZero
+		return c
+	}()} {
+		data, err := Render(c)
+		require.NoError(t, err)
+		got, err := Parse(data)
+		require.NoError(t, err)
+		assert.Equal(t, c, got)
+	}
+}
+
+func TestInvalidConfigsNameTheField(t *testing.T) {
+	cases := map[string]func(*Config){
+		"registryURL": func(c *Config) { c.RegistryURL = "ftp://x" },
+		"token":       func(c *Config) { c.Token = "" },
+		"systemUUID":  func(c *Config) { c.SystemUUID = "" },
+		"mode":        func(c *Config) { c.Mode = "dance" },
+		"wipePolicy":  func(c *Config) { c.Mode = ModeWipe; c.WipePolicy = "shred" },
+		"registryCA":  func(c *Config) { c.RegistryCA = "not pem" },
+	}
+	for field, mutate := range cases {
+		c := valid()
+		mutate(&c)
+		_, err := Render(c)
+		assert.ErrorContains(t, err, field)
+	}
+	_, err := Parse([]byte(`{"registryURL":"https://x","token":"t","systemUUID":"u","mode":"discovery","extra":1}`))
+	assert.ErrorContains(t, err, `unknown field "extra"`)
+}
+
+func FuzzParse(f *testing.F) {
+	data, _ := Render(valid())
+	f.Add(data)
+	f.Add([]byte(`{}`))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		c, err := Parse(data)
+		if err != nil {
+			return
+		}
+		// Whatever parses renders, and re-parses to the same config.
+		out, err := Render(c)
+		require.NoError(t, err)
+		again, err := Parse(out)
+		require.NoError(t, err)
+		require.Equal(t, c, again)
+	})
+}

@@ -1,0 +1,277 @@
+package registry
+
+import (
+	"context"
+	"crypto/tls"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"regexp"
+	"strings"
+	"time"
+
+	"github.com/go-logr/logr"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	metalv1alpha1 "github.com/ironfleet/ironfleet/apis/metal/v1alpha1"
+	"github.com/ironfleet/ironfleet/internal/report"
+)
+
+// MaxBodyBytes bounds a request body; larger ones get 413.
+const MaxBodyBytes = 1 << 20
+
+// IndexServerByUUID is the field index the registry finds a report's Server by.
+const IndexServerByUUID = "spec.systemUUID"
+
+// Server handles probe requests.
+type Server struct {
+	// Client reads Servers (through the manager's cache, with IndexServerByUUID) and writes
+	// their status.
+	Client client.Client
+	Signer *Signer
+	Log    logr.Logger
+	// Now is the clock; time.Now when nil.
+	Now func() time.Time
+}
+
+// Handler routes the registry's endpoints.
+func (s *Server) Handler() http.Handler {
+	mux := http.NewServeMux()
+	mux.HandleFunc("POST /v1/reports", s.postReport)
+	mux.HandleFunc("POST /v1/bootstate", s.postBootState)
+	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
+		_, _ = io.WriteString(w, "ok\n")
+	})
+	return mux
+}
+
+// apiError is the JSON body of every refusal.
+type apiError struct {
+	Error string `json:"error"`
+}
+
+func writeError(w http.ResponseWriter, status int, format string, args ...any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	_ = json.NewEncoder(w).Encode(apiError{Error: fmt.Sprintf(format, args...)})
+}
+
+var uuidPattern = regexp.MustCompile(`^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$`)
+
+// authenticated is a decoded request body that passed the token check, with its server.
+type authenticated struct {
+	server *metalv1alpha1.Server
+}
+
+// decodeAndAuthorize reads a bounded, strict JSON body into v, then checks the bearer token
+// against the UUID the body names and finds that server. It writes the refusal itself and
+// returns nil when the request is refused. Order matters: 401 before reading anything, then
+// 413/400 on the body, then 403 on a token that is not this server's.
+func (s *Server) decodeAndAuthorize(w http.ResponseWriter, r *http.Request, v any, uuidOf func() string) *authenticated {
+	token, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
+	if !ok || strings.TrimSpace(token) == "" {
+		writeError(w, http.StatusUnauthorized, "a bearer token is required")
+		return nil
+	}
+	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, MaxBodyBytes))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
+		var tooBig *http.MaxBytesError
+		if errors.As(err, &tooBig) {
+			writeError(w, http.StatusRequestEntityTooLarge, "body exceeds %d bytes", MaxBodyBytes)
+			return nil
+		}
+		writeError(w, http.StatusBadRequest, "malformed JSON: %v", err)
+		return nil
+	}
+	if dec.More() {
+		writeError(w, http.StatusBadRequest, "malformed JSON: trailing data after the object")
+		return nil
+	}
+	uuid := strings.ToLower(uuidOf())
+	if !uuidPattern.MatchString(uuid) {
+		writeError(w, http.StatusBadRequest, "systemUUID %q is not a UUID", truncate(uuid, 64))
+		return nil
+	}
+	if !s.Signer.Verify(uuid, token) {
+		s.Log.Info("refused a probe request: the token is not this server's", "systemUUID", uuid, "remote", r.RemoteAddr)
+		writeError(w, http.StatusForbidden, "the token does not belong to server %s", uuid)
+		return nil
+	}
+	server, status, err := s.findServer(r.Context(), uuid)
+	if err != nil {
+		writeError(w, status, "%v", err)
+		return nil
+	}
+	return &authenticated{server: server}
+}
+
+func (s *Server) findServer(ctx context.Context, uuid string) (*metalv1alpha1.Server, int, error) {
+	var servers metalv1alpha1.ServerList
+	if err := s.Client.List(ctx, &servers, client.MatchingFields{IndexServerByUUID: uuid}); err != nil {
+		return nil, http.StatusServiceUnavailable, fmt.Errorf("looking up server %s: %w", uuid, err)
+	}
+	switch len(servers.Items) {
+	case 0:
+		return nil, http.StatusNotFound, fmt.Errorf("no server has systemUUID %s", uuid)
+	case 1:
+		return &servers.Items[0], 0, nil
+	default:
+		return nil, http.StatusConflict, fmt.Errorf("%d servers share systemUUID %s", len(servers.Items), uuid)
+	}
+}
+
+func (s *Server) now() time.Time {
+	if s.Now != nil {
+		return s.Now()
+	}
+	return time.Now()
+}
+
+// postReport stores an inventory report in its Server's status.
+func (s *Server) postReport(w http.ResponseWriter, r *http.Request) {
+	var rep report.Report
+	auth := s.decodeAndAuthorize(w, r, &rep, func() string { return rep.SystemUUID })
+	if auth == nil {
+		return
+	}
+	server := auth.server
+	original := server.DeepCopy()
+	inv := rep.Inventory
+	inv.Source = "Probe"
+	received := metav1.NewTime(s.now())
+	inv.ReportedAt = &received
+	inv.CollectorVersion = rep.ProbeVersion
+	inv.Warnings = capStrings(rep.Warnings, 64)
+	server.Status.Inventory = &inv
+	if err := s.Client.Status().Patch(r.Context(), server, client.MergeFrom(original)); err != nil {
+		status := http.StatusServiceUnavailable
+		if apierrors.IsInvalid(err) {
+			status = http.StatusUnprocessableEntity
+		}
+		writeError(w, status, "storing the report: %v", err)
+		return
+	}
+	s.Log.Info("stored probe report", "server", server.Name, "disks", len(inv.Storage), "nics", len(inv.NetworkInterfaces))
+	w.WriteHeader(http.StatusNoContent)
+}
+
+// BootState is what the probe says about its own progress.
+type BootState struct {
+	SystemUUID string `json:"systemUUID"`
+	// State is CamelCase: Booted, Collecting, Reporting, Wiping, Failed.
+	State   string `json:"state"`
+	Message string `json:"message,omitempty"`
+}
+
+var statePattern = regexp.MustCompile(`^[A-Z][A-Za-z]{0,31}$`)
+
+// ConditionProbe is the Server condition the probe's boot state is written to.
+const ConditionProbe = "Probe"
+
+// postBootState records the probe's progress as the Server's Probe condition.
+func (s *Server) postBootState(w http.ResponseWriter, r *http.Request) {
+	var st BootState
+	auth := s.decodeAndAuthorize(w, r, &st, func() string { return st.SystemUUID })
+	if auth == nil {
+		return
+	}
+	if !statePattern.MatchString(st.State) {
+		writeError(w, http.StatusBadRequest, "state %q is not a CamelCase word", truncate(st.State, 32))
+		return
+	}
+	server := auth.server
+	original := server.DeepCopy()
+	status := metav1.ConditionTrue
+	if st.State == "Failed" {
+		status = metav1.ConditionFalse
+	}
+	setProbeCondition(server, status, st.State, truncate(st.Message, 1024))
+	if err := s.Client.Status().Patch(r.Context(), server, client.MergeFrom(original)); err != nil {
+		writeError(w, http.StatusServiceUnavailable, "storing the boot state: %v", err)
+		return
+	}
+	w.WriteHeader(http.StatusNoContent)
+}
+
+func setProbeCondition(server *metalv1alpha1.Server, status metav1.ConditionStatus, reason, message string) {
+	cond := metav1.Condition{Type: ConditionProbe, Status: status, Reason: reason, Message: message, ObservedGeneration: server.Generation}
+	for i := range server.Status.Conditions {
+		if server.Status.Conditions[i].Type == ConditionProbe {
+			if server.Status.Conditions[i].Status != status {
+				cond.LastTransitionTime = metav1.Now()
+			} else {
+				cond.LastTransitionTime = server.Status.Conditions[i].LastTransitionTime
+			}
+			server.Status.Conditions[i] = cond
+			return
+		}
+	}
+	cond.LastTransitionTime = metav1.Now()
+	server.Status.Conditions = append(server.Status.Conditions, cond)
+}
+
+func truncate(s string, n int) string {
+	if len(s) > n {
+		return s[:n]
+	}
+	return s
+}
+
+func capStrings(ss []string, n int) []string {
+	if len(ss) > n {
+		ss = ss[:n]
+	}
+	out := make([]string, len(ss))
+	for i, s := range ss {
+		out[i] = truncate(s, 512)
+	}
+	return out
+}
+
+// Runnable serves the registry over HTTPS until its context ends. It runs on every manager
+// replica, not only the leader: probes may reach any of them.
+type Runnable struct {
+	Addr    string
+	Server  *Server
+	TLSCert tls.Certificate
+	// Listening, when set, is called with the bound address once the listener is open.
+	Listening func(addr net.Addr)
+}
+
+// NeedLeaderElection reports that the registry serves on every replica.
+func (r *Runnable) NeedLeaderElection() bool { return false }
+
+// Start serves until ctx is done.
+func (r *Runnable) Start(ctx context.Context) error {
+	ln, err := net.Listen("tcp", r.Addr)
+	if err != nil {
+		return fmt.Errorf("registry: listening on %s: %w", r.Addr, err)
+	}
+	if r.Listening != nil {
+		r.Listening(ln.Addr())
+	}
+	srv := &http.Server{
+		Handler:           r.Server.Handler(),
+		ReadHeaderTimeout: 10 * time.Second,
+		ReadTimeout:       30 * time.Second,
+		WriteTimeout:      30 * time.Second,
+		IdleTimeout:       2 * time.Minute,
+		TLSConfig:         &tls.Config{MinVersion: tls.VersionTLS12, Certificates: []tls.Certificate{r.TLSCert}},
+	}
+	errCh := make(chan error, 1)
+	go func() { errCh <- srv.ServeTLS(ln, "", "") }()
+	select {
+	case <-ctx.Done():
+		shutdown, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		return srv.Shutdown(shutdown)
+	case err := <-errCh:
+		return fmt.Errorf("registry: %w", err)
+	}
+}

@@ -1,0 +1,26 @@
+// Package report is the one type metalprobe and the operator share: what the probe sends the
+// registry about a host. It is plain data with a strict decoder, so a hostile body is refused
+// with a clear error before anything touches the API.
+package report
+
+import (
+	"time"
+
+	metalv1alpha1 "github.com/ironfleet/ironfleet/apis/metal/v1alpha1"
+)
+
+// Report is a host's hardware as metalprobe collected it in-band.
+type Report struct {
+	// SystemUUID is the SMBIOS system UUID the probe read, lower case. The registry accepts a
+	// report only when it matches the server whose token signed the request.
+	SystemUUID string `json:"systemUUID"`
+	// CollectedAt is when the probe collected the inventory.
+	CollectedAt time.Time `json:"collectedAt"`
+	// ProbeVersion identifies the metalprobe build.
+	ProbeVersion string `json:"probeVersion,omitempty"`
+	// Inventory is the hardware, in the API's own types so nothing is lost in translation.
+	Inventory metalv1alpha1.Inventory `json:"inventory"`
+	// Warnings name collectors that failed (e.g. "lldp: lldpctl not found"); the rest of the
+	// report is still valid.
+	Warnings []string `json:"warnings,omitempty"`
+}

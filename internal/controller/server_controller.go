@@ -124,8 +124,14 @@ func (r *ServerReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctr
 	if patchErr != nil && !apierrors.IsNotFound(patchErr) {
 		return ctrl.Result{}, errors.Join(err, fmt.Errorf("patching server status: %w", patchErr))
 	}
-	if patchErr == nil && server.Status.State != from && from != "" {
-		r.recordTransition(&server, from, st)
+	if patchErr == nil && server.Status.State != from {
+		if from != "" {
+			r.recordTransition(&server, from, st)
+		}
+		// The new state's handler has work to do now; our own status write does not wake us.
+		if st.requeueAfter == 0 {
+			st.requeueAfter = time.Millisecond
+		}
 	}
 	return ctrl.Result{RequeueAfter: st.requeueAfter}, err
 }
@@ -153,7 +159,18 @@ func (r *ServerReconciler) enter(server *metalv1alpha1.Server, to metalv1alpha1.
 	server.Status.State = to
 	server.Status.LastTransitionTime = &now
 	server.Status.LastTransitionReason = st.reason
-	setCondition(&server.Status.Conditions, server.Generation, metalv1alpha1.ConditionReady, boolStatus(to != metalv1alpha1.ServerStateError), st.reason, st.message)
+	setCondition(&server.Status.Conditions, server.Generation, metalv1alpha1.ConditionReady, boolStatus(settled(to)), st.reason, st.message)
+}
+
+// settled states are where a server rests until someone acts; the others are on their way
+// somewhere (or in Error), and Ready=False says why.
+func settled(s metalv1alpha1.ServerState) bool {
+	switch s {
+	case metalv1alpha1.ServerStateAvailable, metalv1alpha1.ServerStateReserved, metalv1alpha1.ServerStateMaintenance:
+		return true
+	default:
+		return false
+	}
 }
 
 func (r *ServerReconciler) recordTransition(server *metalv1alpha1.Server, from metalv1alpha1.ServerState, st step) {

@@ -14,16 +14,22 @@ import (
 
 	"github.com/stretchr/testify/require"
 	"go.uber.org/zap/zapcore"
+	corev1 "k8s.io/api/core/v1"
 	eventsv1 "k8s.io/api/events/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	ctrlconfig "sigs.k8s.io/controller-runtime/pkg/config"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	"github.com/ironfleet/ironfleet/internal/bmc/redfish"
 	"github.com/ironfleet/ironfleet/internal/bmcsim"
 	"github.com/ironfleet/ironfleet/internal/controller"
+	"github.com/ironfleet/ironfleet/internal/lab"
 	"github.com/ironfleet/ironfleet/internal/macdb"
+	"github.com/ironfleet/ironfleet/internal/registry"
 	"github.com/ironfleet/ironfleet/internal/testenv"
 )
 
@@ -73,13 +79,21 @@ func runSuite(m *testing.M) (int, error) {
 	k8s = env.Client
 
 	roots := x509.NewCertPool()
-	// Every simulator serves the same two systems: each test uses its own simulator, so UUIDs
-	// only collide where a test means them to.
-	for _, name := range []string{"good", "allwrong", "direct", "reuse", "deleteme"} {
+	// The BMC tests' simulators serve the same two systems: each test uses its own simulator,
+	// so UUIDs only collide where a test means them to.
+	systems := map[string][]bmcsim.SystemSpec{
+		// Discovery: hosts with hardware trees; a silent one; one held mid-discovery.
+		"discovery": {testSystem(10), testSystem(11)}, "silent": {testSystem(12)}, "restart": {testSystem(13)},
+	}
+	for _, name := range []string{"good", "allwrong", "direct", "reuse", "deleteme", "discovery", "silent", "restart"} {
+		specs, ok := systems[name]
+		if !ok {
+			specs = []bmcsim.SystemSpec{testSystem(0), testSystem(1)}
+		}
 		sim, err := bmcsim.Start(bmcsim.Options{
 			TLS: true, Username: goodUser, Password: goodPassword,
 			Manufacturer: "Contoso", Model: "BMC-9000", FirmwareVersion: "1.2.3", SerialNumber: "BMC-" + name,
-			Systems: []bmcsim.SystemSpec{testSystem(0), testSystem(1)},
+			Systems: specs,
 		})
 		if err != nil {
 			return 0, err
@@ -131,35 +145,128 @@ macPrefixes:
 	}
 
 	ctrl.SetLogger(zap.New(zap.WriteTo(logs), zap.UseDevMode(true), zap.Level(zapcore.DebugLevel)))
-	mgr, err := ctrl.NewManager(env.Config, ctrl.Options{
-		Scheme:                 env.Scheme,
-		Metrics:                metricsserver.Options{BindAddress: "0"},
-		HealthProbeBindAddress: "0",
-	})
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	if err := k8s.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: systemNamespace}}); err != nil {
+		return 0, err
+	}
+	creds, err := registry.LoadOrCreate(ctx, k8s, client.ObjectKey{Namespace: systemNamespace, Name: "ironfleet-registry"}, nil)
 	if err != nil {
 		return 0, err
 	}
-	settings := controller.DefaultSettings()
-	settings.BackoffBase, settings.BackoffMax = testSettingBase, 10*time.Second
-	if err := controller.Setup(mgr, controller.Dependencies{
-		MACDB:    db,
-		Connect:  redfish.Connector(redfish.Options{Timeout: 5 * time.Second, RootCAs: roots}),
-		Settings: settings,
-	}); err != nil {
+	if registryAddr, err = freeAddr(); err != nil {
 		return 0, err
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- mgr.Start(ctx) }()
+	operatorDeps = controller.Dependencies{
+		MACDB:    db,
+		Connect:  redfish.Connector(redfish.Options{Timeout: 5 * time.Second, RootCAs: roots}),
+		Settings: controller.DefaultSettings(),
+		Probe: controller.ProbeBoot{
+			Namespace: systemNamespace, Image: "metalprobe:test",
+			RegistryURL: "https://" + registryAddr, RegistryCA: string(creds.CertPEM),
+		},
+		Discovery: controller.DiscoverySettings{Timeout: discoveryTimeout, Attempts: 2},
+	}
+	operatorDeps.Settings.BackoffBase, operatorDeps.Settings.BackoffMax = testSettingBase, 10*time.Second
+	registryCreds = creds
+
+	// The boot service is an external system: a manager of its own, which outlives operator
+	// restarts.
+	bootMgr, err := ctrl.NewManager(env.Config, ctrl.Options{Scheme: env.Scheme, Metrics: metricsserver.Options{BindAddress: "0"},
+		Controller: ctrlconfig.Controller{SkipNameValidation: ptr.To(true)}})
+	if err != nil {
+		return 0, err
+	}
+	boots = lab.NewBootService(ctx, k8s, ctrl.Log.WithName("boot-service"))
+	if err := boots.SetupWithManager(bootMgr); err != nil {
+		return 0, err
+	}
+	bootDone := make(chan error, 1)
+	go func() { bootDone <- bootMgr.Start(ctx) }()
+	for _, sim := range sims {
+		sim.OnPowerOn(boots.PowerOn)
+	}
+
+	if err := startOperator(); err != nil {
+		return 0, err
+	}
 	code := m.Run()
 	if code == 0 {
 		code = scanForCredentials()
 	}
-	cancel()
-	if err := <-done; err != nil {
+	if err := stopOperator(); err != nil {
 		return code, fmt.Errorf("manager: %w", err)
 	}
+	cancel()
+	boots.Wait()
+	if err := <-bootDone; err != nil {
+		return code, fmt.Errorf("boot service: %w", err)
+	}
 	return code, nil
+}
+
+// The operator: the manager with every reconciler and the registry, as cmd/manager runs it.
+var (
+	operatorDeps  controller.Dependencies
+	registryCreds *registry.Credentials
+	registryAddr  string
+	boots         *lab.BootService
+	stopManager   context.CancelFunc
+	managerDone   chan error
+)
+
+const (
+	systemNamespace  = "ironfleet-system"
+	discoveryTimeout = 4 * time.Second
+)
+
+// startOperator starts a fresh operator manager: new caches, new BMC sessions, as after a crash.
+func startOperator() error {
+	mgr, err := ctrl.NewManager(env.Config, ctrl.Options{
+		Scheme:                 env.Scheme,
+		Metrics:                metricsserver.Options{BindAddress: "0"},
+		HealthProbeBindAddress: "0",
+		Controller:             ctrlconfig.Controller{SkipNameValidation: ptr.To(true)},
+	})
+	if err != nil {
+		return err
+	}
+	listening := make(chan struct{})
+	signer, err := registry.Setup(mgr, registryAddr, registryCreds, func(net.Addr) { close(listening) })
+	if err != nil {
+		return err
+	}
+	deps := operatorDeps
+	deps.Probe.Token = signer.Token
+	if err := controller.Setup(mgr, deps); err != nil {
+		return err
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	stopManager, managerDone = cancel, make(chan error, 1)
+	go func() { managerDone <- mgr.Start(ctx) }()
+	select {
+	case <-listening:
+		return nil
+	case err := <-managerDone:
+		return fmt.Errorf("operator did not start: %w", err)
+	case <-time.After(30 * time.Second):
+		return fmt.Errorf("operator did not start in time")
+	}
+}
+
+// stopOperator stops the operator and waits until it has.
+func stopOperator() error {
+	stopManager()
+	return <-managerDone
+}
+
+func freeAddr() (string, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return "", err
+	}
+	defer l.Close()
+	return l.Addr().String(), nil
 }
 
 func port(sim *bmcsim.BMC) int {

@@ -4,10 +4,14 @@
 package ignition
 
 import (
+	"bytes"
+	"crypto/x509"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"net/url"
+	"os"
 	"strings"
 
 	metalv1alpha1 "github.com/ironfleet/ironfleet/apis/metal/v1alpha1"
@@ -36,11 +40,10 @@ type Config struct {
 	WipePolicy metalv1alpha1.WipePolicy `json:"wipePolicy,omitempty"`
 }
 
-// Validate says what is wrong with a config, naming the field.
+// Validate says what is wrong with a complete config, naming the field.
 func (c Config) Validate() error {
-	u, err := url.Parse(c.RegistryURL)
-	if err != nil || (u.Scheme != "https" && u.Scheme != "http") || u.Host == "" {
-		return fmt.Errorf("registryURL %q is not an http(s) URL", c.RegistryURL)
+	if err := CheckURL(c.RegistryURL); err != nil {
+		return fmt.Errorf("registryURL: %w", err)
 	}
 	if c.Token == "" {
 		return errors.New("token is required")
@@ -59,8 +62,10 @@ func (c Config) Validate() error {
 	default:
 		return fmt.Errorf("mode %q is not discovery or wipe", c.Mode)
 	}
-	if c.RegistryCA != "" && !strings.Contains(c.RegistryCA, "BEGIN CERTIFICATE") {
-		return errors.New("registryCA is not a PEM certificate")
+	if c.RegistryCA != "" {
+		if _, err := CertPool([]byte(c.RegistryCA)); err != nil {
+			return fmt.Errorf("registryCA: %w", err)
+		}
 	}
 	return nil
 }
@@ -73,16 +78,129 @@ func Render(c Config) ([]byte, error) {
 	return json.MarshalIndent(c, "", "  ")
 }
 
-// Parse reads and validates a rendered config. Unknown fields are errors.
+// Parse reads a rendered config and checks that it is complete.
 func Parse(data []byte) (Config, error) {
-	var c Config
-	dec := json.NewDecoder(strings.NewReader(string(data)))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&c); err != nil {
+	c, err := Decode(data)
+	if err != nil {
 		return Config{}, fmt.Errorf("parsing ignition: %w", err)
 	}
 	if err := c.Validate(); err != nil {
 		return Config{}, fmt.Errorf("parsing ignition: %w", err)
 	}
 	return c, nil
+}
+
+// maxFileBytes bounds an ignition file; a real one is well under a few kilobytes of PEM.
+const maxFileBytes = 1 << 20
+
+// Load reads and parses an ignition file.
+func Load(path string) (Config, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return Config{}, fmt.Errorf("reading ignition: %w", err)
+	}
+	if len(data) > maxFileBytes {
+		return Config{}, fmt.Errorf("ignition %s: larger than %d bytes", path, maxFileBytes)
+	}
+	c, err := Decode(data)
+	if err != nil {
+		return Config{}, fmt.Errorf("ignition %s: %w", path, err)
+	}
+	return c, nil
+}
+
+// Decode reads an ignition document leniently and checks the fields it carries: a field of
+// the wrong type, a malformed URL or an unknown mode is an error naming the field, while fields
+// added by a newer operator are ignored, so that an older probe image still boots. It does not
+// require any field: the probe completes the config from its flags, then calls Validate. Errors say where the
+// problem is (line and column for syntax, the field otherwise) and never quote the token.
+func Decode(data []byte) (Config, error) {
+	if len(bytes.TrimSpace(data)) == 0 {
+		return Config{}, errors.New("empty file: want a JSON object such as {\"registryURL\": \"https://…\", \"token\": \"…\", \"mode\": \"discovery\"}")
+	}
+	var c Config
+	dec := json.NewDecoder(bytes.NewReader(data))
+	if err := dec.Decode(&c); err != nil {
+		return Config{}, describe(data, err)
+	}
+	if dec.More() {
+		return Config{}, errors.New("malformed JSON: more than one value in the file")
+	}
+	c.RegistryURL = strings.TrimSpace(c.RegistryURL)
+	c.Token = strings.TrimSpace(c.Token)
+	c.SystemUUID = strings.ToLower(strings.TrimSpace(c.SystemUUID))
+	if c.RegistryURL != "" {
+		if err := CheckURL(c.RegistryURL); err != nil {
+			return Config{}, fmt.Errorf("registryURL: %w", err)
+		}
+	}
+	switch c.Mode {
+	case "", ModeDiscovery, ModeWipe:
+	default:
+		return Config{}, fmt.Errorf("mode %q is not %q or %q", c.Mode, ModeDiscovery, ModeWipe)
+	}
+	switch c.WipePolicy {
+	case "", metalv1alpha1.WipeMetadata, metalv1alpha1.WipeZero, metalv1alpha1.WipeSecure:
+	default:
+		return Config{}, fmt.Errorf("wipePolicy %q is not metadata, zero or secure", c.WipePolicy)
+	}
+	if c.RegistryCA != "" {
+		if _, err := CertPool([]byte(c.RegistryCA)); err != nil {
+			return Config{}, fmt.Errorf("registryCA: %w", err)
+		}
+	}
+	return c, nil
+}
+
+// CheckURL accepts an absolute http(s) URL with a host.
+func CheckURL(raw string) error {
+	u, err := url.Parse(raw)
+	if err != nil {
+		return fmt.Errorf("%q is not a URL", raw)
+	}
+	if u.Scheme != "https" && u.Scheme != "http" || u.Host == "" {
+		return fmt.Errorf("%q is not an http(s) URL with a host", raw)
+	}
+	return nil
+}
+
+// CertPool builds a pool from PEM certificates; it fails when there are none.
+func CertPool(pem []byte) (*x509.CertPool, error) {
+	pool := x509.NewCertPool()
+	if !pool.AppendCertsFromPEM(pem) {
+		return nil, errors.New("no PEM certificate found")
+	}
+	return pool, nil
+}
+
+// describe turns a decoding error into one that says where: the line and column of a syntax
+// error, or the field that has the wrong type. It never quotes the document.
+func describe(data []byte, err error) error {
+	var syntax *json.SyntaxError
+	if errors.As(err, &syntax) {
+		line, col := position(data, syntax.Offset)
+		return fmt.Errorf("malformed JSON at line %d, column %d: %v", line, col, syntax)
+	}
+	var typ *json.UnmarshalTypeError
+	if errors.As(err, &typ) {
+		if typ.Field == "" {
+			return fmt.Errorf("malformed ignition: want a JSON object, got %s", typ.Value)
+		}
+		return fmt.Errorf("malformed ignition: field %q is a %s, want a %s", typ.Field, typ.Value, typ.Type)
+	}
+	if errors.Is(err, io.ErrUnexpectedEOF) {
+		return errors.New("malformed JSON: the file ends in the middle of a value")
+	}
+	return fmt.Errorf("malformed JSON: %v", err)
+}
+
+// position converts a byte offset (just past the error) to a 1-based line and column.
+func position(data []byte, offset int64) (line, col int) {
+	if offset > int64(len(data)) {
+		offset = int64(len(data))
+	}
+	before := data[:max(offset-1, 0)]
+	line = bytes.Count(before, []byte("\n")) + 1
+	col = len(before) - bytes.LastIndexByte(before, '\n')
+	return line, col
 }

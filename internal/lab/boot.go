@@ -1,0 +1,246 @@
+package lab
+
+import (
+	"context"
+	"crypto/tls"
+	"fmt"
+	"net/http"
+	"sync"
+	"time"
+
+	"github.com/go-logr/logr"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/api/meta"
+	v1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	metalv1alpha1 "github.com/ironfleet/ironfleet/apis/metal/v1alpha1"
+	"github.com/ironfleet/ironfleet/internal/bmcsim"
+	"github.com/ironfleet/ironfleet/internal/ignition"
+	"github.com/ironfleet/ironfleet/metalprobe/collect"
+	"github.com/ironfleet/ironfleet/metalprobe/post"
+)
+
+// Boot is one network boot the boot service served.
+type Boot struct {
+	Server  string
+	Purpose metalv1alpha1.BootPurpose
+	Image   string
+	Time    time.Time
+	Err     error
+}
+
+// BootService plays the external boot operator: it marks ServerBootConfigurations Ready, and
+// when a simulated server powers on from PXE it "boots" what the configuration asks for — the
+// real metalprobe, in-process, on that host's hardware tree, for discovery and wipe; for
+// provisioning it records the image (there is nothing to run).
+type BootService struct {
+	// Client talks to the API directly; the boot service is not the operator and keeps no
+	// cache of its own to go stale.
+	Client client.Client
+	Log    logr.Logger
+
+	mu    sync.Mutex
+	hosts map[string]Host // by system UUID
+	held  map[string][]func()
+	hold  map[string]bool
+	boots []Boot
+	wg    sync.WaitGroup
+	ctx   context.Context
+}
+
+// NewBootService returns a boot service whose probe runs end when ctx does.
+func NewBootService(ctx context.Context, c client.Client, log logr.Logger) *BootService {
+	return &BootService{Client: c, Log: log, ctx: ctx, hosts: map[string]Host{}, held: map[string][]func(){}, hold: map[string]bool{}}
+}
+
+// AddHost makes a host bootable: its probe runs on its tree.
+func (b *BootService) AddHost(h Host) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.hosts[h.UUID] = h
+}
+
+// Hold queues the host's boots until Release: a probe that is booting but has not reported.
+func (b *BootService) Hold(uuid string) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.hold[uuid] = true
+}
+
+// Release runs the host's queued boots and stops holding it.
+func (b *BootService) Release(uuid string) {
+	b.mu.Lock()
+	queued := b.held[uuid]
+	delete(b.held, uuid)
+	delete(b.hold, uuid)
+	b.mu.Unlock()
+	for _, run := range queued {
+		b.goRun(run)
+	}
+}
+
+// Boots returns what was booted so far.
+func (b *BootService) Boots() []Boot {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return append([]Boot(nil), b.boots...)
+}
+
+// Wait waits for running probes to finish.
+func (b *BootService) Wait() { b.wg.Wait() }
+
+// PowerOn is a bmcsim power-on hook. A PXE boot runs asynchronously: a real host takes time to
+// boot, and the BMC has long answered the reset by then.
+func (b *BootService) PowerOn(ev bmcsim.PowerOnEvent) {
+	if ev.Boot != bmcsim.BootPxe {
+		return
+	}
+	run := func() { b.pxeBoot(ev) }
+	b.mu.Lock()
+	if b.hold[ev.UUID] {
+		b.held[ev.UUID] = append(b.held[ev.UUID], run)
+		b.mu.Unlock()
+		return
+	}
+	b.mu.Unlock()
+	b.goRun(run)
+}
+
+func (b *BootService) goRun(run func()) {
+	b.wg.Add(1)
+	go func() {
+		defer b.wg.Done()
+		run()
+	}()
+}
+
+// pxeBoot finds what the server's boot configuration serves and boots it.
+func (b *BootService) pxeBoot(ev bmcsim.PowerOnEvent) {
+	ctx, cancel := context.WithTimeout(b.ctx, 2*time.Minute)
+	defer cancel()
+	boot, err := b.serve(ctx, ev)
+	boot.Time, boot.Err = time.Now(), err
+	if err != nil {
+		b.Log.Info("PXE boot failed", "uuid", ev.UUID, "error", err.Error())
+	}
+	b.mu.Lock()
+	b.boots = append(b.boots, boot)
+	b.mu.Unlock()
+}
+
+func (b *BootService) serve(ctx context.Context, ev bmcsim.PowerOnEvent) (Boot, error) {
+	server, err := b.serverByUUID(ctx, ev.UUID)
+	if err != nil {
+		return Boot{}, err
+	}
+	boot := Boot{Server: server.Name}
+	sbc, err := b.readyBootConfig(ctx, server)
+	if err != nil {
+		return boot, err
+	}
+	boot.Purpose, boot.Image = sbc.Spec.Purpose, sbc.Spec.Image
+	if sbc.Spec.Purpose == metalv1alpha1.BootPurposeProvisioning {
+		return boot, nil // the tenant's image: recorded, nothing to run
+	}
+	cfg, err := b.ignition(ctx, sbc)
+	if err != nil {
+		return boot, err
+	}
+	b.mu.Lock()
+	host, ok := b.hosts[ev.UUID]
+	b.mu.Unlock()
+	if !ok {
+		return boot, fmt.Errorf("no hardware tree for host %s: the probe cannot run", ev.UUID)
+	}
+	return boot, runProbe(ctx, cfg, host)
+}
+
+func (b *BootService) serverByUUID(ctx context.Context, uuid string) (*metalv1alpha1.Server, error) {
+	var servers metalv1alpha1.ServerList
+	if err := b.Client.List(ctx, &servers); err != nil {
+		return nil, err
+	}
+	for i := range servers.Items {
+		if servers.Items[i].Spec.SystemUUID == uuid {
+			return &servers.Items[i], nil
+		}
+	}
+	return nil, fmt.Errorf("no server has UUID %s", uuid)
+}
+
+// readyBootConfig is the server's Ready boot configuration: what a PXE request is answered with.
+func (b *BootService) readyBootConfig(ctx context.Context, server *metalv1alpha1.Server) (*metalv1alpha1.ServerBootConfiguration, error) {
+	var list metalv1alpha1.ServerBootConfigurationList
+	if err := b.Client.List(ctx, &list); err != nil {
+		return nil, err
+	}
+	for i := range list.Items {
+		sbc := &list.Items[i]
+		if sbc.Spec.ServerRef.Name == server.Name && sbc.DeletionTimestamp.IsZero() && sbc.Status.State == metalv1alpha1.BootConfigurationStateReady {
+			return sbc, nil
+		}
+	}
+	return nil, fmt.Errorf("server %s PXE-booted but has no Ready boot configuration", server.Name)
+}
+
+func (b *BootService) ignition(ctx context.Context, sbc *metalv1alpha1.ServerBootConfiguration) (ignition.Config, error) {
+	if sbc.Spec.IgnitionSecretRef == nil {
+		return ignition.Config{}, fmt.Errorf("boot configuration %s has no ignition", sbc.Name)
+	}
+	var secret corev1.Secret
+	if err := b.Client.Get(ctx, client.ObjectKey{Namespace: sbc.Namespace, Name: sbc.Spec.IgnitionSecretRef.Name}, &secret); err != nil {
+		return ignition.Config{}, err
+	}
+	return ignition.Parse(secret.Data[ignition.SecretKey])
+}
+
+// runProbe is metalprobe's discovery run, in-process: collect from the host's tree, post to
+// the registry with the token from the ignition.
+func runProbe(ctx context.Context, cfg ignition.Config, host Host) error {
+	rep, err := collect.Collect(ctx, collect.Options{Root: host.Root, ProbeVersion: "lab"})
+	if err != nil {
+		return err
+	}
+	httpClient, err := probeHTTPClient(cfg)
+	if err != nil {
+		return err
+	}
+	return post.Send(ctx, httpClient, cfg.RegistryURL, cfg.Token, rep, post.Backoff{Initial: 100 * time.Millisecond, Max: 2 * time.Second, Attempts: 10})
+}
+
+func probeHTTPClient(cfg ignition.Config) (*http.Client, error) {
+	transport := http.DefaultTransport.(*http.Transport).Clone()
+	transport.TLSClientConfig = &tls.Config{MinVersion: tls.VersionTLS12}
+	if cfg.RegistryCA != "" {
+		pool, err := ignition.CertPool([]byte(cfg.RegistryCA))
+		if err != nil {
+			return nil, err
+		}
+		transport.TLSClientConfig.RootCAs = pool
+	}
+	return &http.Client{Transport: transport, Timeout: 30 * time.Second}, nil
+}
+
+// Reconcile marks a boot configuration Ready: the lab's boot service can serve any image.
+func (b *BootService) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
+	var sbc metalv1alpha1.ServerBootConfiguration
+	if err := b.Client.Get(ctx, req.NamespacedName, &sbc); err != nil {
+		return ctrl.Result{}, client.IgnoreNotFound(err)
+	}
+	if sbc.Status.State == metalv1alpha1.BootConfigurationStateReady || !sbc.DeletionTimestamp.IsZero() {
+		return ctrl.Result{}, nil
+	}
+	original := sbc.DeepCopy()
+	sbc.Status.State = metalv1alpha1.BootConfigurationStateReady
+	metav1.SetStatusCondition(&sbc.Status.Conditions, v1.Condition{Type: metalv1alpha1.ConditionReady, Status: v1.ConditionTrue,
+		Reason: "Served", Message: "the lab boot service serves " + sbc.Spec.Image, ObservedGeneration: sbc.Generation})
+	return ctrl.Result{}, client.IgnoreNotFound(b.Client.Status().Patch(ctx, &sbc, client.MergeFrom(original)))
+}
+
+// SetupWithManager runs the boot service's reconciler on mgr (a manager of its own, not the
+// operator's: the boot service is an external system).
+func (b *BootService) SetupWithManager(mgr ctrl.Manager) error {
+	return ctrl.NewControllerManagedBy(mgr).Named("lab-boot-service").For(&metalv1alpha1.ServerBootConfiguration{}).Complete(b)
+}

@@ -1,0 +1,69 @@
+// Package lab runs Ironfleet's world on one machine: the control plane, a simulated fleet of
+// BMCs and hosts, and a boot service that plays the external PXE operator. cmd/metal-lab,
+// the controller tests and the benchmarks all build on it.
+package lab
+
+import (
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"github.com/ironfleet/ironfleet/metalprobe/fixtures"
+)
+
+// Host is one simulated machine's in-band side: the hardware tree metalprobe reads.
+type Host struct {
+	UUID    string
+	Fixture string
+	Root    string
+}
+
+// PrepareHost copies the named fixture tree (metalprobe/testdata/hosts) to dir and makes uuid
+// its DMI product UUID, so several simulated hosts can share one hardware shape and still be
+// told apart by the registry.
+func PrepareHost(fixture, dir, uuid string) (Host, error) {
+	src, err := fixtures.Root(fixture)
+	if err != nil {
+		return Host{}, err
+	}
+	if err := copyTree(src, dir); err != nil {
+		return Host{}, fmt.Errorf("copying fixture %s: %w", fixture, err)
+	}
+	uuidFile := filepath.Join(dir, "sys", "class", "dmi", "id", "product_uuid")
+	if err := os.WriteFile(uuidFile, []byte(strings.ToUpper(uuid)+"\n"), 0o644); err != nil {
+		return Host{}, fmt.Errorf("setting the host's UUID: %w", err)
+	}
+	return Host{UUID: strings.ToLower(uuid), Fixture: fixture, Root: dir}, nil
+}
+
+// copyTree copies regular files, directories and symlinks (as links) from src to dst.
+func copyTree(src, dst string) error {
+	return filepath.WalkDir(src, func(path string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		rel, err := filepath.Rel(src, path)
+		if err != nil {
+			return err
+		}
+		target := filepath.Join(dst, rel)
+		switch {
+		case d.Type()&fs.ModeSymlink != 0:
+			link, err := os.Readlink(path)
+			if err != nil {
+				return err
+			}
+			return os.Symlink(link, target)
+		case d.IsDir():
+			return os.MkdirAll(target, 0o755)
+		default:
+			data, err := os.ReadFile(path)
+			if err != nil {
+				return err
+			}
+			return os.WriteFile(target, data, 0o644)
+		}
+	})
+}

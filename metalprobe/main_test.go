@@ -1,0 +1,284 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"encoding/pem"
+	"io"
+	"log"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/ironfleet/ironfleet/internal/report"
+	"github.com/ironfleet/ironfleet/metalprobe/fixtures"
+	"github.com/ironfleet/ironfleet/metalprobe/post"
+)
+
+// The token every test uses; no output may ever contain it.
+const token = "probe-token-9f8e7d6c5b4a"
+
+func TestMain(m *testing.M) {
+	sendBackoff = post.Backoff{Initial: time.Millisecond, Max: 2 * time.Millisecond, Attempts: 3}
+	os.Exit(m.Run())
+}
+
+type result struct {
+	code           int
+	stdout, stderr string
+}
+
+func runProbe(t *testing.T, args ...string) result {
+	t.Helper()
+	var stdout, stderr bytes.Buffer
+	code := run(args, &stdout, &stderr)
+	r := result{code: code, stdout: stdout.String(), stderr: stderr.String()}
+	assert.NotContains(t, r.stdout, token, "stdout must never contain the token")
+	assert.NotContains(t, r.stderr, token, "stderr must never contain the token")
+	return r
+}
+
+func fixtureRoot(t *testing.T, name string) string {
+	t.Helper()
+	root, err := fixtures.Root(name)
+	require.NoError(t, err)
+	return root
+}
+
+func decodeStrict(t *testing.T, data []byte) report.Report {
+	t.Helper()
+	var rep report.Report
+	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.DisallowUnknownFields()
+	require.NoError(t, dec.Decode(&rep))
+	return rep
+}
+
+func TestDryRunPrintsTheReportOfEachFixture(t *testing.T) {
+	names, err := fixtures.Names()
+	require.NoError(t, err)
+	for _, name := range names {
+		t.Run(name, func(t *testing.T) {
+			r := runProbe(t, "--root", fixtureRoot(t, name), "--dry-run")
+			require.Equal(t, exitOK, r.code, r.stderr)
+			rep := decodeStrict(t, []byte(r.stdout))
+			exp, err := fixtures.LoadExpected(name)
+			require.NoError(t, err)
+			for _, d := range exp.Diff(&rep) {
+				t.Error(d)
+			}
+			assert.Equal(t, version, rep.ProbeVersion)
+			for _, w := range rep.Warnings {
+				assert.Contains(t, r.stderr, "warning: "+w)
+			}
+		})
+	}
+}
+
+func TestUsageErrorsExitTwo(t *testing.T) {
+	root := fixtureRoot(t, "small-vm")
+	tokenFile := writeFile(t, "token", token+"\n")
+	cases := map[string][]string{
+		"unknown flag":            {"--frobnicate"},
+		"positional argument":     {"--dry-run", "extra"},
+		"no registry":             {"--root", root, "--token", token},
+		"no token":                {"--root", root, "--registry-url", "https://registry.example:8443"},
+		"token and token file":    {"--root", root, "--registry-url", "https://r", "--token", token, "--token-file", tokenFile},
+		"bad registry URL":        {"--root", root, "--registry-url", "registry:8443", "--token", token},
+		"zero timeout":            {"--root", root, "--dry-run", "--timeout", "0s"},
+		"bad timeout":             {"--root", root, "--dry-run", "--timeout", "soon"},
+		"ca file and insecure":    {"--root", root, "--dry-run", "--ca-file", "x.pem", "--insecure-skip-verify"},
+		"flag missing its value":  {"--root"},
+		"token given as argument": {"--dry-run", token},
+	}
+	for name, args := range cases {
+		t.Run(name, func(t *testing.T) {
+			r := runProbe(t, args...)
+			assert.Equal(t, exitUsage, r.code, r.stderr)
+			assert.NotEmpty(t, r.stderr)
+			assert.Empty(t, r.stdout)
+		})
+	}
+}
+
+func TestHelpAndVersion(t *testing.T) {
+	r := runProbe(t, "--help")
+	assert.Equal(t, exitOK, r.code)
+	assert.Contains(t, r.stderr, "Usage: metalprobe")
+	assert.Contains(t, r.stderr, "-token-file")
+
+	r = runProbe(t, "--version")
+	assert.Equal(t, exitOK, r.code)
+	assert.Equal(t, version+"\n", r.stdout)
+}
+
+func TestFileProblemsExitOne(t *testing.T) {
+	root := fixtureRoot(t, "small-vm")
+	dir := t.TempDir()
+	cases := map[string]struct {
+		args []string
+		want string
+	}{
+		"malformed ignition": {[]string{"--root", root, "--ignition", writeFile(t, "bad.json", `{"registryURL": "https://r", "token": `+`"`+token+`",}`)},
+			"malformed JSON at line 1"},
+		"missing ignition":   {[]string{"--root", root, "--ignition", filepath.Join(dir, "none.json")}, "reading ignition"},
+		"wipe mode":          {[]string{"--root", root, "--ignition", writeFile(t, "wipe.json", `{"mode": "wipe", "wipePolicy": "zero"}`)}, "wipe mode"},
+		"missing token file": {[]string{"--root", root, "--dry-run", "--token-file", filepath.Join(dir, "none")}, "reading --token-file"},
+		"empty token file":   {[]string{"--root", root, "--dry-run", "--token-file", writeFile(t, "empty", "\n")}, "is empty"},
+		"ca file not PEM":    {[]string{"--root", root, "--dry-run", "--ca-file", writeFile(t, "ca.pem", "hello")}, "no PEM certificate"},
+		"root missing":       {[]string{"--root", filepath.Join(dir, "nowhere"), "--dry-run"}, "collecting"},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			r := runProbe(t, tc.args...)
+			assert.Equal(t, exitFailure, r.code, r.stderr)
+			assert.Contains(t, r.stderr, tc.want)
+			assert.Empty(t, r.stdout)
+		})
+	}
+}
+
+// registry records what metalprobe sends it.
+type registry struct {
+	status int
+	body   string
+
+	mu       sync.Mutex
+	auth     []string
+	received []report.Report
+}
+
+func (g *registry) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if r.Method != http.MethodPost || r.URL.Path != "/v1/reports" {
+		http.NotFound(w, r)
+		return
+	}
+	data, _ := io.ReadAll(r.Body)
+	var rep report.Report
+	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&rep); err != nil {
+		http.Error(w, err.Error(), http.StatusBadRequest)
+		return
+	}
+	g.mu.Lock()
+	g.auth = append(g.auth, r.Header.Get("Authorization"))
+	g.received = append(g.received, rep)
+	g.mu.Unlock()
+	if g.status != 0 {
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(g.status)
+		_, _ = io.WriteString(w, g.body)
+		return
+	}
+	w.WriteHeader(http.StatusNoContent)
+}
+
+func TestSendsTheReportToTheRegistry(t *testing.T) {
+	reg := &registry{}
+	srv := httptest.NewServer(reg)
+	defer srv.Close()
+
+	r := runProbe(t, "--root", fixtureRoot(t, "dual-socket"), "--registry-url", srv.URL, "--token", token)
+	require.Equal(t, exitOK, r.code, r.stderr)
+	assert.Empty(t, r.stdout)
+	assert.Contains(t, r.stderr, "delivered to "+srv.URL)
+	require.Len(t, reg.received, 1)
+	assert.Equal(t, "Bearer "+token, reg.auth[0])
+	assert.Equal(t, "4c4c4544-0058-4b10-8034-b8c04f513533", reg.received[0].SystemUUID)
+	assert.Len(t, reg.received[0].Inventory.Storage, 5)
+}
+
+func TestIgnitionProvidesTheRegistryAndFlagsOverrideIt(t *testing.T) {
+	reg := &registry{}
+	srv := httptest.NewServer(reg)
+	defer srv.Close()
+	ignition := writeFile(t, "ignition.json", `{"registryURL": "`+srv.URL+`", "token": "from-ignition", "mode": "discovery",
+		"systemUUID": "5F3C9B7E-2A41-4D8E-9C1B-7E0F4A6D2B31"}`)
+
+	r := runProbe(t, "--root", fixtureRoot(t, "small-vm"), "--ignition", ignition)
+	require.Equal(t, exitOK, r.code, r.stderr)
+
+	tokenFile := writeFile(t, "token", token+"\n")
+	r = runProbe(t, "--root", fixtureRoot(t, "small-vm"), "--ignition", ignition, "--token-file", tokenFile)
+	require.Equal(t, exitOK, r.code, r.stderr)
+
+	require.Len(t, reg.auth, 2)
+	assert.Equal(t, "Bearer from-ignition", reg.auth[0])
+	assert.Equal(t, "Bearer "+token, reg.auth[1], "the flag wins over the ignition file")
+	assert.NotContains(t, strings.Join(reg.received[1].Warnings, "\n"), "probe:", "the ignition's UUID matches")
+
+	// An ignition rendered for another server still reports, with a warning.
+	other := writeFile(t, "other.json", `{"registryURL": "`+srv.URL+`", "token": "t", "systemUUID": "00000000-0000-0000-0000-000000000001"}`)
+	r = runProbe(t, "--root", fixtureRoot(t, "small-vm"), "--ignition", other)
+	require.Equal(t, exitOK, r.code, r.stderr)
+	assert.Contains(t, r.stderr, "ignition is for system 00000000-0000-0000-0000-000000000001")
+	assert.Contains(t, reg.received[2].Warnings[len(reg.received[2].Warnings)-1], "probe: ignition is for system")
+}
+
+func TestRegistryRefusalExitsOneWithItsMessage(t *testing.T) {
+	reg := &registry{status: http.StatusForbidden, body: `{"error":"the token does not belong to server 5f3c9b7e"}`}
+	srv := httptest.NewServer(reg)
+	defer srv.Close()
+	r := runProbe(t, "--root", fixtureRoot(t, "small-vm"), "--registry-url", srv.URL, "--token", token)
+	assert.Equal(t, exitFailure, r.code)
+	assert.Contains(t, r.stderr, "403")
+	assert.Contains(t, r.stderr, "the token does not belong to server 5f3c9b7e")
+	assert.Len(t, reg.received, 1, "a 4xx is not retried")
+}
+
+func TestRegistryUnavailableIsRetriedThenFails(t *testing.T) {
+	reg := &registry{status: http.StatusServiceUnavailable, body: `{"error":"looking up server"}`}
+	srv := httptest.NewServer(reg)
+	defer srv.Close()
+	r := runProbe(t, "--root", fixtureRoot(t, "small-vm"), "--registry-url", srv.URL, "--token", token)
+	assert.Equal(t, exitFailure, r.code)
+	assert.Contains(t, r.stderr, "giving up after 3 attempts")
+	assert.Len(t, reg.received, 3)
+}
+
+func TestTLSRegistry(t *testing.T) {
+	reg := &registry{}
+	srv := httptest.NewUnstartedServer(reg)
+	srv.Config.ErrorLog = log.New(io.Discard, "", 0) // the refused handshake below is expected
+	srv.StartTLS()
+	defer srv.Close()
+	caFile := writeFile(t, "ca.pem", string(pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: srv.Certificate().Raw})))
+	root := fixtureRoot(t, "small-vm")
+
+	r := runProbe(t, "--root", root, "--registry-url", srv.URL, "--token", token, "--ca-file", caFile)
+	require.Equal(t, exitOK, r.code, r.stderr)
+
+	// The CA can come inline from the ignition file too.
+	caPEM, err := os.ReadFile(caFile)
+	require.NoError(t, err)
+	inline, err := json.Marshal(map[string]string{"registryURL": srv.URL, "token": token, "registryCA": string(caPEM)})
+	require.NoError(t, err)
+	r = runProbe(t, "--root", root, "--ignition", writeFile(t, "ignition.json", string(inline)))
+	require.Equal(t, exitOK, r.code, r.stderr)
+
+	// Without the CA the certificate is refused at once (not retried).
+	r = runProbe(t, "--root", root, "--registry-url", srv.URL, "--token", token)
+	assert.Equal(t, exitFailure, r.code)
+	assert.Contains(t, r.stderr, "certificate")
+
+	r = runProbe(t, "--root", root, "--registry-url", srv.URL, "--token", token, "--insecure-skip-verify")
+	require.Equal(t, exitOK, r.code, r.stderr)
+	assert.Contains(t, r.stderr, "not verifying")
+	assert.Len(t, reg.received, 3)
+}
+
+func writeFile(t *testing.T, name, content string) string {
+	t.Helper()
+	p := filepath.Join(t.TempDir(), name)
+	require.NoError(t, os.WriteFile(p, []byte(content), 0o600))
+	return p
+}

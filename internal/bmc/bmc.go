@@ -65,6 +65,8 @@ type BootControl interface {
 type InventoryReader interface {
 	// Systems lists the BMC's systems: identity and power only, cheap enough to poll.
 	Systems(ctx context.Context) ([]SystemInfo, error)
+	// PowerState reads one system's power state now.
+	PowerState(ctx context.Context, systemURI string) (metalv1alpha1.PowerState, error)
 	// Inventory reads a system's hardware; sub-resources that fail are skipped, not fatal.
 	Inventory(ctx context.Context, systemURI string) (metalv1alpha1.Inventory, error)
 }

@@ -200,9 +200,13 @@ func TestDeletingABMCKeepsClaimedServers(t *testing.T) {
 		_ = k8s.List(ctx, &servers, client.MatchingLabels{controller.LabelBMC: "deleteme"})
 		return len(servers.Items) == 1
 	}, "one server (the address names one system)")
+	// A tenant's claim holds the server (bound by hand here: the server never gets discovered).
+	claim := &m.ServerClaim{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "tenant"},
+		Spec: m.ServerClaimSpec{ServerRef: &m.LocalObjectReference{Name: "no-such-server"}}}
+	require.NoError(t, k8s.Create(ctx, claim))
 	claimed := servers.Items[0]
 	before := claimed.DeepCopy()
-	claimed.Spec.ServerClaimRef = &m.ObjectReference{Namespace: "default", Name: "tenant"}
+	claimed.Spec.ServerClaimRef = &m.ObjectReference{Namespace: "default", Name: "tenant", UID: string(claim.UID)}
 	require.NoError(t, k8s.Patch(ctx, &claimed, client.MergeFrom(before)))
 
 	var b m.BMC

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -43,7 +44,9 @@ type DiscoverySettings struct {
 // fires at most one event per reconcile, performs that transition's side effects, and patches
 // status once. Power changes are requested, then observed on later reconciles; it never waits.
 type ServerReconciler struct {
-	Client    client.Client
+	Client client.Client
+	// APIReader reads around the cache where a stale read would do harm.
+	APIReader client.Reader
 	Events    events.EventRecorder
 	Clients   *bmc.Cache
 	Probe     ProbeBoot
@@ -51,6 +54,9 @@ type ServerReconciler struct {
 	Settings  Settings
 	// Now is the clock; time.Now when nil.
 	Now func() time.Time
+
+	fresh     *freshness
+	freshOnce sync.Once
 }
 
 // step is what a state's handler decided: an event to fire (or none), why, what else changes
@@ -61,7 +67,14 @@ type step struct {
 	message      string
 	apply        func(*metalv1alpha1.Server)
 	requeueAfter time.Duration
+	// effect is the BMC action that goes with the step. It runs only after the status write
+	// has won its optimistic lock, so that two reconciles racing on one server never both
+	// boot it; if it fails, the state's timeout brings the server round again.
+	effect effect
 }
+
+// effect acts on the server through its BMC.
+type effect func(ctx context.Context, c bmc.Client) error
 
 // wait is a step that fires nothing and says what the server waits for.
 func wait(reason, message string, after time.Duration) step {
@@ -73,6 +86,8 @@ func wait(reason, message string, after time.Duration) step {
 // +kubebuilder:rbac:groups=metal.ironfleet.dev,resources=serverbootconfigurations,verbs=get;list;watch;create;update;patch;delete
 // +kubebuilder:rbac:groups=metal.ironfleet.dev,resources=bmcs,verbs=get;list;watch
 // +kubebuilder:rbac:groups=metal.ironfleet.dev,resources=bmcsecrets,verbs=get;list;watch
+// +kubebuilder:rbac:groups=metal.ironfleet.dev,resources=serverclaims,verbs=get;list;watch
+// +kubebuilder:rbac:groups=metal.ironfleet.dev,resources=servermaintenances,verbs=get;list;watch
 // +kubebuilder:rbac:groups="",resources=secrets,verbs=get;list;watch;create;delete
 
 // Reconcile moves one Server at most one step.
@@ -84,7 +99,16 @@ func (r *ServerReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctr
 	if !server.DeletionTimestamp.IsZero() {
 		return ctrl.Result{}, nil // owned boot configurations and Secrets are garbage-collected
 	}
+	r.freshOnce.Do(func() { r.fresh = newFreshness() })
+	if stale, err := r.fresh.stale(ctx, r.APIReader, &server, &metalv1alpha1.Server{}); err != nil || stale {
+		return ctrl.Result{RequeueAfter: 20 * time.Millisecond}, err
+	}
+	// Spec and metadata fixes come first, so that the status patch below, with its optimistic
+	// lock, is based on the object as it then is.
 	if err := r.dropStaleRetry(ctx, &server); err != nil {
+		return ctrl.Result{}, err
+	}
+	if err := r.dropDanglingClaim(ctx, &server); err != nil {
 		return ctrl.Result{}, err
 	}
 
@@ -100,6 +124,9 @@ func (r *ServerReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctr
 		r.enter(&server, metalv1alpha1.ServerStateInitial, st, start)
 	} else {
 		st, err = r.handle(ctx, &server)
+		if err == nil && st.event == "" && st.apply != nil {
+			st.apply(&server)
+		}
 		if err == nil && st.event != "" {
 			var to metalv1alpha1.ServerState
 			to, err = fsm.NextServerState(ctx, from, st.event, fsm.Facts{Claimed: server.Spec.ServerClaimRef != nil})
@@ -110,7 +137,7 @@ func (r *ServerReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctr
 	}
 	if err != nil {
 		setCondition(&server.Status.Conditions, server.Generation, metalv1alpha1.ConditionReady, metav1.ConditionFalse, reasonOf(err), err.Error())
-	} else if st.event == "" && st.reason != "" {
+	} else if st.event == "" && st.reason != "" && !settled(server.Status.State) {
 		setCondition(&server.Status.Conditions, server.Generation, metalv1alpha1.ConditionReady, metav1.ConditionFalse, st.reason, st.message)
 	}
 	server.Status.ObservedGeneration = server.Generation
@@ -124,6 +151,14 @@ func (r *ServerReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctr
 	if patchErr != nil && !apierrors.IsNotFound(patchErr) {
 		return ctrl.Result{}, errors.Join(err, fmt.Errorf("patching server status: %w", patchErr))
 	}
+	if patchErr == nil {
+		r.fresh.wrote(&server)
+		if err == nil && st.effect != nil {
+			if effErr := r.runEffect(ctx, &server, st.effect); effErr != nil {
+				return ctrl.Result{}, effErr
+			}
+		}
+	}
 	if patchErr == nil && server.Status.State != from {
 		if from != "" {
 			r.recordTransition(&server, from, st)
@@ -136,18 +171,68 @@ func (r *ServerReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctr
 	return ctrl.Result{RequeueAfter: st.requeueAfter}, err
 }
 
-// handle asks the current state's handler what to do.
+// handle asks the current state's handler what to do. Maintenance comes first: it takes a
+// server from any state.
 func (r *ServerReconciler) handle(ctx context.Context, server *metalv1alpha1.Server) (step, error) {
+	if server.Spec.MaintenanceRef != nil && server.Status.State != metalv1alpha1.ServerStateMaintenance {
+		return r.startMaintenance(ctx, server)
+	}
 	switch server.Status.State {
 	case metalv1alpha1.ServerStateInitial:
 		return r.initial(ctx, server)
 	case metalv1alpha1.ServerStateDiscovery:
 		return r.discovery(ctx, server)
+	case metalv1alpha1.ServerStateAvailable:
+		return r.available(server), nil
+	case metalv1alpha1.ServerStateReserved:
+		return r.reserved(ctx, server)
+	case metalv1alpha1.ServerStateCleanup:
+		return r.cleanup(ctx, server)
+	case metalv1alpha1.ServerStateMaintenance:
+		return r.maintenance(ctx, server)
 	case metalv1alpha1.ServerStateError:
 		return r.errored(server), nil
 	default:
 		return step{}, nil
 	}
+}
+
+// runEffect performs a step's BMC action; a failure is an event and a retry, never a second
+// transition.
+func (r *ServerReconciler) runEffect(ctx context.Context, server *metalv1alpha1.Server, eff effect) error {
+	c, err := connectBMC(ctx, r.Client, r.Clients, bmcName(server))
+	if err == nil {
+		err = eff(ctx, c)
+	}
+	if err != nil {
+		r.Events.Eventf(server, nil, corev1.EventTypeWarning, reasonOf(err), "BMC", "BMC action failed: %v", err)
+		return fmt.Errorf("acting on server %s through its BMC: %w", server.Name, err)
+	}
+	return nil
+}
+
+// pxeBoot sets a one-time PXE boot and powers the server on, restarting it if it is on. The
+// power state is read now: the last poll may be minutes old.
+func pxeBoot(uri string) effect {
+	return func(ctx context.Context, c bmc.Client) error {
+		if err := c.SetBootOnce(ctx, uri, bmc.BootPXE); err != nil {
+			return err
+		}
+		state, err := c.PowerState(ctx, uri)
+		if err != nil {
+			return err
+		}
+		action := bmc.PowerOn
+		if state == metalv1alpha1.PowerStateOn || state == metalv1alpha1.PowerStatePoweringOn {
+			action = bmc.PowerForceRestart
+		}
+		return c.SetPower(ctx, uri, action)
+	}
+}
+
+// setPower requests a power action.
+func setPower(uri string, action bmc.PowerAction) effect {
+	return func(ctx context.Context, c bmc.Client) error { return c.SetPower(ctx, uri, action) }
 }
 
 // enter records a transition into to (or the first state) in status.
@@ -237,6 +322,7 @@ func (r *ServerReconciler) SetupWithManager(mgr ctrl.Manager) error {
 		Named("server").
 		For(&metalv1alpha1.Server{}, builder.WithPredicates(serverChanged())).
 		Watches(&metalv1alpha1.ServerBootConfiguration{}, handler.EnqueueRequestsFromMapFunc(bootConfigServer)).
+		Watches(&metalv1alpha1.ServerMaintenance{}, handler.EnqueueRequestsFromMapFunc(maintenanceServer)).
 		WithOptions(controller.Options{
 			MaxConcurrentReconciles: r.Settings.Concurrency("server"),
 			RateLimiter:             r.Settings.rateLimiter(),
@@ -257,7 +343,8 @@ func serverChanged() predicate.Predicate {
 			return old.Generation != now.Generation ||
 				!mapsEqual(old.Annotations, now.Annotations) ||
 				old.Status.State == "" ||
-				reportTime(old) != reportTime(now)
+				reportTime(old) != reportTime(now) ||
+				wipeTime(old) != wipeTime(now)
 		},
 	}
 }
@@ -267,6 +354,13 @@ func reportTime(s *metalv1alpha1.Server) time.Time {
 		return time.Time{}
 	}
 	return s.Status.Inventory.ReportedAt.Time
+}
+
+func wipeTime(s *metalv1alpha1.Server) time.Time {
+	if s.Status.LastWipe == nil || s.Status.LastWipe.ReportedAt == nil {
+		return time.Time{}
+	}
+	return s.Status.LastWipe.ReportedAt.Time
 }
 
 func mapsEqual(a, b map[string]string) bool {
@@ -279,6 +373,15 @@ func mapsEqual(a, b map[string]string) bool {
 		}
 	}
 	return true
+}
+
+// maintenanceServer maps a maintenance to its Server.
+func maintenanceServer(_ context.Context, o client.Object) []reconcile.Request {
+	sm, ok := o.(*metalv1alpha1.ServerMaintenance)
+	if !ok {
+		return nil
+	}
+	return []reconcile.Request{{NamespacedName: client.ObjectKey{Name: sm.Spec.ServerRef.Name}}}
 }
 
 // bootConfigServer maps a boot configuration to its Server.

@@ -37,32 +37,28 @@ func (r *ServerReconciler) initial(ctx context.Context, server *metalv1alpha1.Se
 			return wait(ReasonDiscoveryBackoff, fmt.Sprintf("attempt %d of %d timed out; retrying in %v", attempts, r.Discovery.Attempts, remaining.Round(time.Second)), remaining), nil
 		}
 	}
-	sbc, err := ensureProbeBoot(ctx, r.Client, r.Probe, server, metalv1alpha1.BootPurposeDiscovery)
+	// A dirty server (released, its wipe not verified, then taken to maintenance) is
+	// re-discovered with the wipe probe: it never reaches the pool unwiped.
+	sbc, err := ensureProbeBoot(ctx, r.Client, r.Probe, server, discoveryPurpose(server))
 	if err != nil {
 		return step{}, err
 	}
 	if sbc.Status.State != metalv1alpha1.BootConfigurationStateReady {
 		return wait(ReasonWaitingForBootService, fmt.Sprintf("waiting for the boot service to mark %s/%s Ready", sbc.Namespace, sbc.Name), 0), nil
 	}
-	c, err := connectBMC(ctx, r.Client, r.Clients, bmcName(server))
-	if err != nil {
-		return step{}, err
-	}
-	if err := c.SetBootOnce(ctx, server.Spec.SystemURI, bmc.BootPXE); err != nil {
-		return step{}, err
-	}
-	// A server that is already on is restarted, so it picks up the one-time PXE boot.
-	action := bmc.PowerOn
-	if server.Status.PowerState == metalv1alpha1.PowerStateOn {
-		action = bmc.PowerForceRestart
-	}
-	if err := c.SetPower(ctx, server.Spec.SystemURI, action); err != nil {
+	// A BMC that does not answer should not cost a discovery attempt.
+	if _, err := connectBMC(ctx, r.Client, r.Clients, bmcName(server)); err != nil {
 		return step{}, err
 	}
 	return step{
 		event: fsm.EventDiscover, reason: ReasonProbeBooting,
-		message:      fmt.Sprintf("attempt %d of %d: PXE once into %s, power %s", attempts+1, r.Discovery.Attempts, sbc.Name, action),
-		apply:        func(s *metalv1alpha1.Server) { s.Status.DiscoveryAttempts++ },
+		message: fmt.Sprintf("attempt %d of %d: PXE once into %s, power on", attempts+1, r.Discovery.Attempts, sbc.Name),
+		effect:  pxeBoot(server.Spec.SystemURI),
+		apply: func(s *metalv1alpha1.Server) {
+			s.Status.DiscoveryAttempts++
+			now := metav1.NewTime(r.now())
+			s.Status.LastProbeBootTime = &now
+		},
 		requeueAfter: r.Discovery.Timeout,
 	}, nil
 }
@@ -81,15 +77,30 @@ func (r *ServerReconciler) discoveryBackoff(n int32) time.Duration {
 func (r *ServerReconciler) discovery(ctx context.Context, server *metalv1alpha1.Server) (step, error) {
 	started := enteredAt(server)
 	if reported := reportTime(server); !reported.IsZero() && server.Status.Inventory.Source == "Probe" && !reported.Before(started.Truncate(time.Second)) {
-		if err := r.powerOffAndRemoveBoot(ctx, server, metalv1alpha1.BootPurposeDiscovery); err != nil {
+		wiped, failed := false, ""
+		if dirty(server) {
+			if wiped, failed = r.wipeVerdict(server, started); !wiped && failed == "" {
+				return wait(ReasonAwaitingReport, "inventory received; waiting for the wipe report", 0), nil
+			}
+		}
+		if err := deleteProbeBoot(ctx, r.Client, r.Probe, server, discoveryPurpose(server)); err != nil {
 			return step{}, err
 		}
+		if failed != "" {
+			return step{event: fsm.EventFail, reason: ReasonWipeFailed, message: failed, effect: setPower(server.Spec.SystemURI, bmc.PowerOff),
+				apply: func(s *metalv1alpha1.Server) {
+					setCondition(&s.Status.Conditions, s.Generation, metalv1alpha1.ConditionCleaned, metav1.ConditionFalse, ReasonWipeFailed, failed)
+				}}, nil
+		}
 		inv := server.Status.Inventory
-		return step{event: fsm.EventDiscovered, reason: ReasonReportReceived,
+		return step{event: fsm.EventDiscovered, reason: ReasonReportReceived, effect: setPower(server.Spec.SystemURI, bmc.PowerOff),
 			message: fmt.Sprintf("probe reported %d CPU cores, %v memory, %d disks, %d NICs", inv.CPU.Cores, inv.Memory.Total.String(), len(inv.Storage), len(inv.NetworkInterfaces)),
 			apply: func(s *metalv1alpha1.Server) {
 				s.Status.DiscoveryAttempts = 0
 				setCondition(&s.Status.Conditions, s.Generation, metalv1alpha1.ConditionDiscovered, metav1.ConditionTrue, ReasonReportReceived, "inventory from the in-band probe")
+				if wiped {
+					markClean(s)
+				}
 			}}, nil
 	}
 	deadline := started.Add(r.Discovery.Timeout)
@@ -97,28 +108,17 @@ func (r *ServerReconciler) discovery(ctx context.Context, server *metalv1alpha1.
 		return wait(ReasonAwaitingReport, fmt.Sprintf("waiting for the probe's report until %s", deadline.UTC().Format(time.RFC3339)), remaining), nil
 	}
 	// Power off but keep the boot configuration: the next attempt reuses it.
-	c, err := connectBMC(ctx, r.Client, r.Clients, bmcName(server))
-	if err != nil {
-		return step{}, err
-	}
-	if err := c.SetPower(ctx, server.Spec.SystemURI, bmc.PowerOff); err != nil {
-		return step{}, err
-	}
-	return step{event: fsm.EventDiscoveryTimedOut, reason: ReasonDiscoveryTimedOut,
+	return step{event: fsm.EventDiscoveryTimedOut, reason: ReasonDiscoveryTimedOut, effect: setPower(server.Spec.SystemURI, bmc.PowerOff),
 		message: fmt.Sprintf("no report within %v (attempt %d of %d)", r.Discovery.Timeout, server.Status.DiscoveryAttempts, r.Discovery.Attempts),
 		apply: func(s *metalv1alpha1.Server) {
 			setCondition(&s.Status.Conditions, s.Generation, metalv1alpha1.ConditionDiscovered, metav1.ConditionFalse, ReasonDiscoveryTimedOut, "the probe did not report in time")
 		}}, nil
 }
 
-// powerOffAndRemoveBoot requests power off and removes the probe's boot configuration.
-func (r *ServerReconciler) powerOffAndRemoveBoot(ctx context.Context, server *metalv1alpha1.Server, purpose metalv1alpha1.BootPurpose) error {
-	c, err := connectBMC(ctx, r.Client, r.Clients, bmcName(server))
-	if err != nil {
-		return err
+// discoveryPurpose is the probe boot discovery uses: a wipe for a dirty server.
+func discoveryPurpose(server *metalv1alpha1.Server) metalv1alpha1.BootPurpose {
+	if dirty(server) {
+		return metalv1alpha1.BootPurposeCleanup
 	}
-	if err := c.SetPower(ctx, server.Spec.SystemURI, bmc.PowerOff); err != nil {
-		return err
-	}
-	return deleteProbeBoot(ctx, r.Client, r.Probe, server, purpose)
+	return metalv1alpha1.BootPurposeDiscovery
 }

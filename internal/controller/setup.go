@@ -29,8 +29,12 @@ func Setup(mgr ctrl.Manager, deps Dependencies) error {
 			MACDB: deps.MACDB, Connect: deps.Connect, Settings: deps.Settings},
 		&BMCReconciler{Client: mgr.GetClient(), Events: mgr.GetEventRecorder("bmc-controller"),
 			Clients: cache, Settings: deps.Settings},
-		&ServerReconciler{Client: mgr.GetClient(), Events: mgr.GetEventRecorder("server-controller"),
+		&ServerReconciler{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Events: mgr.GetEventRecorder("server-controller"),
 			Clients: cache, Probe: deps.Probe, Discovery: deps.Discovery, Settings: deps.Settings},
+		&ServerClaimReconciler{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Events: mgr.GetEventRecorder("serverclaim-controller"),
+			Settings: deps.Settings},
+		&ServerMaintenanceReconciler{Client: mgr.GetClient(), Events: mgr.GetEventRecorder("servermaintenance-controller"),
+			Settings: deps.Settings},
 	}
 	for _, r := range reconcilers {
 		if err := r.SetupWithManager(mgr); err != nil {

@@ -1,10 +1,12 @@
 package lab
 
 import (
+	"bytes"
 	"context"
-	"crypto/tls"
 	"fmt"
-	"net/http"
+	"io"
+	"os"
+	"strings"
 	"sync"
 	"time"
 
@@ -18,8 +20,7 @@ import (
 	metalv1alpha1 "github.com/ironfleet/ironfleet/apis/metal/v1alpha1"
 	"github.com/ironfleet/ironfleet/internal/bmcsim"
 	"github.com/ironfleet/ironfleet/internal/ignition"
-	"github.com/ironfleet/ironfleet/metalprobe/collect"
-	"github.com/ironfleet/ironfleet/metalprobe/post"
+	"github.com/ironfleet/ironfleet/metalprobe/cli"
 )
 
 // Boot is one network boot the boot service served.
@@ -144,7 +145,7 @@ func (b *BootService) serve(ctx context.Context, ev bmcsim.PowerOnEvent) (Boot, 
 	if sbc.Spec.Purpose == metalv1alpha1.BootPurposeProvisioning {
 		return boot, nil // the tenant's image: recorded, nothing to run
 	}
-	cfg, err := b.ignition(ctx, sbc)
+	ign, err := b.ignition(ctx, sbc)
 	if err != nil {
 		return boot, err
 	}
@@ -154,7 +155,7 @@ func (b *BootService) serve(ctx context.Context, ev bmcsim.PowerOnEvent) (Boot, 
 	if !ok {
 		return boot, fmt.Errorf("no hardware tree for host %s: the probe cannot run", ev.UUID)
 	}
-	return boot, runProbe(ctx, cfg, host)
+	return boot, runProbe(ign, host)
 }
 
 func (b *BootService) serverByUUID(ctx context.Context, uuid string) (*metalv1alpha1.Server, error) {
@@ -185,42 +186,50 @@ func (b *BootService) readyBootConfig(ctx context.Context, server *metalv1alpha1
 	return nil, fmt.Errorf("server %s PXE-booted but has no Ready boot configuration", server.Name)
 }
 
-func (b *BootService) ignition(ctx context.Context, sbc *metalv1alpha1.ServerBootConfiguration) (ignition.Config, error) {
+// ignition is what the boot service serves the probe: the rendered config in the Secret.
+func (b *BootService) ignition(ctx context.Context, sbc *metalv1alpha1.ServerBootConfiguration) ([]byte, error) {
 	if sbc.Spec.IgnitionSecretRef == nil {
-		return ignition.Config{}, fmt.Errorf("boot configuration %s has no ignition", sbc.Name)
+		return nil, fmt.Errorf("boot configuration %s has no ignition", sbc.Name)
 	}
 	var secret corev1.Secret
 	if err := b.Client.Get(ctx, client.ObjectKey{Namespace: sbc.Namespace, Name: sbc.Spec.IgnitionSecretRef.Name}, &secret); err != nil {
-		return ignition.Config{}, err
+		return nil, err
 	}
-	return ignition.Parse(secret.Data[ignition.SecretKey])
+	data, ok := secret.Data[ignition.SecretKey]
+	if !ok {
+		return nil, fmt.Errorf("ignition Secret %s has no %s", secret.Name, ignition.SecretKey)
+	}
+	return data, nil
 }
 
-// runProbe is metalprobe's discovery run, in-process: collect from the host's tree, post to
-// the registry with the token from the ignition.
-func runProbe(ctx context.Context, cfg ignition.Config, host Host) error {
-	rep, err := collect.Collect(ctx, collect.Options{Root: host.Root, ProbeVersion: "lab"})
+// runProbe boots metalprobe in-process: the real command line, on the host's hardware tree,
+// with the ignition the boot service serves. It discovers or wipes as the ignition says.
+func runProbe(ign []byte, host Host) error {
+	f, err := os.CreateTemp("", "ignition-*.json")
 	if err != nil {
 		return err
 	}
-	httpClient, err := probeHTTPClient(cfg)
-	if err != nil {
+	defer os.Remove(f.Name())
+	if _, err := f.Write(ign); err != nil {
+		f.Close()
 		return err
 	}
-	return post.Send(ctx, httpClient, cfg.RegistryURL, cfg.Token, rep, post.Backoff{Initial: 100 * time.Millisecond, Max: 2 * time.Second, Attempts: 10})
+	if err := f.Close(); err != nil {
+		return err
+	}
+	var stderr bytes.Buffer
+	if code := cli.Run([]string{"--root", host.Root, "--ignition", f.Name()}, io.Discard, &stderr); code != 0 {
+		return fmt.Errorf("metalprobe exited %d: %s", code, lastLines(stderr.String(), 3))
+	}
+	return nil
 }
 
-func probeHTTPClient(cfg ignition.Config) (*http.Client, error) {
-	transport := http.DefaultTransport.(*http.Transport).Clone()
-	transport.TLSClientConfig = &tls.Config{MinVersion: tls.VersionTLS12}
-	if cfg.RegistryCA != "" {
-		pool, err := ignition.CertPool([]byte(cfg.RegistryCA))
-		if err != nil {
-			return nil, err
-		}
-		transport.TLSClientConfig.RootCAs = pool
+func lastLines(s string, n int) string {
+	lines := strings.Split(strings.TrimSpace(s), "\n")
+	if len(lines) > n {
+		lines = lines[len(lines)-n:]
 	}
-	return &http.Client{Transport: transport, Timeout: 30 * time.Second}, nil
+	return strings.Join(lines, " | ")
 }
 
 // Reconcile marks a boot configuration Ready: the lab's boot service can serve any image.

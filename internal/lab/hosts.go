@@ -18,7 +18,14 @@ type Host struct {
 	UUID    string
 	Fixture string
 	Root    string
+	// Disks are the host's disks, regular files <Root>/dev/<name> of DiskBytes each, filled
+	// with a pattern so that a wipe can be checked byte by byte.
+	Disks []string
 }
+
+// DiskBytes is the size of a simulated host's disk files: large enough that the metadata wipe
+// (the first and last MiB) leaves a middle untouched.
+const DiskBytes = 3 << 20
 
 // PrepareHost copies the named fixture tree (metalprobe/testdata/hosts) to dir and makes uuid
 // its DMI product UUID, so several simulated hosts can share one hardware shape and still be
@@ -35,7 +42,18 @@ func PrepareHost(fixture, dir, uuid string) (Host, error) {
 	if err := os.WriteFile(uuidFile, []byte(strings.ToUpper(uuid)+"\n"), 0o644); err != nil {
 		return Host{}, fmt.Errorf("setting the host's UUID: %w", err)
 	}
-	return Host{UUID: strings.ToLower(uuid), Fixture: fixture, Root: dir}, nil
+	expected, err := fixtures.LoadExpected(fixture)
+	if err != nil {
+		return Host{}, err
+	}
+	var disks []string
+	for _, d := range expected.Disks {
+		disks = append(disks, d.Name)
+	}
+	if err := fixtures.MakeDiskFiles(dir, disks, DiskBytes); err != nil {
+		return Host{}, fmt.Errorf("making the host's disks: %w", err)
+	}
+	return Host{UUID: strings.ToLower(uuid), Fixture: fixture, Root: dir, Disks: disks}, nil
 }
 
 // copyTree copies regular files, directories and symlinks (as links) from src to dst.

@@ -149,6 +149,11 @@ func (s *Server) postReport(w http.ResponseWriter, r *http.Request) {
 	inv.CollectorVersion = rep.ProbeVersion
 	inv.Warnings = capStrings(rep.Warnings, 64)
 	server.Status.Inventory = &inv
+	if rep.Wipe != nil {
+		wipe := *rep.Wipe
+		wipe.ReportedAt = &received
+		server.Status.LastWipe = &wipe
+	}
 	if err := s.Client.Status().Patch(r.Context(), server, client.MergeFrom(original)); err != nil {
 		status := http.StatusServiceUnavailable
 		if apierrors.IsInvalid(err) {
@@ -157,7 +162,7 @@ func (s *Server) postReport(w http.ResponseWriter, r *http.Request) {
 		writeError(w, status, "storing the report: %v", err)
 		return
 	}
-	s.Log.Info("stored probe report", "server", server.Name, "disks", len(inv.Storage), "nics", len(inv.NetworkInterfaces))
+	s.Log.Info("stored probe report", "server", server.Name, "disks", len(inv.Storage), "nics", len(inv.NetworkInterfaces), "wipe", rep.Wipe != nil)
 	w.WriteHeader(http.StatusNoContent)
 }
 

@@ -20,6 +20,8 @@ type Report struct {
 	ProbeVersion string `json:"probeVersion,omitempty"`
 	// Inventory is the hardware, in the API's own types so nothing is lost in translation.
 	Inventory metalv1alpha1.Inventory `json:"inventory"`
+	// Wipe is present when the probe ran in wipe mode: one result per disk.
+	Wipe *metalv1alpha1.WipeReport `json:"wipe,omitempty"`
 	// Warnings name collectors that failed (e.g. "lldp: lldpctl not found"); the rest of the
 	// report is still valid.
 	Warnings []string `json:"warnings,omitempty"`

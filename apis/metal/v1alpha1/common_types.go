@@ -61,4 +61,13 @@ const (
 	ConditionInMaintenance = "InMaintenance"
 	// ConditionPowered says whether a Server's power matches what was asked for.
 	ConditionPowered = "Powered"
+	// ConditionProvisioned says whether a claimed Server was booted into its claim's image.
+	ConditionProvisioned = "Provisioned"
+)
+
+// Annotations people set.
+const (
+	// AnnotationApproveMaintenance on a ServerClaim, set to "true" by its owner, lets a
+	// ServerMaintenance with policy OwnerApproval take the claimed server.
+	AnnotationApproveMaintenance = "metal.ironfleet.dev/approve-maintenance"
 )

@@ -94,12 +94,19 @@ type ServerStatus struct {
 	// +optional
 	Inventory *Inventory `json:"inventory,omitempty"`
 
+	// LastWipe is the probe's report of the last disk wipe.
+	// +optional
+	LastWipe *WipeReport `json:"lastWipe,omitempty"`
+
 	// DiscoveryAttempts counts discovery boots since the server last became Available.
 	// +optional
 	DiscoveryAttempts int32 `json:"discoveryAttempts,omitempty"`
 	// CleanupAttempts counts wipe boots since the server was last released.
 	// +optional
 	CleanupAttempts int32 `json:"cleanupAttempts,omitempty"`
+	// LastProbeBootTime is when Ironfleet last network-booted the probe on this server.
+	// +optional
+	LastProbeBootTime *metav1.Time `json:"lastProbeBootTime,omitempty"`
 
 	// LastTransitionTime and LastTransitionReason record when and why State last changed.
 	// +optional
@@ -114,6 +121,36 @@ type ServerStatus struct {
 	// +listMapKey=type
 	// +optional
 	Conditions []metav1.Condition `json:"conditions,omitempty"`
+}
+
+// WipeReport is what the probe reports after wiping a server's disks.
+type WipeReport struct {
+	// ReportedAt is when the registry received the report.
+	// +optional
+	ReportedAt *metav1.Time `json:"reportedAt,omitempty"`
+	// Policy the probe was asked to apply.
+	// +optional
+	Policy WipePolicy `json:"policy,omitempty"`
+	// Disks has one entry per disk the probe found.
+	// +kubebuilder:validation:MaxItems=256
+	// +listType=atomic
+	// +optional
+	Disks []DiskWipe `json:"disks,omitempty"`
+}
+
+// DiskWipe is one disk's wipe result.
+type DiskWipe struct {
+	Name string `json:"name"`
+	// +optional
+	SerialNumber string `json:"serialNumber,omitempty"`
+	// Method is what was done: metadata, zero, secure, or zero-fallback (secure erase was not
+	// available, the whole device was zeroed instead).
+	// +kubebuilder:validation:Enum=metadata;zero;secure;zero-fallback;none
+	Method string `json:"method"`
+	// Succeeded is true when the method completed on the whole range it covers.
+	Succeeded bool `json:"succeeded"`
+	// +optional
+	Message string `json:"message,omitempty"`
 }
 
 // Server is one physical machine, created by Ironfleet for each ComputerSystem a BMC exposes.

@@ -53,6 +53,18 @@ func systemInfo(s *redfish.ComputerSystem) bmc.SystemInfo {
 	}
 }
 
+// PowerState reads one system's power state.
+func (c *Client) PowerState(ctx context.Context, systemURI string) (metalv1alpha1.PowerState, error) {
+	if err := ctx.Err(); err != nil {
+		return "", err
+	}
+	system, err := redfish.GetComputerSystem(c.api, systemURI)
+	if err != nil {
+		return "", classify("reading system "+systemURI, err)
+	}
+	return powerState(string(system.PowerState)), nil
+}
+
 // normaliseUUID lower-cases a UUID and blanks the all-zero and all-F ones some BMCs report.
 func normaliseUUID(u string) string {
 	u = strings.ToLower(strings.TrimSpace(u))

@@ -1,4 +1,4 @@
-package main
+package cli
 
 import (
 	"bytes"
@@ -39,7 +39,7 @@ type result struct {
 func runProbe(t *testing.T, args ...string) result {
 	t.Helper()
 	var stdout, stderr bytes.Buffer
-	code := run(args, &stdout, &stderr)
+	code := Run(args, &stdout, &stderr)
 	r := result{code: code, stdout: stdout.String(), stderr: stderr.String()}
 	assert.NotContains(t, r.stdout, token, "stdout must never contain the token")
 	assert.NotContains(t, r.stderr, token, "stderr must never contain the token")
@@ -75,7 +75,7 @@ func TestDryRunPrintsTheReportOfEachFixture(t *testing.T) {
 			for _, d := range exp.Diff(&rep) {
 				t.Error(d)
 			}
-			assert.Equal(t, version, rep.ProbeVersion)
+			assert.Equal(t, Version, rep.ProbeVersion)
 			for _, w := range rep.Warnings {
 				assert.Contains(t, r.stderr, "warning: "+w)
 			}
@@ -98,6 +98,14 @@ func TestUsageErrorsExitTwo(t *testing.T) {
 		"ca file and insecure":    {"--root", root, "--dry-run", "--ca-file", "x.pem", "--insecure-skip-verify"},
 		"flag missing its value":  {"--root"},
 		"token given as argument": {"--dry-run", token},
+		"unknown mode":            {"--root", root, "--dry-run", "--mode", "reinstall"},
+		"unknown wipe policy":     {"--root", root, "--dry-run", "--mode", "wipe", "--wipe-policy", "shred"},
+		"wipe policy, no wipe":    {"--root", root, "--dry-run", "--wipe-policy", "zero"},
+		"wipe policy, discovery":  {"--root", root, "--dry-run", "--mode", "discovery", "--wipe-policy", "zero"},
+		"wipe dry run, live":      {"--dry-run", "--mode", "wipe"},
+		"wipe dry run, root /":    {"--root", "/", "--dry-run", "--mode", "wipe", "--wipe-policy", "zero"},
+		"ignition wipe, live":     {"--dry-run", "--ignition", writeFile(t, "wipe.json", `{"mode": "wipe", "wipePolicy": "zero"}`)},
+		"wipe without registry":   {"--root", root, "--mode", "wipe", "--token", token},
 	}
 	for name, args := range cases {
 		t.Run(name, func(t *testing.T) {
@@ -117,7 +125,7 @@ func TestHelpAndVersion(t *testing.T) {
 
 	r = runProbe(t, "--version")
 	assert.Equal(t, exitOK, r.code)
-	assert.Equal(t, version+"\n", r.stdout)
+	assert.Equal(t, Version+"\n", r.stdout)
 }
 
 func TestFileProblemsExitOne(t *testing.T) {
@@ -130,7 +138,6 @@ func TestFileProblemsExitOne(t *testing.T) {
 		"malformed ignition": {[]string{"--root", root, "--ignition", writeFile(t, "bad.json", `{"registryURL": "https://r", "token": `+`"`+token+`",}`)},
 			"malformed JSON at line 1"},
 		"missing ignition":   {[]string{"--root", root, "--ignition", filepath.Join(dir, "none.json")}, "reading ignition"},
-		"wipe mode":          {[]string{"--root", root, "--ignition", writeFile(t, "wipe.json", `{"mode": "wipe", "wipePolicy": "zero"}`)}, "wipe mode"},
 		"missing token file": {[]string{"--root", root, "--dry-run", "--token-file", filepath.Join(dir, "none")}, "reading --token-file"},
 		"empty token file":   {[]string{"--root", root, "--dry-run", "--token-file", writeFile(t, "empty", "\n")}, "is empty"},
 		"ca file not PEM":    {[]string{"--root", root, "--dry-run", "--ca-file", writeFile(t, "ca.pem", "hello")}, "no PEM certificate"},

@@ -1,0 +1,150 @@
+package controller
+
+import (
+	"context"
+	"fmt"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	metalv1alpha1 "github.com/ironfleet/ironfleet/apis/metal/v1alpha1"
+	"github.com/ironfleet/ironfleet/internal/bmc"
+	"github.com/ironfleet/ironfleet/internal/fsm"
+)
+
+// Reasons of claim-related steps.
+const (
+	ReasonClaimed         = "Claimed"
+	ReasonReleased        = "Released"
+	ReasonImageBooted     = "ImageBooted"
+	ReasonPowerRequested  = "PowerRequested"
+	ReasonClaimGone       = "ClaimGone"
+	ReasonWaitingForImage = "WaitingForImage"
+)
+
+// available waits for a claim: the claim controller binds by setting spec.serverClaimRef.
+func (r *ServerReconciler) available(server *metalv1alpha1.Server) step {
+	if server.Spec.ServerClaimRef == nil {
+		return step{}
+	}
+	ref := server.Spec.ServerClaimRef
+	return step{event: fsm.EventClaim, reason: ReasonClaimed, message: fmt.Sprintf("bound to claim %s/%s", ref.Namespace, ref.Name),
+		apply: func(s *metalv1alpha1.Server) {
+			meta.RemoveStatusCondition(&s.Status.Conditions, metalv1alpha1.ConditionProvisioned)
+			meta.RemoveStatusCondition(&s.Status.Conditions, metalv1alpha1.ConditionPowered)
+		}}
+}
+
+// reserved serves the claim: boot its image once when the boot service is ready, then follow
+// the claim's power, booting from disk. A released server goes to Cleanup.
+func (r *ServerReconciler) reserved(ctx context.Context, server *metalv1alpha1.Server) (step, error) {
+	if server.Spec.ServerClaimRef == nil {
+		return r.release(server), nil
+	}
+	provisioned := meta.IsStatusConditionTrue(server.Status.Conditions, metalv1alpha1.ConditionProvisioned)
+	if !provisioned {
+		return r.provision(ctx, server)
+	}
+	powered := meta.FindStatusCondition(server.Status.Conditions, metalv1alpha1.ConditionPowered)
+	if powered != nil && powered.ObservedGeneration == server.Generation {
+		return step{}, nil
+	}
+	// The claim's power changed since it was last requested: request it again, from disk.
+	return step{effect: setPower(server.Spec.SystemURI, powerAction(server.Spec.Power)), apply: func(s *metalv1alpha1.Server) {
+		setCondition(&s.Status.Conditions, s.Generation, metalv1alpha1.ConditionPowered, metav1.ConditionTrue, ReasonPowerRequested,
+			fmt.Sprintf("power %s requested, booting from disk", orDefault(s.Spec.Power, metalv1alpha1.PowerOn)))
+	}}, nil
+}
+
+// provision network-boots the claim's image once, when its boot configuration is Ready.
+func (r *ServerReconciler) provision(ctx context.Context, server *metalv1alpha1.Server) (step, error) {
+	ref := server.Spec.BootConfigurationRef
+	if ref == nil {
+		return step{}, nil // the claim has not asked for an image (yet)
+	}
+	var sbc metalv1alpha1.ServerBootConfiguration
+	if err := r.Client.Get(ctx, client.ObjectKey{Namespace: ref.Namespace, Name: ref.Name}, &sbc); err != nil {
+		if apierrors.IsNotFound(err) {
+			return step{}, nil
+		}
+		return step{}, err
+	}
+	if sbc.Status.State != metalv1alpha1.BootConfigurationStateReady {
+		return step{}, nil // the boot configuration's watch brings us back
+	}
+	// Power On boots the image now; power Off leaves the one-time PXE boot for the first
+	// power-on the claim asks for.
+	eff := pxeBoot(server.Spec.SystemURI)
+	if server.Spec.Power == metalv1alpha1.PowerOff {
+		eff = func(ctx context.Context, c bmc.Client) error {
+			return c.SetBootOnce(ctx, server.Spec.SystemURI, bmc.BootPXE)
+		}
+	}
+	power := orDefault(server.Spec.Power, metalv1alpha1.PowerOn)
+	return step{effect: eff, apply: func(s *metalv1alpha1.Server) {
+		setCondition(&s.Status.Conditions, s.Generation, metalv1alpha1.ConditionProvisioned, metav1.ConditionTrue, ReasonImageBooted,
+			fmt.Sprintf("PXE once into %s (%s); later boots are from disk", sbc.Name, sbc.Spec.Image))
+		setCondition(&s.Status.Conditions, s.Generation, metalv1alpha1.ConditionPowered, metav1.ConditionTrue, ReasonPowerRequested,
+			fmt.Sprintf("power %s requested", power))
+	}}, nil
+}
+
+// release powers a released server off and sends it to Cleanup, marked dirty until its wipe is
+// verified.
+func (r *ServerReconciler) release(server *metalv1alpha1.Server) step {
+	return step{event: fsm.EventRelease, reason: ReasonReleased, message: "its claim is gone; powered off for the wipe",
+		effect: setPower(server.Spec.SystemURI, bmc.PowerOff),
+		apply: func(s *metalv1alpha1.Server) {
+			s.Status.CleanupAttempts = 0
+			s.Status.LastProbeBootTime = nil
+			setCondition(&s.Status.Conditions, s.Generation, metalv1alpha1.ConditionCleaned, metav1.ConditionFalse, ReasonReleased, "released by its claim; not wiped yet")
+			meta.RemoveStatusCondition(&s.Status.Conditions, metalv1alpha1.ConditionProvisioned)
+			meta.RemoveStatusCondition(&s.Status.Conditions, metalv1alpha1.ConditionPowered)
+		}}
+}
+
+// dropDanglingClaim unbinds a server whose claim no longer exists (deleted without its
+// finalizer running, or re-created under the same name): it is released like any other.
+func (r *ServerReconciler) dropDanglingClaim(ctx context.Context, server *metalv1alpha1.Server) error {
+	ref := server.Spec.ServerClaimRef
+	if ref == nil {
+		return nil
+	}
+	var claim metalv1alpha1.ServerClaim
+	err := r.Client.Get(ctx, client.ObjectKey{Namespace: ref.Namespace, Name: ref.Name}, &claim)
+	if err == nil && (ref.UID == "" || string(claim.UID) == ref.UID) {
+		return nil
+	}
+	if err != nil && !apierrors.IsNotFound(err) {
+		return err
+	}
+	// Read the claim from the API, not the cache: a claim created a moment ago may not be
+	// cached yet, and unbinding it would be wrong.
+	if apierrors.IsNotFound(err) {
+		if err := r.APIReader.Get(ctx, client.ObjectKey{Namespace: ref.Namespace, Name: ref.Name}, &claim); err == nil && (ref.UID == "" || string(claim.UID) == ref.UID) {
+			return nil
+		} else if err != nil && !apierrors.IsNotFound(err) {
+			return err
+		}
+	}
+	before := server.DeepCopy()
+	server.Spec.ServerClaimRef, server.Spec.BootConfigurationRef, server.Spec.Power = nil, nil, ""
+	r.Events.Eventf(server, nil, "Warning", ReasonClaimGone, "Release", "claim %s/%s no longer exists; releasing", ref.Namespace, ref.Name)
+	return r.Client.Patch(ctx, server, client.MergeFromWithOptions(before, client.MergeFromWithOptimisticLock{}))
+}
+
+func powerAction(p metalv1alpha1.Power) bmc.PowerAction {
+	if p == metalv1alpha1.PowerOff {
+		return bmc.PowerOff
+	}
+	return bmc.PowerOn
+}
+
+func orDefault[T ~string](v, def T) T {
+	if v == "" {
+		return def
+	}
+	return v
+}

@@ -1,0 +1,130 @@
+package controller
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"strings"
+	"time"
+
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	metalv1alpha1 "github.com/ironfleet/ironfleet/apis/metal/v1alpha1"
+	"github.com/ironfleet/ironfleet/internal/bmc"
+	"github.com/ironfleet/ironfleet/internal/fsm"
+)
+
+// Reasons of cleanup steps.
+const (
+	ReasonWipeBooting        = "WipeBooting"
+	ReasonWipeVerified       = "WipeVerified"
+	ReasonWipeFailed         = "WipeFailed"
+	ReasonWipeAttemptsUsedUp = "WipeAttemptsExhausted"
+)
+
+// cleanup boots metalprobe in wipe mode and returns the server to the pool only when every disk
+// is reported wiped as its policy asks. A failed wipe sends it to Error: a dirty server never
+// becomes Available.
+func (r *ServerReconciler) cleanup(ctx context.Context, server *metalv1alpha1.Server) (step, error) {
+	if wiped, failed := r.wipeVerdict(server, enteredAt(server)); wiped || failed != "" {
+		if err := deleteProbeBoot(ctx, r.Client, r.Probe, server, metalv1alpha1.BootPurposeCleanup); err != nil {
+			return step{}, err
+		}
+		off := setPower(server.Spec.SystemURI, bmc.PowerOff)
+		if failed != "" {
+			return step{event: fsm.EventFail, reason: ReasonWipeFailed, message: failed, effect: off, apply: func(s *metalv1alpha1.Server) {
+				setCondition(&s.Status.Conditions, s.Generation, metalv1alpha1.ConditionCleaned, metav1.ConditionFalse, ReasonWipeFailed, failed)
+			}}, nil
+		}
+		return step{event: fsm.EventCleaned, reason: ReasonWipeVerified, message: "every disk reported wiped as the policy asks", effect: off, apply: markClean}, nil
+	}
+	return r.bootWipe(ctx, server)
+}
+
+func markClean(s *metalv1alpha1.Server) {
+	setCondition(&s.Status.Conditions, s.Generation, metalv1alpha1.ConditionCleaned, metav1.ConditionTrue, ReasonWipeVerified,
+		fmt.Sprintf("%d disk(s) wiped (%s)", len(s.Status.LastWipe.Disks), s.Status.LastWipe.Policy))
+	s.Status.CleanupAttempts = 0
+}
+
+// dirty is a server released by a claim whose disks have not been verified wiped since.
+func dirty(server *metalv1alpha1.Server) bool {
+	c := meta.FindStatusCondition(server.Status.Conditions, metalv1alpha1.ConditionCleaned)
+	return c != nil && c.Status == metav1.ConditionFalse
+}
+
+// wipeVerdict judges the last wipe report, if it came after since: wiped when every disk of the
+// inventory was wiped as the policy asks; failed names the disks that were not.
+func (r *ServerReconciler) wipeVerdict(server *metalv1alpha1.Server, since time.Time) (wiped bool, failed string) {
+	w := server.Status.LastWipe
+	if w == nil || w.ReportedAt == nil || w.ReportedAt.Time.Before(since.Truncate(time.Second)) {
+		return false, ""
+	}
+	policy := orDefault(server.Spec.WipePolicy, metalv1alpha1.WipeMetadata)
+	results := map[string]metalv1alpha1.DiskWipe{}
+	for _, d := range w.Disks {
+		results[d.Name] = d
+	}
+	var bad []string
+	for _, disk := range server.Status.Inventory.Storage {
+		if disk.Removable {
+			continue
+		}
+		res, ok := results[disk.Name]
+		switch {
+		case !ok:
+			bad = append(bad, disk.Name+" (not reported)")
+		case !res.Succeeded:
+			bad = append(bad, fmt.Sprintf("%s (%s)", disk.Name, orDefault(res.Message, "failed")))
+		case !methodSatisfies(res.Method, policy):
+			bad = append(bad, fmt.Sprintf("%s (wiped by %s, policy %s)", disk.Name, res.Method, policy))
+		}
+	}
+	if w.Policy != policy {
+		bad = append(bad, fmt.Sprintf("the probe applied policy %q, not %q", w.Policy, policy))
+	}
+	if len(bad) > 0 {
+		sort.Strings(bad)
+		return false, "wipe failed: " + strings.Join(bad, ", ")
+	}
+	return true, ""
+}
+
+// methodSatisfies: secure erase may fall back to zeroing the whole device (and says so).
+func methodSatisfies(method string, policy metalv1alpha1.WipePolicy) bool {
+	if method == string(policy) {
+		return true
+	}
+	return policy == metalv1alpha1.WipeSecure && method == "zero-fallback"
+}
+
+// bootWipe network-boots the probe in wipe mode: boot configuration, Ready, PXE once, power on;
+// again after a timeout, up to the attempts allowed; then the server fails to Error.
+func (r *ServerReconciler) bootWipe(ctx context.Context, server *metalv1alpha1.Server) (step, error) {
+	if last := server.Status.LastProbeBootTime; last != nil {
+		if remaining := last.Add(r.Discovery.Timeout).Sub(r.now()); remaining > 0 {
+			return wait(ReasonAwaitingReport, fmt.Sprintf("waiting for the probe's report until %s", last.Add(r.Discovery.Timeout).UTC().Format(time.RFC3339)), remaining), nil
+		}
+	}
+	attempts := server.Status.CleanupAttempts
+	if attempts >= r.Discovery.Attempts {
+		return step{event: fsm.EventFail, reason: ReasonWipeAttemptsUsedUp,
+			message: fmt.Sprintf("no wipe report after %d boots of %v each; set the %s annotation to try again", attempts, r.Discovery.Timeout, AnnotationRetry)}, nil
+	}
+	sbc, err := ensureProbeBoot(ctx, r.Client, r.Probe, server, metalv1alpha1.BootPurposeCleanup)
+	if err != nil {
+		return step{}, err
+	}
+	if sbc.Status.State != metalv1alpha1.BootConfigurationStateReady {
+		return wait(ReasonWaitingForBootService, fmt.Sprintf("waiting for the boot service to mark %s/%s Ready", sbc.Namespace, sbc.Name), 0), nil
+	}
+	n := attempts + 1
+	return step{reason: ReasonWipeBooting, message: fmt.Sprintf("attempt %d of %d: PXE once into %s, power on", n, r.Discovery.Attempts, sbc.Name),
+		requeueAfter: r.Discovery.Timeout, effect: pxeBoot(server.Spec.SystemURI),
+		apply: func(s *metalv1alpha1.Server) {
+			now := metav1.NewTime(r.now())
+			s.Status.LastProbeBootTime = &now
+			s.Status.CleanupAttempts = n
+		}}, nil
+}

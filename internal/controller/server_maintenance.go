@@ -1,0 +1,77 @@
+package controller
+
+import (
+	"context"
+	"fmt"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	metalv1alpha1 "github.com/ironfleet/ironfleet/apis/metal/v1alpha1"
+	"github.com/ironfleet/ironfleet/internal/fsm"
+)
+
+// Reasons of maintenance steps.
+const (
+	ReasonMaintenanceStarted = "MaintenanceStarted"
+	ReasonMaintenanceEnded   = "MaintenanceEnded"
+)
+
+// startMaintenance takes the server from whatever it was doing. Probe boots in flight are
+// abandoned; a dirty server stays marked dirty, so it is wiped before it is pooled again.
+func (r *ServerReconciler) startMaintenance(ctx context.Context, server *metalv1alpha1.Server) (step, error) {
+	for _, purpose := range []metalv1alpha1.BootPurpose{metalv1alpha1.BootPurposeDiscovery, metalv1alpha1.BootPurposeCleanup} {
+		if err := deleteProbeBoot(ctx, r.Client, r.Probe, server, purpose); err != nil {
+			return step{}, err
+		}
+	}
+	ref := server.Spec.MaintenanceRef
+	return step{event: fsm.EventStartMaintenance, reason: ReasonMaintenanceStarted,
+		message: fmt.Sprintf("taken by ServerMaintenance %s/%s", ref.Namespace, ref.Name),
+		apply: func(s *metalv1alpha1.Server) {
+			s.Status.DiscoveryAttempts, s.Status.LastProbeBootTime = 0, nil
+			setCondition(&s.Status.Conditions, s.Generation, metalv1alpha1.ConditionInMaintenance, metav1.ConditionTrue, ReasonMaintenanceStarted,
+				fmt.Sprintf("held by %s/%s", ref.Namespace, ref.Name))
+		}}, nil
+}
+
+// maintenance keeps the server's power as the maintenance asks, and gives the server back
+// when the maintenance is gone: to its claim, or to re-discovery.
+func (r *ServerReconciler) maintenance(ctx context.Context, server *metalv1alpha1.Server) (step, error) {
+	ref := server.Spec.MaintenanceRef
+	if ref == nil {
+		return r.endMaintenance(server), nil
+	}
+	var sm metalv1alpha1.ServerMaintenance
+	if err := r.Client.Get(ctx, client.ObjectKey{Namespace: ref.Namespace, Name: ref.Name}, &sm); err != nil {
+		if apierrors.IsNotFound(err) {
+			return step{}, nil // its finalizer clears the reference
+		}
+		return step{}, err
+	}
+	want := orDefault(sm.Spec.Power, metalv1alpha1.PowerOff)
+	reason := "Power" + string(want) + "Requested"
+	if c := meta.FindStatusCondition(server.Status.Conditions, metalv1alpha1.ConditionPowered); c != nil && c.Reason == reason {
+		return step{}, nil
+	}
+	return step{effect: setPower(server.Spec.SystemURI, powerAction(want)), apply: func(s *metalv1alpha1.Server) {
+		setCondition(&s.Status.Conditions, s.Generation, metalv1alpha1.ConditionPowered, metav1.ConditionTrue, reason,
+			fmt.Sprintf("power %s, as ServerMaintenance %s/%s asks", want, sm.Namespace, sm.Name))
+	}}, nil
+}
+
+// endMaintenance returns the server to its claim (whose power is requested again) or to Initial.
+func (r *ServerReconciler) endMaintenance(server *metalv1alpha1.Server) step {
+	where := "no claim: re-discovering"
+	if server.Spec.ServerClaimRef != nil {
+		where = fmt.Sprintf("back to claim %s/%s", server.Spec.ServerClaimRef.Namespace, server.Spec.ServerClaimRef.Name)
+	}
+	return step{event: fsm.EventEndMaintenance, reason: ReasonMaintenanceEnded, message: "maintenance ended; " + where,
+		apply: func(s *metalv1alpha1.Server) {
+			meta.RemoveStatusCondition(&s.Status.Conditions, metalv1alpha1.ConditionInMaintenance)
+			// The claim's power is requested afresh once the server is Reserved again.
+			meta.RemoveStatusCondition(&s.Status.Conditions, metalv1alpha1.ConditionPowered)
+		}}
+}

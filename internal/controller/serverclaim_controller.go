@@ -1,0 +1,395 @@
+package controller
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"hash/fnv"
+	"sort"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/tools/events"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/builder"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+	"sigs.k8s.io/controller-runtime/pkg/event"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	metalv1alpha1 "github.com/ironfleet/ironfleet/apis/metal/v1alpha1"
+)
+
+// ClaimFinalizer holds a claim until its server is released.
+const ClaimFinalizer = "metal.ironfleet.dev/claim"
+
+const indexServerByClaim = "spec.serverClaimRef"
+
+// Reasons of a claim's conditions.
+const (
+	ReasonBindConflict     = "BindConflict"
+	ReasonServerLost       = "ServerLost"
+	ReasonProvisioning     = "Provisioning"
+	ReasonServerReady      = "ServerReady"
+	ReasonWaitingForServer = "WaitingForServer"
+)
+
+// ServerClaimReconciler binds claims to servers, asks the boot service for their image, and
+// releases the server when the claim is deleted.
+//
+// Binding is two optimistic-concurrency writes: the claim records which server it is about to
+// take (its intent), then the server records its claim. A stale read of the claim fails at the
+// first write, a server someone else took fails at the second: two claims never hold one
+// server, and one claim never holds two.
+type ServerClaimReconciler struct {
+	Client    client.Client
+	APIReader client.Reader
+	Events    events.EventRecorder
+	Settings  Settings
+}
+
+// +kubebuilder:rbac:groups=metal.ironfleet.dev,resources=serverclaims,verbs=get;list;watch;update;patch
+// +kubebuilder:rbac:groups=metal.ironfleet.dev,resources=serverclaims/status,verbs=get;update;patch
+// +kubebuilder:rbac:groups=metal.ironfleet.dev,resources=serverclaims/finalizers,verbs=update
+// +kubebuilder:rbac:groups=metal.ironfleet.dev,resources=servers,verbs=get;list;watch;update;patch
+// +kubebuilder:rbac:groups=metal.ironfleet.dev,resources=serverbootconfigurations,verbs=get;list;watch;create;update;patch;delete
+
+// Reconcile binds, provisions or releases one claim.
+func (r *ServerClaimReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
+	var claim metalv1alpha1.ServerClaim
+	if err := r.Client.Get(ctx, req.NamespacedName, &claim); err != nil {
+		return ctrl.Result{}, client.IgnoreNotFound(err)
+	}
+	if !claim.DeletionTimestamp.IsZero() {
+		return ctrl.Result{}, r.release(ctx, &claim)
+	}
+	if controllerutil.AddFinalizer(&claim, ClaimFinalizer) {
+		if err := r.Client.Update(ctx, &claim); err != nil {
+			return ctrl.Result{}, client.IgnoreNotFound(err)
+		}
+	}
+	original := claim.DeepCopy()
+	result, err := r.sync(ctx, &claim)
+	if errors.Is(err, errRetryBind) {
+		return ctrl.Result{RequeueAfter: retryJitter()}, nil
+	}
+	claim.Status.ObservedGeneration = claim.Generation
+	if patchErr := r.Client.Status().Patch(ctx, &claim, client.MergeFrom(original)); patchErr != nil && !apierrors.IsNotFound(patchErr) {
+		return ctrl.Result{}, errors.Join(err, fmt.Errorf("patching claim status: %w", patchErr))
+	}
+	return result, err
+}
+
+// errRetryBind means a bind lost a race; the claim is tried again shortly, with another server.
+var errRetryBind = errors.New("bind lost a race")
+
+func retryJitter() time.Duration {
+	return 20*time.Millisecond + time.Duration(time.Now().UnixNano()%int64(80*time.Millisecond))
+}
+
+func (r *ServerClaimReconciler) sync(ctx context.Context, claim *metalv1alpha1.ServerClaim) (ctrl.Result, error) {
+	server, err := r.boundServer(ctx, claim)
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+	if server == nil {
+		if server, err = r.bind(ctx, claim); err != nil || server == nil {
+			return ctrl.Result{}, err
+		}
+	}
+	claim.Status.Phase = metalv1alpha1.ClaimPhaseBound
+	claim.Status.ServerRef = &metalv1alpha1.LocalObjectReference{Name: server.Name}
+	if claim.Status.BoundAt == nil {
+		now := metav1.Now()
+		claim.Status.BoundAt = &now
+	}
+	setCondition(&claim.Status.Conditions, claim.Generation, metalv1alpha1.ConditionBound, metav1.ConditionTrue, metalv1alpha1.ClaimReasonBound, "bound to server "+server.Name)
+	return ctrl.Result{}, r.provision(ctx, claim, server)
+}
+
+// boundServer is the server that holds this claim, found from the server side (the truth).
+func (r *ServerClaimReconciler) boundServer(ctx context.Context, claim *metalv1alpha1.ServerClaim) (*metalv1alpha1.Server, error) {
+	var servers metalv1alpha1.ServerList
+	if err := r.Client.List(ctx, &servers, client.MatchingFields{indexServerByClaim: claim.Namespace + "/" + claim.Name}); err != nil {
+		return nil, err
+	}
+	for i := range servers.Items {
+		if ref := servers.Items[i].Spec.ServerClaimRef; ref != nil && ref.UID == string(claim.UID) {
+			return &servers.Items[i], nil
+		}
+	}
+	// The claim says which server it took (or was about to): ask the API, not the cache, which
+	// may not have seen that server's binding yet. Binding a second server here would give one
+	// claim two.
+	if ref := claim.Status.ServerRef; ref != nil {
+		var server metalv1alpha1.Server
+		err := r.APIReader.Get(ctx, client.ObjectKey{Name: ref.Name}, &server)
+		if err == nil && server.Spec.ServerClaimRef != nil && server.Spec.ServerClaimRef.UID == string(claim.UID) {
+			return &server, nil
+		}
+		if err != nil && !apierrors.IsNotFound(err) {
+			return nil, err
+		}
+	}
+	return nil, nil
+}
+
+// bind takes a matching server: first the claim's intent, then the server's reference.
+func (r *ServerClaimReconciler) bind(ctx context.Context, claim *metalv1alpha1.ServerClaim) (*metalv1alpha1.Server, error) {
+	candidates, err := r.candidates(ctx, claim)
+	if err != nil {
+		return nil, err
+	}
+	if len(candidates) == 0 {
+		claim.Status.Phase, claim.Status.ServerRef = metalv1alpha1.ClaimPhasePending, nil
+		setCondition(&claim.Status.Conditions, claim.Generation, metalv1alpha1.ConditionBound, metav1.ConditionFalse, metalv1alpha1.ClaimReasonNoMatchingServer,
+			"no Available server matches; the claim binds as soon as one does")
+		return nil, nil
+	}
+	// Claims racing for the same servers start at different ones.
+	h := fnv.New32a()
+	h.Write([]byte(claim.UID))
+	pick := candidates[int(h.Sum32()%uint32(len(candidates)))]
+
+	before := claim.DeepCopy()
+	claim.Status.Phase = metalv1alpha1.ClaimPhasePending
+	claim.Status.ServerRef = &metalv1alpha1.LocalObjectReference{Name: pick.Name}
+	if err := r.Client.Status().Patch(ctx, claim, client.MergeFromWithOptions(before, client.MergeFromWithOptimisticLock{})); err != nil {
+		if apierrors.IsConflict(err) {
+			return nil, errRetryBind // we read a stale claim
+		}
+		return nil, err
+	}
+
+	server := pick.DeepCopy()
+	server.Spec.ServerClaimRef = &metalv1alpha1.ObjectReference{Namespace: claim.Namespace, Name: claim.Name, UID: string(claim.UID)}
+	if err := r.Client.Patch(ctx, server, client.MergeFromWithOptions(pick, client.MergeFromWithOptimisticLock{})); err != nil {
+		if apierrors.IsConflict(err) || apierrors.IsNotFound(err) {
+			setCondition(&claim.Status.Conditions, claim.Generation, metalv1alpha1.ConditionBound, metav1.ConditionFalse, ReasonBindConflict,
+				"server "+pick.Name+" was taken first; trying another")
+			claim.Status.ServerRef = nil
+			return nil, errRetryBindAfter(ctx, r.Client, claim)
+		}
+		return nil, err
+	}
+	r.Events.Eventf(claim, server, corev1.EventTypeNormal, metalv1alpha1.ClaimReasonBound, "Bind", "bound to server %s", server.Name)
+	return server, nil
+}
+
+// errRetryBindAfter clears the claim's stale intent, then asks for a retry.
+func errRetryBindAfter(ctx context.Context, c client.Client, claim *metalv1alpha1.ServerClaim) error {
+	patch := client.RawPatch("application/merge-patch+json", []byte(`{"status":{"serverRef":null}}`))
+	if err := c.Status().Patch(ctx, claim, patch); err != nil && !apierrors.IsNotFound(err) {
+		return err
+	}
+	return errRetryBind
+}
+
+// candidates are the bindable servers that match, in a stable order.
+func (r *ServerClaimReconciler) candidates(ctx context.Context, claim *metalv1alpha1.ServerClaim) ([]*metalv1alpha1.Server, error) {
+	var servers metalv1alpha1.ServerList
+	if err := r.Client.List(ctx, &servers); err != nil {
+		return nil, err
+	}
+	var out []*metalv1alpha1.Server
+	for i := range servers.Items {
+		s := &servers.Items[i]
+		if !bindable(s) {
+			continue
+		}
+		ok, err := matches(claim, s)
+		if err != nil {
+			return nil, err
+		}
+		if ok {
+			out = append(out, s)
+		}
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
+	return out, nil
+}
+
+// provision asks the boot service for the claim's image and hands the server its boot
+// configuration and power.
+func (r *ServerClaimReconciler) provision(ctx context.Context, claim *metalv1alpha1.ServerClaim, server *metalv1alpha1.Server) error {
+	var bootRef *metalv1alpha1.ObjectReference
+	if claim.Spec.Image != "" {
+		sbc, err := r.ensureBootConfig(ctx, claim, server)
+		if err != nil {
+			return err
+		}
+		bootRef = &metalv1alpha1.ObjectReference{Namespace: sbc.Namespace, Name: sbc.Name, UID: string(sbc.UID)}
+	}
+	power := orDefault(claim.Spec.Power, metalv1alpha1.PowerOn)
+	if server.Spec.Power != power || !sameRef(server.Spec.BootConfigurationRef, bootRef) {
+		before := server.DeepCopy()
+		server.Spec.Power, server.Spec.BootConfigurationRef = power, bootRef
+		if err := r.Client.Patch(ctx, server, client.MergeFromWithOptions(before, client.MergeFromWithOptimisticLock{})); err != nil {
+			return fmt.Errorf("handing server %s its boot configuration and power: %w", server.Name, err)
+		}
+	}
+	switch {
+	case server.Status.State != metalv1alpha1.ServerStateReserved:
+		setCondition(&claim.Status.Conditions, claim.Generation, metalv1alpha1.ConditionReady, metav1.ConditionFalse, ReasonWaitingForServer,
+			fmt.Sprintf("server %s is %s", server.Name, server.Status.State))
+	case meta.IsStatusConditionTrue(server.Status.Conditions, metalv1alpha1.ConditionProvisioned) || claim.Spec.Image == "":
+		setCondition(&claim.Status.Conditions, claim.Generation, metalv1alpha1.ConditionReady, metav1.ConditionTrue, ReasonServerReady,
+			fmt.Sprintf("server %s is reserved for this claim, power %s", server.Name, power))
+	default:
+		setCondition(&claim.Status.Conditions, claim.Generation, metalv1alpha1.ConditionReady, metav1.ConditionFalse, ReasonProvisioning,
+			"waiting for the boot service to serve "+claim.Spec.Image)
+	}
+	return nil
+}
+
+func sameRef(a, b *metalv1alpha1.ObjectReference) bool {
+	if a == nil || b == nil {
+		return a == b
+	}
+	return *a == *b
+}
+
+func (r *ServerClaimReconciler) ensureBootConfig(ctx context.Context, claim *metalv1alpha1.ServerClaim, server *metalv1alpha1.Server) (*metalv1alpha1.ServerBootConfiguration, error) {
+	key := client.ObjectKey{Namespace: claim.Namespace, Name: claim.Name}
+	var sbc metalv1alpha1.ServerBootConfiguration
+	err := r.Client.Get(ctx, key, &sbc)
+	if err == nil {
+		return &sbc, nil
+	}
+	if !apierrors.IsNotFound(err) {
+		return nil, err
+	}
+	sbc = metalv1alpha1.ServerBootConfiguration{
+		ObjectMeta: metav1.ObjectMeta{Namespace: claim.Namespace, Name: claim.Name, Labels: map[string]string{LabelServer: server.Name}},
+		Spec: metalv1alpha1.ServerBootConfigurationSpec{
+			ServerRef:         metalv1alpha1.LocalObjectReference{Name: server.Name},
+			Image:             claim.Spec.Image,
+			IgnitionSecretRef: claim.Spec.IgnitionSecretRef,
+			Purpose:           metalv1alpha1.BootPurposeProvisioning,
+		},
+	}
+	if err := controllerutil.SetControllerReference(claim, &sbc, r.Client.Scheme()); err != nil {
+		return nil, err
+	}
+	if err := r.Client.Create(ctx, &sbc); err != nil {
+		if apierrors.IsAlreadyExists(err) {
+			return &sbc, r.Client.Get(ctx, key, &sbc)
+		}
+		return nil, fmt.Errorf("creating boot configuration %s: %w", key, err)
+	}
+	return &sbc, nil
+}
+
+// release gives the server back (it goes to Cleanup) and lets the claim go.
+func (r *ServerClaimReconciler) release(ctx context.Context, claim *metalv1alpha1.ServerClaim) error {
+	if !controllerutil.ContainsFinalizer(claim, ClaimFinalizer) {
+		return nil
+	}
+	if claim.Status.Phase != metalv1alpha1.ClaimPhaseReleasing {
+		before := claim.DeepCopy()
+		claim.Status.Phase = metalv1alpha1.ClaimPhaseReleasing
+		setCondition(&claim.Status.Conditions, claim.Generation, metalv1alpha1.ConditionBound, metav1.ConditionFalse, metalv1alpha1.ClaimReasonReleasing, "the claim is being deleted")
+		if err := r.Client.Status().Patch(ctx, claim, client.MergeFrom(before)); err != nil {
+			return client.IgnoreNotFound(err)
+		}
+	}
+	server, err := r.boundServer(ctx, claim)
+	if err != nil {
+		return err
+	}
+	if server != nil {
+		before := server.DeepCopy()
+		server.Spec.ServerClaimRef, server.Spec.BootConfigurationRef, server.Spec.Power = nil, nil, ""
+		if err := r.Client.Patch(ctx, server, client.MergeFromWithOptions(before, client.MergeFromWithOptimisticLock{})); err != nil {
+			return fmt.Errorf("releasing server %s: %w", server.Name, err)
+		}
+		r.Events.Eventf(claim, server, corev1.EventTypeNormal, metalv1alpha1.ClaimReasonReleasing, "Release", "released server %s for cleanup", server.Name)
+	}
+	sbc := &metalv1alpha1.ServerBootConfiguration{ObjectMeta: metav1.ObjectMeta{Namespace: claim.Namespace, Name: claim.Name}}
+	if err := r.Client.Delete(ctx, sbc); client.IgnoreNotFound(err) != nil {
+		return err
+	}
+	controllerutil.RemoveFinalizer(claim, ClaimFinalizer)
+	return client.IgnoreNotFound(r.Client.Update(ctx, claim))
+}
+
+// SetupWithManager registers the reconciler, its index, and its watches.
+func (r *ServerClaimReconciler) SetupWithManager(mgr ctrl.Manager) error {
+	if err := mgr.GetFieldIndexer().IndexField(context.Background(), &metalv1alpha1.Server{}, indexServerByClaim, func(o client.Object) []string {
+		if ref := o.(*metalv1alpha1.Server).Spec.ServerClaimRef; ref != nil {
+			return []string{ref.Namespace + "/" + ref.Name}
+		}
+		return nil
+	}); err != nil {
+		return err
+	}
+	return ctrl.NewControllerManagedBy(mgr).
+		Named("serverclaim").
+		For(&metalv1alpha1.ServerClaim{}, builder.WithPredicates(predicate.Or(predicate.GenerationChangedPredicate{}, predicate.AnnotationChangedPredicate{}))).
+		Owns(&metalv1alpha1.ServerBootConfiguration{}).
+		Watches(&metalv1alpha1.Server{}, handler.EnqueueRequestsFromMapFunc(r.claimsForServer), builder.WithPredicates(claimRelevantServerChange())).
+		WithOptions(controller.Options{
+			MaxConcurrentReconciles: r.Settings.Concurrency("serverclaim"),
+			RateLimiter:             r.Settings.rateLimiter(),
+		}).
+		Complete(r)
+}
+
+// claimsForServer: a server that became bindable wakes every waiting claim; any other change
+// wakes the claim that holds the server.
+func (r *ServerClaimReconciler) claimsForServer(ctx context.Context, o client.Object) []reconcile.Request {
+	server, ok := o.(*metalv1alpha1.Server)
+	if !ok {
+		return nil
+	}
+	if ref := server.Spec.ServerClaimRef; ref != nil {
+		return []reconcile.Request{{NamespacedName: client.ObjectKey{Namespace: ref.Namespace, Name: ref.Name}}}
+	}
+	if !bindable(server) {
+		return nil
+	}
+	var claims metalv1alpha1.ServerClaimList
+	if err := r.Client.List(ctx, &claims); err != nil {
+		return nil
+	}
+	var reqs []reconcile.Request
+	for _, c := range claims.Items {
+		if c.Status.Phase != metalv1alpha1.ClaimPhaseBound && c.DeletionTimestamp.IsZero() {
+			reqs = append(reqs, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(&c)})
+		}
+	}
+	return reqs
+}
+
+// claimRelevantServerChange passes server changes a claim reacts to: becoming bindable, and
+// state, claim or provisioning changes of a claimed server.
+func claimRelevantServerChange() predicate.Predicate {
+	return predicate.Funcs{
+		UpdateFunc: func(e event.UpdateEvent) bool {
+			old, ok1 := e.ObjectOld.(*metalv1alpha1.Server)
+			now, ok2 := e.ObjectNew.(*metalv1alpha1.Server)
+			if !ok1 || !ok2 {
+				return false
+			}
+			if bindable(now) && !bindable(old) {
+				return true
+			}
+			return now.Spec.ServerClaimRef != nil && (old.Status.State != now.Status.State ||
+				!sameRef(old.Spec.ServerClaimRef, now.Spec.ServerClaimRef) ||
+				meta.IsStatusConditionTrue(old.Status.Conditions, metalv1alpha1.ConditionProvisioned) !=
+					meta.IsStatusConditionTrue(now.Status.Conditions, metalv1alpha1.ConditionProvisioned))
+		},
+		CreateFunc: func(e event.CreateEvent) bool { s, ok := e.Object.(*metalv1alpha1.Server); return ok && bindable(s) },
+		DeleteFunc: func(e event.DeleteEvent) bool {
+			s, ok := e.Object.(*metalv1alpha1.Server)
+			return ok && s.Spec.ServerClaimRef != nil
+		},
+		GenericFunc: func(event.GenericEvent) bool { return false },
+	}
+}

@@ -1,0 +1,64 @@
+package controller
+
+import (
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+
+	m "github.com/ironfleet/ironfleet/apis/metal/v1alpha1"
+)
+
+func TestMatches(t *testing.T) {
+	server := &m.Server{ObjectMeta: metav1.ObjectMeta{Name: "s1", Labels: map[string]string{"rack": "r1", "gpu": "h100"}},
+		Status: m.ServerStatus{State: m.ServerStateAvailable, Inventory: &m.Inventory{
+			CPU:          m.CPUSummary{Cores: 32},
+			Memory:       m.MemorySummary{Total: ptr.To(resource.MustParse("256Gi"))},
+			TotalStorage: ptr.To(resource.MustParse("4Ti")),
+		}}}
+	cases := map[string]struct {
+		spec m.ServerClaimSpec
+		want bool
+	}{
+		"anything":          {m.ServerClaimSpec{}, true},
+		"by name":           {m.ServerClaimSpec{ServerRef: &m.LocalObjectReference{Name: "s1"}}, true},
+		"other name":        {m.ServerClaimSpec{ServerRef: &m.LocalObjectReference{Name: "s2"}}, false},
+		"labels":            {m.ServerClaimSpec{ServerSelector: &m.ServerSelector{MatchLabels: map[string]m.LabelValue{"rack": "r1"}}}, true},
+		"other labels":      {m.ServerClaimSpec{ServerSelector: &m.ServerSelector{MatchLabels: map[string]m.LabelValue{"rack": "r2"}}}, false},
+		"expression":        {m.ServerClaimSpec{ServerSelector: &m.ServerSelector{MatchExpressions: []m.ServerSelectorRequirement{{Key: "gpu", Operator: metav1.LabelSelectorOpExists}}}}, true},
+		"enough cores":      {m.ServerClaimSpec{MinCPUCores: ptr.To[int32](32)}, true},
+		"too many cores":    {m.ServerClaimSpec{MinCPUCores: ptr.To[int32](33)}, false},
+		"enough memory":     {m.ServerClaimSpec{MinMemory: ptr.To(resource.MustParse("128Gi"))}, true},
+		"too much memory":   {m.ServerClaimSpec{MinMemory: ptr.To(resource.MustParse("512Gi"))}, false},
+		"enough disk":       {m.ServerClaimSpec{MinTotalDisk: ptr.To(resource.MustParse("4Ti"))}, true},
+		"too much disk":     {m.ServerClaimSpec{MinTotalDisk: ptr.To(resource.MustParse("5Ti"))}, false},
+		"name and selector": {m.ServerClaimSpec{ServerRef: &m.LocalObjectReference{Name: "s1"}, ServerSelector: &m.ServerSelector{MatchLabels: map[string]m.LabelValue{"rack": "r2"}}}, false},
+	}
+	for name, c := range cases {
+		got, err := matches(&m.ServerClaim{Spec: c.spec}, server)
+		require.NoError(t, err, name)
+		assert.Equal(t, c.want, got, name)
+	}
+
+	noInventory := server.DeepCopy()
+	noInventory.Status.Inventory = nil
+	got, _ := matches(&m.ServerClaim{Spec: m.ServerClaimSpec{MinCPUCores: ptr.To[int32](1)}}, noInventory)
+	assert.False(t, got, "a requirement the inventory cannot answer is not met")
+}
+
+func TestBindable(t *testing.T) {
+	s := &m.Server{Status: m.ServerStatus{State: m.ServerStateAvailable}}
+	assert.True(t, bindable(s))
+	claimed := s.DeepCopy()
+	claimed.Spec.ServerClaimRef = &m.ObjectReference{Namespace: "a", Name: "b"}
+	assert.False(t, bindable(claimed))
+	maint := s.DeepCopy()
+	maint.Spec.MaintenanceRef = &m.ObjectReference{Namespace: "a", Name: "b"}
+	assert.False(t, bindable(maint))
+	cleanup := s.DeepCopy()
+	cleanup.Status.State = m.ServerStateCleanup
+	assert.False(t, bindable(cleanup))
+}

@@ -106,7 +106,8 @@ func (r *BMCReconciler) sync(ctx context.Context, b *metalv1alpha1.BMC) (ctrl.Re
 	b.Status.Manufacturer, b.Status.Model = manager.Manufacturer, manager.Model
 	b.Status.SerialNumber, b.Status.FirmwareVersion = manager.SerialNumber, manager.FirmwareVersion
 	b.Status.PowerState = manager.PowerState
-	if err := r.syncServers(ctx, b, client, systems); err != nil {
+	raced, err := r.syncServers(ctx, b, client, systems)
+	if err != nil {
 		return ctrl.Result{}, err
 	}
 	now := metav1.NewTime(time.Now())
@@ -114,6 +115,9 @@ func (r *BMCReconciler) sync(ctx context.Context, b *metalv1alpha1.BMC) (ctrl.Re
 	b.Status.State = metalv1alpha1.BMCStateEnabled
 	setCondition(&b.Status.Conditions, b.Generation, metalv1alpha1.ConditionReady, metav1.ConditionTrue, metalv1alpha1.BMCReasonConnected,
 		fmt.Sprintf("connected; %d system(s)", len(systems)))
+	if raced {
+		return ctrl.Result{RequeueAfter: time.Second}, nil
+	}
 	return ctrl.Result{RequeueAfter: r.Settings.jitteredResync()}, nil
 }
 

@@ -26,18 +26,22 @@ const (
 
 // syncServers makes sure each system the BMC lists has its Server, and refreshes what the
 // systems list says about each (identity and power): no extra Redfish calls for known servers.
-func (r *BMCReconciler) syncServers(ctx context.Context, b *metalv1alpha1.BMC, c bmc.Client, systems []bmc.SystemInfo) error {
+// It reports whether a write lost a race, so the caller comes back soon rather than at the
+// next poll.
+func (r *BMCReconciler) syncServers(ctx context.Context, b *metalv1alpha1.BMC, c bmc.Client, systems []bmc.SystemInfo) (raced bool, err error) {
 	names := serverNames(b.Name, systems)
 	for i, sys := range systems {
 		server, err := r.ensureServer(ctx, b, sys, names[i])
 		if err != nil {
-			return err
+			return raced, err
 		}
-		if err := r.refreshServerStatus(ctx, c, server, sys); err != nil {
-			return err
+		conflict, err := r.refreshServerStatus(ctx, c, server, sys)
+		if err != nil {
+			return raced, err
 		}
+		raced = raced || conflict
 	}
-	return nil
+	return raced, nil
 }
 
 // serverNames names each system's Server from its UUID, so names survive re-ordering and
@@ -137,29 +141,34 @@ func labelValue(s string) string {
 	return strings.Trim(v, "._-")
 }
 
-// refreshServerStatus writes what the BMC says about a system into its Server's status. The
-// out-of-band inventory is read once, when the Server has none; discovery replaces it with
-// the in-band report.
-func (r *BMCReconciler) refreshServerStatus(ctx context.Context, c bmc.Client, server *metalv1alpha1.Server, sys bmc.SystemInfo) error {
+// refreshServerStatus writes what the BMC says about a system into its Server's status:
+// identity and power. The out-of-band inventory is read once, when the Server has none;
+// discovery replaces it with the in-band report. The lifecycle state is not the BMC
+// reconciler's to write.
+func (r *BMCReconciler) refreshServerStatus(ctx context.Context, c bmc.Client, server *metalv1alpha1.Server, sys bmc.SystemInfo) (conflict bool, err error) {
 	original := server.DeepCopy()
 	st := &server.Status
-	if st.State == "" {
-		st.State = metalv1alpha1.ServerStateInitial
-	}
 	st.PowerState = sys.PowerState
 	st.Manufacturer, st.Model, st.SerialNumber, st.SKU, st.BIOSVersion = sys.Manufacturer, sys.Model, sys.SerialNumber, sys.SKU, sys.BIOSVersion
 	if st.Inventory == nil {
 		inv, err := c.Inventory(ctx, sys.URI)
 		if err != nil {
-			return err
+			return false, err
 		}
 		st.Inventory = &inv
 	}
 	if equality.Semantic.DeepEqual(original.Status, server.Status) {
-		return nil // an idle fleet costs no API writes
+		return false, nil // an idle fleet costs no API writes
 	}
-	if err := r.Client.Status().Patch(ctx, server, client.MergeFrom(original)); err != nil {
-		return fmt.Errorf("updating server %s status: %w", server.Name, err)
+	// Optimistic: the server reconciler and the registry write this status too, and a poll
+	// that read a stale server must not undo them (a stale "no inventory" would overwrite the
+	// probe's report). A conflict just waits for the next poll.
+	err = r.Client.Status().Patch(ctx, server, client.MergeFromWithOptions(original, client.MergeFromWithOptimisticLock{}))
+	if apierrors.IsConflict(err) {
+		return true, nil
 	}
-	return nil
+	if err != nil {
+		return false, fmt.Errorf("updating server %s status: %w", server.Name, err)
+	}
+	return false, nil
 }

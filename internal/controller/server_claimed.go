@@ -43,8 +43,10 @@ func (r *ServerReconciler) reserved(ctx context.Context, server *metalv1alpha1.S
 	if server.Spec.ServerClaimRef == nil {
 		return r.release(server), nil
 	}
+	// A claim with an image has it network-booted once; after that, or without an image, the
+	// server's power follows the claim, booting from disk.
 	provisioned := meta.IsStatusConditionTrue(server.Status.Conditions, metalv1alpha1.ConditionProvisioned)
-	if !provisioned {
+	if !provisioned && server.Spec.BootConfigurationRef != nil {
 		return r.provision(ctx, server)
 	}
 	powered := meta.FindStatusCondition(server.Status.Conditions, metalv1alpha1.ConditionPowered)
@@ -61,9 +63,6 @@ func (r *ServerReconciler) reserved(ctx context.Context, server *metalv1alpha1.S
 // provision network-boots the claim's image once, when its boot configuration is Ready.
 func (r *ServerReconciler) provision(ctx context.Context, server *metalv1alpha1.Server) (step, error) {
 	ref := server.Spec.BootConfigurationRef
-	if ref == nil {
-		return step{}, nil // the claim has not asked for an image (yet)
-	}
 	var sbc metalv1alpha1.ServerBootConfiguration
 	if err := r.Client.Get(ctx, client.ObjectKey{Namespace: ref.Namespace, Name: ref.Name}, &sbc); err != nil {
 		if apierrors.IsNotFound(err) {

@@ -1,0 +1,469 @@
+package controller_test
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	m "github.com/ironfleet/ironfleet/apis/metal/v1alpha1"
+	"github.com/ironfleet/ironfleet/internal/bmcsim"
+	"github.com/ironfleet/ironfleet/internal/controller"
+	"github.com/ironfleet/ironfleet/internal/lab"
+	"github.com/ironfleet/ironfleet/metalprobe/wipe"
+)
+
+// pool is a simulated BMC whose systems all have hosts, enrolled and discovered.
+type pool struct {
+	name  string
+	sim   *bmcsim.BMC
+	hosts map[string]lab.Host // by server name (the system UUID)
+}
+
+// startPool starts a BMC with one system per fixture given, makes their hosts bootable, enrolls
+// the BMC, and waits until every server is Available.
+func startPool(t *testing.T, name string, first int, fixtureOf []string) *pool {
+	t.Helper()
+	specs := make([]bmcsim.SystemSpec, len(fixtureOf))
+	p := &pool{name: name, hosts: map[string]lab.Host{}}
+	for i, fixture := range fixtureOf {
+		specs[i] = testSystem(first + i)
+		host, err := lab.PrepareHost(fixture, t.TempDir(), specs[i].UUID)
+		require.NoError(t, err)
+		boots.AddHost(host)
+		p.hosts[host.UUID] = host
+	}
+	sim, err := bmcsim.Start(bmcsim.Options{Username: goodUser, Password: goodPassword, Systems: specs})
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = sim.Close() })
+	sim.OnPowerOn(boots.PowerOn)
+	p.sim = sim
+	createSecret(t, name, goodUser, goodPassword)
+	createDirectBMC(t, name, "redfish+http://"+sim.Host()+"/redfish/v1", name)
+	start := time.Now()
+	eventually(t, 120*time.Second, func() bool { return countServers(t, name, m.ServerStateAvailable) == len(fixtureOf) },
+		"all %d servers of %s Available", len(fixtureOf), name)
+	t.Logf("pool %s: %d servers enrolled and discovered in %v", name, len(fixtureOf), time.Since(start).Round(time.Millisecond))
+	return p
+}
+
+func poolServers(t *testing.T, name string) []m.Server {
+	t.Helper()
+	var list m.ServerList
+	require.NoError(t, k8s.List(context.Background(), &list, client.MatchingLabels{controller.LabelBMC: name}))
+	return list.Items
+}
+
+func countServers(t *testing.T, name string, state m.ServerState) int {
+	n := 0
+	for _, s := range poolServers(t, name) {
+		if s.Status.State == state {
+			n++
+		}
+	}
+	return n
+}
+
+func createNamespace(t *testing.T, name string) {
+	t.Helper()
+	require.NoError(t, k8s.Create(context.Background(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name}}))
+}
+
+func poolClaim(ns, name, poolName string) *m.ServerClaim {
+	return &m.ServerClaim{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}, Spec: m.ServerClaimSpec{
+		ServerSelector: &m.ServerSelector{MatchLabels: map[string]m.LabelValue{controller.LabelBMC: m.LabelValue(poolName)}},
+	}}
+}
+
+func claimsIn(t *testing.T, ns string) []m.ServerClaim {
+	t.Helper()
+	var list m.ServerClaimList
+	require.NoError(t, k8s.List(context.Background(), &list, client.InNamespace(ns)))
+	return list.Items
+}
+
+// bindingInvariants checks, from both sides, that no server is held by two claims and no
+// claim holds two servers.
+// Each side is one List, a consistent snapshot; the two snapshots are taken at different
+// moments, so they are compared only for agreement (consistent reports it), never for failure.
+func bindingInvariants(t *testing.T, ns, poolName string) (bound int, consistent bool) {
+	serverOfClaim := map[string]string{}
+	for _, s := range poolServers(t, poolName) {
+		if ref := s.Spec.ServerClaimRef; ref != nil && ref.Namespace == ns {
+			if prev, dup := serverOfClaim[ref.Name]; dup {
+				t.Errorf("claim %s holds two servers: %s and %s", ref.Name, prev, s.Name)
+			}
+			serverOfClaim[ref.Name] = s.Name
+		}
+	}
+	claimOfServer := map[string]string{}
+	consistent = true
+	for _, c := range claimsIn(t, ns) {
+		if c.Status.Phase != m.ClaimPhaseBound {
+			continue
+		}
+		bound++
+		server := c.Status.ServerRef.Name
+		if prev, dup := claimOfServer[server]; dup {
+			t.Errorf("server %s is held by two claims: %s and %s", server, prev, c.Name)
+		}
+		claimOfServer[server] = c.Name
+		consistent = consistent && serverOfClaim[c.Name] == server
+	}
+	return bound, consistent && len(serverOfClaim) == bound
+}
+
+// settled waits until want claims are Bound and every other claim is Pending for want of a
+// server; the binding invariants hold at every observation on the way.
+func settledClaims(t *testing.T, ns, poolName string, total, want int) {
+	t.Helper()
+	eventually(t, 180*time.Second, func() bool {
+		bound, consistent := bindingInvariants(t, ns, poolName)
+		if bound != want || !consistent {
+			return false
+		}
+		for _, c := range claimsIn(t, ns) {
+			if c.Status.Phase == m.ClaimPhaseBound {
+				continue
+			}
+			cond := meta.FindStatusCondition(c.Status.Conditions, m.ConditionBound)
+			if cond == nil || cond.Reason != m.ClaimReasonNoMatchingServer {
+				return false
+			}
+		}
+		return len(claimsIn(t, ns)) == total
+	}, "%d of %d claims Bound, the rest Pending with NoMatchingServer", want, total)
+}
+
+func deleteClaims(t *testing.T, claims []m.ServerClaim) {
+	t.Helper()
+	for i := range claims {
+		require.NoError(t, client.IgnoreNotFound(k8s.Delete(context.Background(), &claims[i])))
+	}
+}
+
+// TestClaimRace: 200 claims created at once against 50 matching servers bind exactly 50; no
+// server is held twice and no claim holds two; deleting 10 bound claims lets exactly 10 waiting
+// claims bind once the released servers are wiped. The race is run several times.
+func TestClaimRace(t *testing.T) {
+	ctx := context.Background()
+	fixtures := make([]string, 50)
+	for i := range fixtures {
+		fixtures[i] = "small-vm"
+	}
+	p := startPool(t, "race", 100, fixtures)
+
+	for round := 1; round <= 3; round++ {
+		ns := fmt.Sprintf("race-%d", round)
+		createNamespace(t, ns)
+		var wg sync.WaitGroup
+		errs := make(chan error, 200)
+		for w := 0; w < 16; w++ {
+			wg.Add(1)
+			go func(w int) {
+				defer wg.Done()
+				for i := w; i < 200; i += 16 {
+					errs <- k8s.Create(ctx, poolClaim(ns, fmt.Sprintf("claim-%03d", i), p.name))
+				}
+			}(w)
+		}
+		wg.Wait()
+		close(errs)
+		for err := range errs {
+			require.NoError(t, err)
+		}
+		start := time.Now()
+		settledClaims(t, ns, p.name, 200, 50)
+		t.Logf("round %d: 200 claims settled in %v", round, time.Since(start).Round(time.Millisecond))
+
+		if round == 1 {
+			var bound []m.ServerClaim
+			for _, c := range claimsIn(t, ns) {
+				if c.Status.Phase == m.ClaimPhaseBound && len(bound) < 10 {
+					bound = append(bound, c)
+				}
+			}
+			released := map[string]bool{}
+			for _, c := range bound {
+				released[c.Status.ServerRef.Name] = true
+			}
+			deleteClaims(t, bound)
+			settledClaims(t, ns, p.name, 190, 50)
+			for name := range released {
+				var s m.Server
+				require.NoError(t, k8s.Get(ctx, client.ObjectKey{Name: name}, &s))
+				assert.True(t, meta.IsStatusConditionTrue(s.Status.Conditions, m.ConditionCleaned), "released server %s was wiped before it was bound again", name)
+			}
+		}
+
+		// Give every server back and wait for the pool to be clean and Available again.
+		start = time.Now()
+		deleteClaims(t, claimsIn(t, ns))
+		eventually(t, 180*time.Second, func() bool { return len(claimsIn(t, ns)) == 0 && countServers(t, p.name, m.ServerStateAvailable) == 50 },
+			"round %d: every server wiped and Available again", round)
+		t.Logf("round %d: 50 servers released, wiped and Available in %v", round, time.Since(start).Round(time.Millisecond))
+	}
+}
+
+// TestUnsatisfiableClaimStaysPending: a claim asking for more memory than any server has.
+func TestUnsatisfiableClaimStaysPending(t *testing.T) {
+	ctx := context.Background()
+	createNamespace(t, "greedy")
+	claim := &m.ServerClaim{ObjectMeta: metav1.ObjectMeta{Namespace: "greedy", Name: "huge"},
+		Spec: m.ServerClaimSpec{MinMemory: ptr.To(resource.MustParse("64Ti"))}}
+	require.NoError(t, k8s.Create(ctx, claim))
+	eventually(t, 20*time.Second, func() bool {
+		require.NoError(t, k8s.Get(ctx, client.ObjectKeyFromObject(claim), claim))
+		c := meta.FindStatusCondition(claim.Status.Conditions, m.ConditionBound)
+		return c != nil && c.Reason == m.ClaimReasonNoMatchingServer
+	})
+	assert.Equal(t, m.ClaimPhasePending, claim.Status.Phase)
+	assert.Nil(t, claim.Status.ServerRef)
+	var servers m.ServerList
+	require.NoError(t, k8s.List(ctx, &servers, client.MatchingFields{}))
+	for _, s := range servers.Items {
+		if ref := s.Spec.ServerClaimRef; ref != nil {
+			assert.NotEqual(t, "huge", ref.Name)
+		}
+	}
+}
+
+// claimServer creates a claim for one named server and waits until it is Reserved for it.
+func claimServer(t *testing.T, ns, name, server string, mutate func(*m.ServerClaim)) *m.ServerClaim {
+	t.Helper()
+	claim := &m.ServerClaim{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
+		Spec: m.ServerClaimSpec{ServerRef: &m.LocalObjectReference{Name: server}}}
+	if mutate != nil {
+		mutate(claim)
+	}
+	require.NoError(t, k8s.Create(context.Background(), claim))
+	eventually(t, 30*time.Second, func() bool {
+		var s m.Server
+		return k8s.Get(context.Background(), client.ObjectKey{Name: server}, &s) == nil && s.Status.State == m.ServerStateReserved
+	}, "server %s Reserved for claim %s", server, name)
+	return claim
+}
+
+func waitServer(t *testing.T, name string, state m.ServerState, timeout time.Duration) *m.Server {
+	t.Helper()
+	var s m.Server
+	if !assert.Eventually(t, func() bool {
+		return k8s.Get(context.Background(), client.ObjectKey{Name: name}, &s) == nil && s.Status.State == state
+	}, timeout, 50*time.Millisecond, "server %s reaches %s", name, state) {
+		t.Logf("last seen: state %s, reason %s, conditions %+v", s.Status.State, s.Status.LastTransitionReason, s.Status.Conditions)
+		t.FailNow()
+	}
+	return &s
+}
+
+func releaseAndWait(t *testing.T, claim *m.ServerClaim) {
+	t.Helper()
+	require.NoError(t, k8s.Delete(context.Background(), claim))
+	eventually(t, 20*time.Second, func() bool {
+		return k8s.Get(context.Background(), client.ObjectKeyFromObject(claim), &m.ServerClaim{}) != nil
+	}, "claim %s is gone", claim.Name)
+}
+
+// diskZero reports whether [from, to) of a host's disk file is all zero.
+func diskZero(t *testing.T, host lab.Host, disk string, from, to int64) bool {
+	t.Helper()
+	data, err := os.ReadFile(filepath.Join(host.Root, "dev", disk))
+	require.NoError(t, err)
+	return bytes.Count(data[from:to], []byte{0}) == int(to-from)
+}
+
+// TestReleaseWipesEveryDiskAsAsked: after release, the metadata policy's ranges are zero on
+// every disk of the host (and the middle is not), and with zero every byte is.
+func TestReleaseWipesEveryDiskAsAsked(t *testing.T) {
+	ctx := context.Background()
+	p := startPool(t, "wipes", 200, []string{"dual-socket", "storage-1u"})
+	createNamespace(t, "wipes")
+	policies := []m.WipePolicy{m.WipeMetadata, m.WipeZero}
+	i := 0
+	for name, host := range p.hosts {
+		policy := policies[i%len(policies)]
+		i++
+		var s m.Server
+		require.NoError(t, k8s.Get(ctx, client.ObjectKey{Name: name}, &s))
+		before := s.DeepCopy()
+		s.Spec.WipePolicy = policy
+		require.NoError(t, k8s.Patch(ctx, &s, client.MergeFrom(before)))
+
+		claim := claimServer(t, "wipes", "tenant-"+name[:8], name, nil)
+		releaseAndWait(t, claim)
+		s = *waitServer(t, name, m.ServerStateAvailable, 60*time.Second)
+		require.NotNil(t, s.Status.LastWipe)
+		assert.Equal(t, policy, s.Status.LastWipe.Policy)
+
+		size := int64(lab.DiskBytes)
+		var wiped []string
+		for _, d := range s.Status.LastWipe.Disks {
+			assert.True(t, d.Succeeded, "disk %s: %s", d.Name, d.Message)
+			wiped = append(wiped, d.Name)
+		}
+		var removable []string
+		for _, d := range s.Status.Inventory.Storage {
+			if d.Removable {
+				removable = append(removable, d.Name)
+			}
+		}
+		for _, disk := range host.Disks {
+			if contains(removable, disk) {
+				continue
+			}
+			assert.Contains(t, wiped, disk)
+			switch policy {
+			case m.WipeMetadata:
+				for _, r := range wipe.MetadataRanges(size) {
+					assert.True(t, diskZero(t, host, disk, r[0], r[1]), "%s/%s: metadata range %v is zero", name, disk, r)
+				}
+				assert.False(t, diskZero(t, host, disk, wipe.MetadataBytes, size-wipe.MetadataBytes), "%s/%s: the metadata wipe leaves the middle alone", name, disk)
+			case m.WipeZero:
+				assert.True(t, diskZero(t, host, disk, 0, size), "%s/%s: every byte is zero", name, disk)
+			}
+		}
+	}
+}
+
+func contains(list []string, s string) bool {
+	for _, x := range list {
+		if x == s {
+			return true
+		}
+	}
+	return false
+}
+
+// TestFailedWipeKeepsTheServerOutOfThePool: a disk that cannot be wiped sends the server to
+// Error, naming the disk; it is never Available.
+func TestFailedWipeKeepsTheServerOutOfThePool(t *testing.T) {
+	ctx := context.Background()
+	p := startPool(t, "badwipe", 210, []string{"small-vm"})
+	createNamespace(t, "badwipe")
+	var name string
+	var host lab.Host
+	for name, host = range p.hosts {
+	}
+	claim := claimServer(t, "badwipe", "tenant", name, nil)
+	// The disk disappears while the tenant has the server: the probe cannot wipe it.
+	require.NoError(t, os.Remove(filepath.Join(host.Root, "dev", host.Disks[0])))
+	releaseAndWait(t, claim)
+
+	s := waitServer(t, name, m.ServerStateError, 60*time.Second)
+	assert.Equal(t, controller.ReasonWipeFailed, s.Status.LastTransitionReason)
+	cleaned := meta.FindStatusCondition(s.Status.Conditions, m.ConditionCleaned)
+	require.NotNil(t, cleaned)
+	assert.Equal(t, metav1.ConditionFalse, cleaned.Status)
+	assert.Contains(t, cleaned.Message, host.Disks[0])
+	// It stays out of the pool: a new claim for it waits.
+	other := &m.ServerClaim{ObjectMeta: metav1.ObjectMeta{Namespace: "badwipe", Name: "next"}, Spec: m.ServerClaimSpec{ServerRef: &m.LocalObjectReference{Name: name}}}
+	require.NoError(t, k8s.Create(ctx, other))
+	eventually(t, 10*time.Second, func() bool {
+		require.NoError(t, k8s.Get(ctx, client.ObjectKeyFromObject(other), other))
+		c := meta.FindStatusCondition(other.Status.Conditions, m.ConditionBound)
+		return c != nil && c.Reason == m.ClaimReasonNoMatchingServer
+	})
+	require.NoError(t, k8s.Get(ctx, client.ObjectKey{Name: name}, s))
+	assert.Equal(t, m.ServerStateError, s.Status.State)
+}
+
+// TestProvisionedServerBootsFromDiskAfterPowerCycle: the image is network-booted once; powering
+// the server off and on through the claim boots it from disk.
+func TestProvisionedServerBootsFromDiskAfterPowerCycle(t *testing.T) {
+	ctx := context.Background()
+	p := startPool(t, "provision", 220, []string{"small-vm"})
+	createNamespace(t, "provision")
+	var name string
+	for name = range p.hosts {
+	}
+	claim := claimServer(t, "provision", "web", name, func(c *m.ServerClaim) { c.Spec.Image = "registry.example/os:1.0" })
+	eventually(t, 30*time.Second, func() bool {
+		require.NoError(t, k8s.Get(ctx, client.ObjectKeyFromObject(claim), claim))
+		return meta.IsStatusConditionTrue(claim.Status.Conditions, m.ConditionReady)
+	}, "the claim is Ready once its image is booted")
+	var s m.Server
+	require.NoError(t, k8s.Get(ctx, client.ObjectKey{Name: name}, &s))
+	id := systemID(t, &s)
+	eventually(t, 10*time.Second, func() bool {
+		log := p.sim.BootLog(id)
+		return len(log) > 0 && log[len(log)-1].Boot == bmcsim.BootPxe && p.sim.PowerState(id) == "On"
+	}, "the image is network-booted once")
+	provisioningBoots := len(p.sim.BootLog(id))
+	eventually(t, 10*time.Second, func() bool {
+		for _, b := range boots.Boots() {
+			if b.Server == name && b.Purpose == m.BootPurposeProvisioning && b.Image == "registry.example/os:1.0" {
+				return true
+			}
+		}
+		return false
+	}, "the boot service served the claim's image")
+
+	for _, power := range []m.Power{m.PowerOff, m.PowerOn} {
+		require.NoError(t, k8s.Get(ctx, client.ObjectKeyFromObject(claim), claim))
+		before := claim.DeepCopy()
+		claim.Spec.Power = power
+		require.NoError(t, k8s.Patch(ctx, claim, client.MergeFrom(before)))
+		eventually(t, 20*time.Second, func() bool { return p.sim.PowerState(id) == string(power) }, "power %s through the claim", power)
+	}
+	log := p.sim.BootLog(id)
+	require.Len(t, log, provisioningBoots+1, "one more boot")
+	assert.Equal(t, bmcsim.BootHdd, log[len(log)-1].Boot, "the reserved server boots from disk, not the network")
+}
+
+// TestMaintenanceWaitsForOwnerApproval: OwnerApproval waits for the claim's owner, then takes
+// the server (power per the maintenance); ending it returns the server to its claim.
+func TestMaintenanceWaitsForOwnerApproval(t *testing.T) {
+	ctx := context.Background()
+	p := startPool(t, "maint", 230, []string{"small-vm"})
+	createNamespace(t, "maint")
+	var name string
+	for name = range p.hosts {
+	}
+	claim := claimServer(t, "maint", "db", name, nil)
+	var s m.Server
+	require.NoError(t, k8s.Get(ctx, client.ObjectKey{Name: name}, &s))
+	id := systemID(t, &s)
+
+	sm := &m.ServerMaintenance{ObjectMeta: metav1.ObjectMeta{Namespace: "maint", Name: "dimm"},
+		Spec: m.ServerMaintenanceSpec{ServerRef: m.LocalObjectReference{Name: name}, Reason: "replace DIMM", Policy: m.MaintenanceOwnerApproval, Power: m.PowerOff}}
+	require.NoError(t, k8s.Create(ctx, sm))
+	eventually(t, 20*time.Second, func() bool {
+		require.NoError(t, k8s.Get(ctx, client.ObjectKeyFromObject(sm), sm))
+		c := meta.FindStatusCondition(sm.Status.Conditions, m.ConditionReady)
+		return c != nil && c.Reason == controller.ReasonWaitingForApproval
+	}, "the maintenance waits for the owner")
+	assert.Equal(t, m.MaintenanceStatePending, sm.Status.State)
+	require.NoError(t, k8s.Get(ctx, client.ObjectKey{Name: name}, &s))
+	assert.Equal(t, m.ServerStateReserved, s.Status.State, "the claimed server is not taken without approval")
+
+	require.NoError(t, k8s.Get(ctx, client.ObjectKeyFromObject(claim), claim))
+	before := claim.DeepCopy()
+	claim.Annotations = map[string]string{m.AnnotationApproveMaintenance: "true"}
+	require.NoError(t, k8s.Patch(ctx, claim, client.MergeFrom(before)))
+
+	waitServer(t, name, m.ServerStateMaintenance, 20*time.Second)
+	eventually(t, 20*time.Second, func() bool {
+		require.NoError(t, k8s.Get(ctx, client.ObjectKeyFromObject(sm), sm))
+		return sm.Status.State == m.MaintenanceStateInMaintenance
+	})
+	eventually(t, 10*time.Second, func() bool { return p.sim.PowerState(id) == "Off" }, "power follows the maintenance")
+
+	require.NoError(t, k8s.Delete(ctx, sm))
+	s = *waitServer(t, name, m.ServerStateReserved, 20*time.Second)
+	require.NotNil(t, s.Spec.ServerClaimRef)
+	assert.Equal(t, "db", s.Spec.ServerClaimRef.Name, "back to its claim")
+	eventually(t, 10*time.Second, func() bool { return p.sim.PowerState(id) == "On" }, "the claim's power again")
+}

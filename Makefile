@@ -98,3 +98,11 @@ $(ENVTEST_ASSETS)/kube-apiserver $(ENVTEST_ASSETS)/kubectl &: hack/tools/kube/go
 $(ENVTEST_ASSETS)/etcd: hack/tools/etcd/go.mod
 	@echo "Building etcd $(ETCD_VERSION) from source"
 	cd hack/tools/etcd && go build -o $@ .
+
+##@ Lab
+
+ARGS ?=
+
+.PHONY: lab
+lab: envtest ## Run the local lab: control plane, simulated fleet, operator (ARGS=--scenario=tour to run the tour and exit).
+	go run ./cmd/metal-lab $(ARGS)

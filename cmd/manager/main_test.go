@@ -7,6 +7,8 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/ironfleet/ironfleet/internal/manager"
 )
 
 // A malformed MAC-prefix database stops the manager at start-up, naming the entry and field,
@@ -41,7 +43,7 @@ func TestBadFlagsAreRejected(t *testing.T) {
 }
 
 func TestParseConcurrency(t *testing.T) {
-	got, err := parseConcurrency("bmc=8, endpoint=2")
+	got, err := manager.ParseConcurrency("bmc=8, endpoint=2")
 	require.NoError(t, err)
 	assert.Equal(t, map[string]int{"bmc": 8, "endpoint": 2}, got)
 }

@@ -77,9 +77,9 @@ func (r *ServerReconciler) provision(ctx context.Context, server *metalv1alpha1.
 	// power-on the claim asks for.
 	eff := pxeBoot(server.Spec.SystemURI)
 	if server.Spec.Power == metalv1alpha1.PowerOff {
-		eff = func(ctx context.Context, c bmc.Client) error {
+		eff = effect{run: func(ctx context.Context, c bmc.Client) error {
 			return c.SetBootOnce(ctx, server.Spec.SystemURI, bmc.BootPXE)
-		}
+		}}
 	}
 	power := orDefault(server.Spec.Power, metalv1alpha1.PowerOn)
 	return step{effect: eff, apply: func(s *metalv1alpha1.Server) {

@@ -73,8 +73,11 @@ type step struct {
 	effect effect
 }
 
-// effect acts on the server through its BMC.
-type effect func(ctx context.Context, c bmc.Client) error
+// effect acts on the server through its BMC; powering is the power state it heads for.
+type effect struct {
+	run      func(ctx context.Context, c bmc.Client) error
+	powering metalv1alpha1.PowerState
+}
 
 // wait is a step that fires nothing and says what the server waits for.
 func wait(reason, message string, after time.Duration) step {
@@ -123,7 +126,11 @@ func (r *ServerReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctr
 		st = step{reason: "Enrolled", message: "found on BMC " + bmcName(&server)}
 		r.enter(&server, metalv1alpha1.ServerStateInitial, st, start)
 	} else {
+		observeAgain := r.observePower(ctx, &server)
 		st, err = r.handle(ctx, &server)
+		if observeAgain > 0 {
+			st.requeueAfter = minPositive(st.requeueAfter, observeAgain)
+		}
 		if err == nil && st.event == "" && st.apply != nil {
 			st.apply(&server)
 		}
@@ -153,9 +160,18 @@ func (r *ServerReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctr
 	}
 	if patchErr == nil {
 		r.fresh.wrote(&server)
-		if err == nil && st.effect != nil {
+		if err == nil && st.effect.run != nil {
 			if effErr := r.runEffect(ctx, &server, st.effect); effErr != nil {
 				return ctrl.Result{}, effErr
+			}
+			if st.effect.powering != "" {
+				// Requested, not yet observed: say so, and look again shortly.
+				before := server.DeepCopy()
+				server.Status.PowerState = st.effect.powering
+				if err := r.Client.Status().Patch(ctx, &server, client.MergeFrom(before)); err == nil {
+					r.fresh.wrote(&server)
+				}
+				st.requeueAfter = minPositive(st.requeueAfter, powerObserveDelay)
 			}
 		}
 	}
@@ -202,7 +218,7 @@ func (r *ServerReconciler) handle(ctx context.Context, server *metalv1alpha1.Ser
 func (r *ServerReconciler) runEffect(ctx context.Context, server *metalv1alpha1.Server, eff effect) error {
 	c, err := connectBMC(ctx, r.Client, r.Clients, bmcName(server))
 	if err == nil {
-		err = eff(ctx, c)
+		err = eff.run(ctx, c)
 	}
 	if err != nil {
 		r.Events.Eventf(server, nil, corev1.EventTypeWarning, reasonOf(err), "BMC", "BMC action failed: %v", err)
@@ -214,7 +230,7 @@ func (r *ServerReconciler) runEffect(ctx context.Context, server *metalv1alpha1.
 // pxeBoot sets a one-time PXE boot and powers the server on, restarting it if it is on. The
 // power state is read now: the last poll may be minutes old.
 func pxeBoot(uri string) effect {
-	return func(ctx context.Context, c bmc.Client) error {
+	return effect{powering: metalv1alpha1.PowerStatePoweringOn, run: func(ctx context.Context, c bmc.Client) error {
 		if err := c.SetBootOnce(ctx, uri, bmc.BootPXE); err != nil {
 			return err
 		}
@@ -227,12 +243,48 @@ func pxeBoot(uri string) effect {
 			action = bmc.PowerForceRestart
 		}
 		return c.SetPower(ctx, uri, action)
-	}
+	}}
 }
 
 // setPower requests a power action.
 func setPower(uri string, action bmc.PowerAction) effect {
-	return func(ctx context.Context, c bmc.Client) error { return c.SetPower(ctx, uri, action) }
+	powering := metalv1alpha1.PowerStatePoweringOn
+	if action == bmc.PowerOff || action == bmc.PowerGracefulShutdown {
+		powering = metalv1alpha1.PowerStatePoweringOff
+	}
+	return effect{powering: powering, run: func(ctx context.Context, c bmc.Client) error { return c.SetPower(ctx, uri, action) }}
+}
+
+// powerObserveDelay is how soon a requested power change is looked at again.
+const powerObserveDelay = 2 * time.Second
+
+func minPositive(a, b time.Duration) time.Duration {
+	if a <= 0 || b < a {
+		return b
+	}
+	return a
+}
+
+// observePower reads the power state of a server whose last change was requested but not yet
+// seen, into its status.
+func (r *ServerReconciler) observePower(ctx context.Context, server *metalv1alpha1.Server) time.Duration {
+	ps := server.Status.PowerState
+	if ps != metalv1alpha1.PowerStatePoweringOn && ps != metalv1alpha1.PowerStatePoweringOff {
+		return 0
+	}
+	c, err := connectBMC(ctx, r.Client, r.Clients, bmcName(server))
+	if err != nil {
+		return powerObserveDelay
+	}
+	now, err := c.PowerState(ctx, server.Spec.SystemURI)
+	if err != nil {
+		return powerObserveDelay
+	}
+	if (ps == metalv1alpha1.PowerStatePoweringOn && now == metalv1alpha1.PowerStateOn) || (ps == metalv1alpha1.PowerStatePoweringOff && now == metalv1alpha1.PowerStateOff) {
+		server.Status.PowerState = now
+		return 0
+	}
+	return powerObserveDelay // the BMC has not got there yet (some lag by seconds)
 }
 
 // enter records a transition into to (or the first state) in status.

@@ -1,0 +1,309 @@
+package lab
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	ctrlconfig "sigs.k8s.io/controller-runtime/pkg/config"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+
+	metalv1alpha1 "github.com/ironfleet/ironfleet/apis/metal/v1alpha1"
+	"github.com/ironfleet/ironfleet/internal/bmcsim"
+	"github.com/ironfleet/ironfleet/internal/manager"
+	"github.com/ironfleet/ironfleet/internal/testenv"
+)
+
+// Options size and place a lab.
+type Options struct {
+	// Dir holds the lab's files: kubeconfig, MAC-prefix DB, BMC CAs, host trees.
+	Dir     string
+	Servers int
+	BMCs    int
+	// DiscoveryTimeout bounds each probe boot (simulated boots take well under a second).
+	DiscoveryTimeout time.Duration
+}
+
+func (o *Options) defaults() {
+	if o.Dir == "" {
+		o.Dir = "lab"
+	}
+	if o.Servers <= 0 {
+		o.Servers = 8
+	}
+	if o.BMCs <= 0 {
+		o.BMCs = 4
+	}
+	if o.BMCs > o.Servers {
+		o.BMCs = o.Servers
+	}
+	if o.DiscoveryTimeout <= 0 {
+		o.DiscoveryTimeout = 30 * time.Second
+	}
+}
+
+// Fixtures the lab's hosts are made from, in turn.
+var hostFixtures = []string{"small-vm", "dual-socket", "storage-1u"}
+
+// Vendor profiles the lab's BMCs cycle through. Profiles whose systems report no UUID
+// (openbmc) or the manager's UUID (supermicro) are left out: the registry ties a probe's
+// report to the system UUID, so such systems cannot be discovered yet (see docs).
+var labProfiles = []bmcsim.Profile{bmcsim.ProfileGeneric, bmcsim.ProfileDell, bmcsim.ProfileHPE, bmcsim.ProfileLenovo}
+
+// Lab credentials: each vendor entry lists a wrong default first, so enrollment shows the
+// Endpoint reconciler trying credentials in turn.
+const (
+	labUser          = "admin"
+	labPassword      = "lab-password"
+	labWrongPassword = "factory-default"
+	// Namespace holds the lab's probe boots; claims go to "default".
+	Namespace = "ironfleet-system"
+)
+
+// Lab is a running lab.
+type Lab struct {
+	Opts       Options
+	Env        *testenv.Env
+	Client     client.Client
+	BMCs       []*bmcsim.BMC
+	Hosts      []Host
+	Boots      *BootService
+	Kubeconfig string
+	// Kubectl is a script that runs kubectl against the lab.
+	Kubectl string
+
+	prepared    *manager.Prepared
+	stopManager context.CancelFunc
+	managerDone chan error
+	stopBoots   context.CancelFunc
+	bootsDone   chan error
+}
+
+// Start brings up the control plane, the fleet, the boot service and the operator, and creates
+// one Endpoint per simulated BMC.
+func Start(ctx context.Context, opts Options) (l *Lab, err error) {
+	opts.defaults()
+	l = &Lab{Opts: opts}
+	defer func() {
+		if err != nil {
+			l.Stop()
+		}
+	}()
+	if err := os.RemoveAll(opts.Dir); err != nil {
+		return nil, err
+	}
+	if err := os.MkdirAll(opts.Dir, 0o755); err != nil {
+		return nil, err
+	}
+	if l.Env, err = testenv.Start(); err != nil {
+		return nil, err
+	}
+	l.Client = l.Env.Client
+	if err := l.writeKubeconfig(); err != nil {
+		return nil, err
+	}
+	if err := l.Client.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: Namespace}}); err != nil && !apierrors.IsAlreadyExists(err) {
+		return nil, err
+	}
+	if err := l.startBootService(); err != nil {
+		return nil, err
+	}
+	if err := l.startFleet(); err != nil {
+		return nil, err
+	}
+	macdbPath, caPath, err := l.writeVendorFiles()
+	if err != nil {
+		return nil, err
+	}
+	registryAddr, err := freeLoopbackAddr()
+	if err != nil {
+		return nil, err
+	}
+	o := manager.DefaultOptions()
+	o.MetricsAddr, o.ProbeAddr, o.InProcess = "0", "0", true
+	o.MACPrefixesFile, o.BMCCAFile = macdbPath, caPath
+	o.RegistryAddr, o.RegistryURL = registryAddr, "https://"+registryAddr
+	o.RegistrySecret = Namespace + "/ironfleet-registry"
+	o.SystemNamespace, o.ProbeImage = Namespace, "lab/metalprobe:dev"
+	o.Discovery.Timeout = opts.DiscoveryTimeout
+	if l.prepared, err = manager.Prepare(o); err != nil {
+		return nil, err
+	}
+	if err := l.StartManager(); err != nil {
+		return nil, err
+	}
+	return l, l.createEndpoints(ctx)
+}
+
+func (l *Lab) writeKubeconfig() error {
+	data, err := l.Env.Kubeconfig()
+	if err != nil {
+		return err
+	}
+	dir, err := filepath.Abs(l.Opts.Dir)
+	if err != nil {
+		return err
+	}
+	l.Kubeconfig = filepath.Join(dir, "kubeconfig")
+	if err := os.WriteFile(l.Kubeconfig, data, 0o600); err != nil {
+		return err
+	}
+	l.Kubectl = filepath.Join(dir, "kubectl")
+	script := fmt.Sprintf("#!/bin/sh\n# kubectl against the Ironfleet lab\nexec %q --kubeconfig %q \"$@\"\n", filepath.Join(l.Env.Assets, "kubectl"), l.Kubeconfig)
+	return os.WriteFile(l.Kubectl, []byte(script), 0o755)
+}
+
+// startBootService runs the boot service on a manager of its own: it is not the operator, and
+// outlives operator restarts.
+func (l *Lab) startBootService() error {
+	mgr, err := ctrl.NewManager(l.Env.Config, ctrl.Options{Scheme: l.Env.Scheme, Metrics: metricsserver.Options{BindAddress: "0"}, HealthProbeBindAddress: "0",
+		Controller: ctrlconfig.Controller{SkipNameValidation: ptr.To(true)}})
+	if err != nil {
+		return err
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	boots := NewBootService(ctx, l.Client, ctrl.Log.WithName("boot-service"))
+	if err := boots.SetupWithManager(mgr); err != nil {
+		cancel()
+		return err
+	}
+	l.Boots = boots
+	l.stopBoots, l.bootsDone = cancel, make(chan error, 1)
+	go func() { l.bootsDone <- mgr.Start(ctx) }()
+	return nil
+}
+
+// startFleet starts the simulated BMCs (TLS, varied vendor profiles) with the servers spread
+// over them, and prepares each server's host tree.
+func (l *Lab) startFleet() error {
+	perBMC := make([][]bmcsim.SystemSpec, l.Opts.BMCs)
+	for i := 0; i < l.Opts.Servers; i++ {
+		spec := bmcsim.DefaultSystem(i)
+		host, err := PrepareHost(hostFixtures[i%len(hostFixtures)], filepath.Join(l.Opts.Dir, "hosts", spec.UUID), spec.UUID)
+		if err != nil {
+			return err
+		}
+		l.Hosts = append(l.Hosts, host)
+		l.Boots.AddHost(host)
+		perBMC[i%l.Opts.BMCs] = append(perBMC[i%l.Opts.BMCs], spec)
+	}
+	for i, systems := range perBMC {
+		sim, err := bmcsim.Start(bmcsim.Options{
+			TLS: true, Username: labUser, Password: labPassword,
+			SerialNumber: fmt.Sprintf("LAB-BMC-%02d", i),
+			Profile:      labProfiles[i%len(labProfiles)], Systems: systems,
+		})
+		if err != nil {
+			return err
+		}
+		sim.OnPowerOn(l.Boots.PowerOn)
+		l.BMCs = append(l.BMCs, sim)
+	}
+	return nil
+}
+
+// bmcMAC is the MAC of simulated BMC i; the lab's MAC-prefix DB has one entry per BMC,
+// because each listens on its own loopback port.
+func bmcMAC(i int) (prefix, mac string) {
+	prefix = fmt.Sprintf("02:1f:a0:%02x:%02x", i>>8, i&0xff)
+	return prefix, prefix + ":01"
+}
+
+func (l *Lab) writeVendorFiles() (macdbPath, caPath string, err error) {
+	var db, cas strings.Builder
+	db.WriteString("# Generated by the Ironfleet lab: one entry per simulated BMC.\nmacPrefixes:\n")
+	for i, sim := range l.BMCs {
+		_, port, _ := net.SplitHostPort(sim.Host())
+		prefix, _ := bmcMAC(i)
+		fmt.Fprintf(&db, "- macPrefix: %q\n  manufacturer: %s\n  protocol: Redfish\n  scheme: https\n  port: %s\n  defaultCredentials:\n  - {username: %s, password: %s}\n  - {username: %s, password: %s}\n",
+			prefix, labProfiles[i%len(labProfiles)], port, labUser, labWrongPassword, labUser, labPassword)
+		cas.Write(sim.CACertPEM())
+	}
+	macdbPath = filepath.Join(l.Opts.Dir, "mac-prefixes.yaml")
+	caPath = filepath.Join(l.Opts.Dir, "bmc-ca.pem")
+	if err := os.WriteFile(macdbPath, []byte(db.String()), 0o600); err != nil {
+		return "", "", err
+	}
+	return macdbPath, caPath, os.WriteFile(caPath, []byte(cas.String()), 0o644)
+}
+
+func (l *Lab) createEndpoints(ctx context.Context) error {
+	for i := range l.BMCs {
+		_, mac := bmcMAC(i)
+		ep := &metalv1alpha1.Endpoint{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("lab-bmc-%02d", i)},
+			Spec: metalv1alpha1.EndpointSpec{MACAddress: mac, IP: "127.0.0.1"}}
+		if err := l.Client.Create(ctx, ep); err != nil && !apierrors.IsAlreadyExists(err) {
+			return err
+		}
+	}
+	return nil
+}
+
+// StartManager starts the operator in-process, with exactly the wiring cmd/manager uses.
+func (l *Lab) StartManager() error {
+	ctx, cancel := context.WithCancel(context.Background())
+	l.stopManager, l.managerDone = cancel, make(chan error, 1)
+	go func() { l.managerDone <- l.prepared.Run(ctx, l.Env.Config) }()
+	return nil
+}
+
+// StopManager stops the operator, as a crash would, and waits until it has.
+func (l *Lab) StopManager() error {
+	if l.stopManager == nil {
+		return nil
+	}
+	l.stopManager()
+	l.stopManager = nil
+	err := <-l.managerDone
+	if errors.Is(err, context.Canceled) {
+		return nil
+	}
+	return err
+}
+
+// RestartManager stops the operator and starts a new one: fresh caches, fresh BMC sessions.
+func (l *Lab) RestartManager() error {
+	if err := l.StopManager(); err != nil {
+		return err
+	}
+	return l.StartManager()
+}
+
+// Stop tears the lab down.
+func (l *Lab) Stop() {
+	_ = l.StopManager()
+	if l.stopBoots != nil {
+		l.stopBoots()
+		l.Boots.Wait()
+		<-l.bootsDone
+		l.stopBoots = nil
+	}
+	for _, b := range l.BMCs {
+		_ = b.Close()
+	}
+	l.BMCs = nil
+	if l.Env != nil {
+		_ = l.Env.Stop()
+		l.Env = nil
+	}
+}
+
+func freeLoopbackAddr() (string, error) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return "", err
+	}
+	defer ln.Close()
+	return ln.Addr().String(), nil
+}

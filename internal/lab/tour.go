@@ -1,0 +1,178 @@
+package lab
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"sort"
+	"strings"
+	"time"
+
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	metalv1alpha1 "github.com/ironfleet/ironfleet/apis/metal/v1alpha1"
+)
+
+// Watch prints a line per server state transition and a summary whenever the counts change,
+// until ctx ends.
+func (l *Lab) Watch(ctx context.Context, out io.Writer) {
+	seen := map[string]metalv1alpha1.ServerState{}
+	var lastSummary string
+	tick := time.NewTicker(250 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		var servers metalv1alpha1.ServerList
+		if err := l.Client.List(ctx, &servers); err == nil {
+			counts := map[metalv1alpha1.ServerState]int{}
+			for _, s := range servers.Items {
+				state := s.Status.State
+				if state == "" {
+					state = "New"
+				}
+				counts[state]++
+				if prev, ok := seen[s.Name]; !ok || prev != state {
+					from := string(prev)
+					if !ok {
+						from = "—"
+					}
+					fmt.Fprintf(out, "%s  server %-36s %-11s → %-11s %s\n", time.Now().Format("15:04:05"), s.Name, from, state, s.Status.LastTransitionReason)
+					seen[s.Name] = state
+				}
+			}
+			if summary := summarize(counts, len(servers.Items)); summary != lastSummary {
+				fmt.Fprintf(out, "%s  ── %s\n", time.Now().Format("15:04:05"), summary)
+				lastSummary = summary
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+		}
+	}
+}
+
+func summarize(counts map[metalv1alpha1.ServerState]int, total int) string {
+	states := make([]string, 0, len(counts))
+	for s, n := range counts {
+		states = append(states, fmt.Sprintf("%s %d", s, n))
+	}
+	sort.Strings(states)
+	return fmt.Sprintf("%d servers: %s", total, strings.Join(states, ", "))
+}
+
+// WaitForServers waits until n servers are in state.
+func (l *Lab) WaitForServers(ctx context.Context, n int, state metalv1alpha1.ServerState, timeout time.Duration) error {
+	return poll(ctx, timeout, fmt.Sprintf("%d servers %s", n, state), func() (bool, error) {
+		var servers metalv1alpha1.ServerList
+		if err := l.Client.List(ctx, &servers); err != nil {
+			return false, err
+		}
+		count := 0
+		for _, s := range servers.Items {
+			if s.Status.State == state {
+				count++
+			}
+		}
+		return count == n, nil
+	})
+}
+
+// poll checks cond until it holds, the timeout passes (an error naming what), or ctx ends.
+func poll(ctx context.Context, timeout time.Duration, what string, cond func() (bool, error)) error {
+	deadline := time.Now().Add(timeout)
+	for {
+		ok, err := cond()
+		if err != nil {
+			return err
+		}
+		if ok {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("timed out after %v waiting for %s", timeout, what)
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+}
+
+// SampleClaim is the claim the lab applies once the fleet is Available.
+func SampleClaim(name string) *metalv1alpha1.ServerClaim {
+	return &metalv1alpha1.ServerClaim{
+		ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: name},
+		Spec: metalv1alpha1.ServerClaimSpec{
+			MinCPUCores: ptrTo(int32(2)),
+			Power:       metalv1alpha1.PowerOn,
+			Image:       "ghcr.io/ironfleet/examples/flatcar:stable",
+		},
+	}
+}
+
+func ptrTo[T any](v T) *T { return &v }
+
+// ClaimAndWait creates a claim and waits until it is Bound and its image booted.
+func (l *Lab) ClaimAndWait(ctx context.Context, claim *metalv1alpha1.ServerClaim, timeout time.Duration) (string, error) {
+	if err := l.Client.Create(ctx, claim); err != nil {
+		return "", err
+	}
+	key := client.ObjectKeyFromObject(claim)
+	err := poll(ctx, timeout, "claim "+key.String()+" Bound and Ready", func() (bool, error) {
+		if err := l.Client.Get(ctx, key, claim); err != nil {
+			return false, err
+		}
+		return claim.Status.Phase == metalv1alpha1.ClaimPhaseBound && meta.IsStatusConditionTrue(claim.Status.Conditions, metalv1alpha1.ConditionReady), nil
+	})
+	if err != nil {
+		return "", err
+	}
+	return claim.Status.ServerRef.Name, nil
+}
+
+// Tour runs enroll → discover → claim → release → wipe → available, saying what it does.
+func (l *Lab) Tour(ctx context.Context, out io.Writer) error {
+	step := func(format string, args ...any) {
+		fmt.Fprintf(out, "%s  ▶ %s\n", time.Now().Format("15:04:05"), fmt.Sprintf(format, args...))
+	}
+	n := l.Opts.Servers
+	step("enroll and discover: %d Endpoints → BMCs → %d Servers → Available", len(l.BMCs), n)
+	if err := l.WaitForServers(ctx, n, metalv1alpha1.ServerStateAvailable, 3*time.Minute); err != nil {
+		return fmt.Errorf("enroll and discover: %w", err)
+	}
+	step("claim a server with an image")
+	claim := SampleClaim("tour")
+	server, err := l.ClaimAndWait(ctx, claim, 2*time.Minute)
+	if err != nil {
+		return fmt.Errorf("claim: %w", err)
+	}
+	step("claim bound to %s, image booted", server)
+
+	step("release it: delete the claim")
+	if err := l.Client.Delete(ctx, claim); err != nil {
+		return fmt.Errorf("release: %w", err)
+	}
+	var s metalv1alpha1.Server
+	err = poll(ctx, 2*time.Minute, "server "+server+" wiped and Available", func() (bool, error) {
+		if err := l.Client.Get(ctx, client.ObjectKey{Name: server}, &s); err != nil {
+			return false, err
+		}
+		if s.Status.State == metalv1alpha1.ServerStateError {
+			return false, fmt.Errorf("server %s went to Error: %s", server, s.Status.LastTransitionReason)
+		}
+		return s.Status.State == metalv1alpha1.ServerStateAvailable && meta.IsStatusConditionTrue(s.Status.Conditions, metalv1alpha1.ConditionCleaned), nil
+	})
+	if err != nil {
+		return fmt.Errorf("wipe: %w", err)
+	}
+	step("wiped (%d disks, policy %s) and Available again", len(s.Status.LastWipe.Disks), s.Status.LastWipe.Policy)
+	if err := l.WaitForServers(ctx, n, metalv1alpha1.ServerStateAvailable, time.Minute); err != nil {
+		return err
+	}
+	step("tour complete: all %d servers Available", n)
+	return nil
+}

@@ -1,0 +1,242 @@
+// Package manager wires the Ironfleet operator: configuration, the controller-runtime manager,
+// the registry and every reconciler. cmd/manager runs it from flags; the lab and the tests run
+// the very same wiring in-process.
+package manager
+
+import (
+	"context"
+	"crypto/x509"
+	"errors"
+	"flag"
+	"fmt"
+	"net/url"
+	"os"
+	"strconv"
+	"strings"
+	"time"
+
+	"k8s.io/apimachinery/pkg/runtime"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/rest"
+	"k8s.io/utils/ptr"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	ctrlconfig "sigs.k8s.io/controller-runtime/pkg/config"
+	"sigs.k8s.io/controller-runtime/pkg/healthz"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+
+	metalv1alpha1 "github.com/ironfleet/ironfleet/apis/metal/v1alpha1"
+	"github.com/ironfleet/ironfleet/internal/bmc/redfish"
+	"github.com/ironfleet/ironfleet/internal/controller"
+	"github.com/ironfleet/ironfleet/internal/macdb"
+	"github.com/ironfleet/ironfleet/internal/registry"
+)
+
+// Options are the manager's settings; BindFlags exposes each as a flag.
+type Options struct {
+	MetricsAddr     string
+	ProbeAddr       string
+	LeaderElect     bool
+	LeaderElectNS   string
+	MACPrefixesFile string
+	BMCCAFile       string
+	BMCTimeout      time.Duration
+	KubeQPS         float64
+	KubeBurst       int
+	RegistryAddr    string
+	RegistryURL     string
+	RegistrySecret  string
+	SystemNamespace string
+	ProbeImage      string
+	Discovery       controller.DiscoverySettings
+	Settings        controller.Settings
+	// InProcess lets several managers run one after another in one process (the lab's
+	// restarts): controller names may repeat.
+	InProcess bool
+}
+
+// DefaultOptions are the shipped defaults.
+func DefaultOptions() Options {
+	return Options{
+		MetricsAddr: ":8080", ProbeAddr: ":8081",
+		BMCTimeout: 30 * time.Second, KubeQPS: 50, KubeBurst: 100,
+		RegistryAddr:    ":8443",
+		RegistryURL:     "https://ironfleet-registry.ironfleet-system.svc:8443",
+		RegistrySecret:  "ironfleet-system/ironfleet-registry",
+		SystemNamespace: "ironfleet-system",
+		ProbeImage:      "ghcr.io/ironfleet/metalprobe:latest",
+		Discovery:       controller.DiscoverySettings{Timeout: 10 * time.Minute, Attempts: 3},
+		Settings:        controller.DefaultSettings(),
+	}
+}
+
+// BindFlags registers a flag for every option, defaulting to o's values.
+func BindFlags(fs *flag.FlagSet, o *Options) {
+	fs.StringVar(&o.MetricsAddr, "metrics-bind-address", o.MetricsAddr, "Address the Prometheus metrics endpoint binds to; 0 disables it.")
+	fs.StringVar(&o.ProbeAddr, "health-probe-bind-address", o.ProbeAddr, "Address the /healthz and /readyz probes bind to.")
+	fs.BoolVar(&o.LeaderElect, "leader-elect", o.LeaderElect, "Elect a leader so that only one manager replica reconciles at a time.")
+	fs.StringVar(&o.LeaderElectNS, "leader-election-namespace", o.LeaderElectNS, "Namespace of the leader-election lease (default: the pod's namespace).")
+	fs.StringVar(&o.MACPrefixesFile, "mac-prefixes-file", o.MACPrefixesFile, "YAML MAC-prefix database (vendor, protocol, default credentials per BMC MAC prefix). Without it no Endpoint matches.")
+	fs.StringVar(&o.BMCCAFile, "bmc-ca-file", o.BMCCAFile, "PEM bundle of CAs trusted for BMC certificates, in addition to the system roots.")
+	fs.DurationVar(&o.BMCTimeout, "bmc-request-timeout", o.BMCTimeout, "Upper bound of each HTTP request to a BMC.")
+	fs.DurationVar(&o.Settings.ResyncPeriod, "bmc-resync-period", o.Settings.ResyncPeriod, "How often a healthy BMC is polled (jittered by ±10%).")
+	fs.DurationVar(&o.Settings.BackoffBase, "retry-backoff-base", o.Settings.BackoffBase, "First retry delay of a failing reconcile; doubles per failure.")
+	fs.DurationVar(&o.Settings.BackoffMax, "retry-backoff-max", o.Settings.BackoffMax, "Longest retry delay of a failing reconcile.")
+	fs.IntVar(&o.Settings.DefaultConcurrency, "default-concurrency", o.Settings.DefaultConcurrency, "Concurrent reconciles per controller, unless --concurrency says otherwise.")
+	fs.Func("concurrency", "Concurrent reconciles per controller, e.g. bmc=8,server=16.", func(v string) error {
+		m, err := ParseConcurrency(v)
+		o.Settings.MaxConcurrentReconciles = m
+		return err
+	})
+	fs.Float64Var(&o.KubeQPS, "kube-api-qps", o.KubeQPS, "Queries per second the manager's Kubernetes client may make.")
+	fs.IntVar(&o.KubeBurst, "kube-api-burst", o.KubeBurst, "Burst of the manager's Kubernetes client.")
+	fs.StringVar(&o.RegistryAddr, "registry-bind-address", o.RegistryAddr, "Address the probe registry (HTTPS) listens on.")
+	fs.StringVar(&o.RegistryURL, "registry-url", o.RegistryURL, "URL probes reach the registry at; its host is put in the registry's certificate.")
+	fs.StringVar(&o.RegistrySecret, "registry-secret", o.RegistrySecret, "namespace/name of the Secret holding the registry's token key and certificate (created if missing).")
+	fs.StringVar(&o.SystemNamespace, "system-namespace", o.SystemNamespace, "Namespace of the boot configurations and ignition Secrets Ironfleet makes for probe boots.")
+	fs.StringVar(&o.ProbeImage, "probe-image", o.ProbeImage, "metalprobe image the boot service serves for discovery and cleanup.")
+	fs.DurationVar(&o.Discovery.Timeout, "discovery-timeout", o.Discovery.Timeout, "How long a booted probe may take to report (discovery and wipe).")
+	fs.Func("discovery-attempts", fmt.Sprintf("Probe boots before a server goes to Error (default %d).", o.Discovery.Attempts), func(v string) error {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 {
+			return fmt.Errorf("--discovery-attempts: %q is not a whole number ≥ 1", v)
+		}
+		o.Discovery.Attempts = int32(n)
+		return nil
+	})
+}
+
+// ParseConcurrency reads controller=count pairs.
+func ParseConcurrency(v string) (map[string]int, error) {
+	out := map[string]int{}
+	for _, pair := range strings.Split(v, ",") {
+		name, n, ok := strings.Cut(strings.TrimSpace(pair), "=")
+		count, err := strconv.Atoi(n)
+		if !ok || name == "" || err != nil || count < 1 {
+			return nil, fmt.Errorf("--concurrency: %q is not controller=count with count ≥ 1", pair)
+		}
+		out[name] = count
+	}
+	return out, nil
+}
+
+// Prepared is a configuration that has been read and checked, ready to run against a cluster.
+type Prepared struct {
+	opts        Options
+	db          *macdb.DB
+	roots       *x509.CertPool
+	registryURL *url.URL
+	secret      client.ObjectKey
+}
+
+// Prepare reads and checks everything that does not need the cluster, so that a bad file or
+// flag stops the manager at start-up with an error naming it.
+func Prepare(o Options) (*Prepared, error) {
+	p := &Prepared{opts: o, db: &macdb.DB{}}
+	var err error
+	if o.MACPrefixesFile != "" {
+		if p.db, err = macdb.Load(o.MACPrefixesFile); err != nil {
+			return nil, err
+		}
+	}
+	if p.roots, err = bmcRoots(o.BMCCAFile); err != nil {
+		return nil, err
+	}
+	p.registryURL, err = url.Parse(o.RegistryURL)
+	if err != nil || (p.registryURL.Scheme != "https" && p.registryURL.Scheme != "http") || p.registryURL.Host == "" {
+		return nil, fmt.Errorf("--registry-url: %q is not an https URL", o.RegistryURL)
+	}
+	ns, name, ok := strings.Cut(o.RegistrySecret, "/")
+	if !ok || ns == "" || name == "" {
+		return nil, fmt.Errorf("--registry-secret: %q is not namespace/name", o.RegistrySecret)
+	}
+	p.secret = client.ObjectKey{Namespace: ns, Name: name}
+	if o.Discovery.Attempts < 1 || o.Discovery.Timeout <= 0 {
+		return nil, errors.New("--discovery-timeout and --discovery-attempts must be positive")
+	}
+	return p, nil
+}
+
+// Run runs the operator against cfg until ctx ends.
+func (p *Prepared) Run(ctx context.Context, cfg *rest.Config) error {
+	o := p.opts
+	log := ctrl.Log.WithName("setup")
+	if p.db.Len() == 0 {
+		log.Info("no MAC-prefix database entries: Endpoints will not match any BMC vendor")
+	}
+	scheme := runtime.NewScheme()
+	if err := clientgoscheme.AddToScheme(scheme); err != nil {
+		return err
+	}
+	if err := metalv1alpha1.AddToScheme(scheme); err != nil {
+		return err
+	}
+	cfg = rest.CopyConfig(cfg)
+	cfg.QPS, cfg.Burst = float32(o.KubeQPS), o.KubeBurst
+	mgrOpts := ctrl.Options{
+		Scheme:                  scheme,
+		Metrics:                 metricsserver.Options{BindAddress: o.MetricsAddr},
+		HealthProbeBindAddress:  o.ProbeAddr,
+		LeaderElection:          o.LeaderElect,
+		LeaderElectionID:        "manager.metal.ironfleet.dev",
+		LeaderElectionNamespace: o.LeaderElectNS,
+	}
+	if o.InProcess {
+		mgrOpts.Controller = ctrlconfig.Controller{SkipNameValidation: ptr.To(true)}
+	}
+	mgr, err := ctrl.NewManager(cfg, mgrOpts)
+	if err != nil {
+		return fmt.Errorf("creating the manager: %w", err)
+	}
+	direct, err := client.New(cfg, client.Options{Scheme: scheme})
+	if err != nil {
+		return err
+	}
+	creds, err := registry.LoadOrCreate(ctx, direct, p.secret, []string{p.registryURL.Hostname()})
+	if err != nil {
+		return err
+	}
+	signer, err := registry.Setup(mgr, o.RegistryAddr, creds, nil)
+	if err != nil {
+		return err
+	}
+	if err := controller.Setup(mgr, controller.Dependencies{
+		MACDB:    p.db,
+		Connect:  redfish.Connector(redfish.Options{Timeout: o.BMCTimeout, RootCAs: p.roots}),
+		Settings: o.Settings,
+		Probe: controller.ProbeBoot{
+			Namespace: o.SystemNamespace, Image: o.ProbeImage,
+			RegistryURL: o.RegistryURL, RegistryCA: string(creds.CertPEM), Token: signer.Token,
+		},
+		Discovery: o.Discovery,
+	}); err != nil {
+		return err
+	}
+	if err := mgr.AddHealthzCheck("healthz", healthz.Ping); err != nil {
+		return err
+	}
+	if err := mgr.AddReadyzCheck("readyz", healthz.Ping); err != nil {
+		return err
+	}
+	log.Info("starting manager", "macPrefixes", p.db.Len(), "registry", o.RegistryURL)
+	return mgr.Start(ctx)
+}
+
+// bmcRoots is the system's CA pool plus the PEM bundle at path, if any.
+func bmcRoots(path string) (*x509.CertPool, error) {
+	if path == "" {
+		return nil, nil
+	}
+	pool, err := x509.SystemCertPool()
+	if err != nil {
+		pool = x509.NewCertPool()
+	}
+	pem, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("--bmc-ca-file: %w", err)
+	}
+	if !pool.AppendCertsFromPEM(pem) {
+		return nil, errors.New("--bmc-ca-file: no PEM certificate found in " + path)
+	}
+	return pool, nil
+}

@@ -22,6 +22,7 @@ OPERATOR_SDK   := $(LOCALBIN)/operator-sdk-$(OPERATOR_SDK_VERSION)
 # The envtest control plane: kube-apiserver, kubectl and etcd in one directory, as envtest wants.
 ENVTEST_ASSETS := $(LOCALBIN)/envtest/k8s-$(K8S_VERSION)-etcd-$(ETCD_VERSION)
 export KUBEBUILDER_ASSETS := $(ENVTEST_ASSETS)
+export KUSTOMIZE
 
 GO_TEST_FLAGS ?= -race -count=1
 GO_TEST_TIMEOUT ?= 20m
@@ -64,7 +65,7 @@ build: ## Build the manager binary into bin/.
 	go build -o $(LOCALBIN)/manager ./cmd/manager
 
 .PHONY: test
-test: test-deps verify-generated vet envtest ## Verify generated files, vet, and run every test against a real control plane.
+test: test-deps verify-generated verify-bundle vet envtest $(KUSTOMIZE) ## Verify generated files, vet, and run every test against a real control plane.
 	go test $(GO_TEST_FLAGS) -timeout $(GO_TEST_TIMEOUT) ./...
 
 .PHONY: test-deps
@@ -72,6 +73,21 @@ test-deps: ## Install redfishtool (third-party Redfish client for the bmcsim int
 	@command -v redfishtool >/dev/null 2>&1 || { \
 		SUDO=$$([ "$$(id -u)" -eq 0 ] || echo sudo); \
 		$$SUDO apt-get update && $$SUDO apt-get install -y --no-install-recommends redfishtool; }
+
+##@ Packaging
+
+VERSION ?= 0.1.0
+BUNDLE_CHANNELS ?= --channels=alpha --default-channel=alpha
+
+.PHONY: bundle
+bundle: manifests $(KUSTOMIZE) $(OPERATOR_SDK) ## Generate the OLM bundle (bundle/, bundle.Dockerfile) from config/ and validate it.
+	$(OPERATOR_SDK) generate kustomize manifests -q --apis-dir apis
+	$(KUSTOMIZE) build config/manifests | $(OPERATOR_SDK) generate bundle -q --overwrite --version $(VERSION) --package ironfleet $(BUNDLE_CHANNELS)
+	$(OPERATOR_SDK) bundle validate ./bundle --select-optional suite=operatorframework
+
+.PHONY: verify-bundle
+verify-bundle: $(KUSTOMIZE) $(OPERATOR_SDK) ## Fail when bundle/ is not what config/ generates, or does not validate.
+	hack/verify-bundle.sh
 
 ##@ Tools (pinned in hack/tools, built into bin/, cached by version)
 

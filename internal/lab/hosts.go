@@ -5,7 +5,6 @@ package lab
 
 import (
 	"fmt"
-	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
@@ -31,14 +30,14 @@ const DiskBytes = 3 << 20
 // its DMI product UUID, so several simulated hosts can share one hardware shape and still be
 // told apart by the registry.
 func PrepareHost(fixture, dir, uuid string) (Host, error) {
-	src, err := fixtures.Root(fixture)
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return Host{}, err
+	}
+	root, err := fixtures.CopyRoot(fixture, dir)
 	if err != nil {
 		return Host{}, err
 	}
-	if err := copyTree(src, dir); err != nil {
-		return Host{}, fmt.Errorf("copying fixture %s: %w", fixture, err)
-	}
-	uuidFile := filepath.Join(dir, "sys", "class", "dmi", "id", "product_uuid")
+	uuidFile := filepath.Join(root, "sys", "class", "dmi", "id", "product_uuid")
 	if err := os.WriteFile(uuidFile, []byte(strings.ToUpper(uuid)+"\n"), 0o644); err != nil {
 		return Host{}, fmt.Errorf("setting the host's UUID: %w", err)
 	}
@@ -50,38 +49,8 @@ func PrepareHost(fixture, dir, uuid string) (Host, error) {
 	for _, d := range expected.Disks {
 		disks = append(disks, d.Name)
 	}
-	if err := fixtures.MakeDiskFiles(dir, disks, DiskBytes); err != nil {
+	if err := fixtures.MakeDiskFiles(root, disks, DiskBytes); err != nil {
 		return Host{}, fmt.Errorf("making the host's disks: %w", err)
 	}
-	return Host{UUID: strings.ToLower(uuid), Fixture: fixture, Root: dir, Disks: disks}, nil
-}
-
-// copyTree copies regular files, directories and symlinks (as links) from src to dst.
-func copyTree(src, dst string) error {
-	return filepath.WalkDir(src, func(path string, d fs.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		rel, err := filepath.Rel(src, path)
-		if err != nil {
-			return err
-		}
-		target := filepath.Join(dst, rel)
-		switch {
-		case d.Type()&fs.ModeSymlink != 0:
-			link, err := os.Readlink(path)
-			if err != nil {
-				return err
-			}
-			return os.Symlink(link, target)
-		case d.IsDir():
-			return os.MkdirAll(target, 0o755)
-		default:
-			data, err := os.ReadFile(path)
-			if err != nil {
-				return err
-			}
-			return os.WriteFile(target, data, 0o644)
-		}
-	})
+	return Host{UUID: strings.ToLower(uuid), Fixture: fixture, Root: root, Disks: disks}, nil
 }

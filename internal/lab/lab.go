@@ -13,6 +13,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/rest"
 	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -33,6 +34,10 @@ type Options struct {
 	BMCs    int
 	// DiscoveryTimeout bounds each probe boot (simulated boots take well under a second).
 	DiscoveryTimeout time.Duration
+	// ManagerConfig, when set, gives the operator its own identity against the control plane
+	// (the RBAC test runs it with exactly the permissions the bundle grants); by default it
+	// runs as an administrator.
+	ManagerConfig func(env *testenv.Env) (*rest.Config, error)
 }
 
 func (o *Options) defaults() {
@@ -84,6 +89,7 @@ type Lab struct {
 	Kubectl string
 
 	prepared    *manager.Prepared
+	managerCfg  *rest.Config
 	stopManager context.CancelFunc
 	managerDone chan error
 	stopBoots   context.CancelFunc
@@ -139,6 +145,12 @@ func Start(ctx context.Context, opts Options) (l *Lab, err error) {
 	o.Discovery.Timeout = opts.DiscoveryTimeout
 	if l.prepared, err = manager.Prepare(o); err != nil {
 		return nil, err
+	}
+	l.managerCfg = l.Env.Config
+	if opts.ManagerConfig != nil {
+		if l.managerCfg, err = opts.ManagerConfig(l.Env); err != nil {
+			return nil, err
+		}
 	}
 	if err := l.StartManager(); err != nil {
 		return nil, err
@@ -254,7 +266,7 @@ func (l *Lab) createEndpoints(ctx context.Context) error {
 func (l *Lab) StartManager() error {
 	ctx, cancel := context.WithCancel(context.Background())
 	l.stopManager, l.managerDone = cancel, make(chan error, 1)
-	go func() { l.managerDone <- l.prepared.Run(ctx, l.Env.Config) }()
+	go func() { l.managerDone <- l.prepared.Run(ctx, l.managerCfg) }()
 	return nil
 }
 

@@ -191,7 +191,7 @@ func TestCollectMissingSubsystemIsAWarning(t *testing.T) {
 	for _, tc := range cases {
 		t.Run(tc.remove[0], func(t *testing.T) {
 			t.Parallel()
-			root := copyTree(t, fixtureRoot(t, "small-vm"))
+			root := copyTree(t, "small-vm")
 			for _, p := range tc.remove {
 				require.NoError(t, os.RemoveAll(filepath.Join(root, p)))
 			}
@@ -240,7 +240,7 @@ func TestCollectStopsWhenTheContextEnds(t *testing.T) {
 }
 
 func TestCollectLLDPProblemsAreWarnings(t *testing.T) {
-	root := copyTree(t, fixtureRoot(t, "dual-socket"))
+	root := copyTree(t, "dual-socket")
 	lldpFile := filepath.Join(root, LLDPFixture)
 
 	require.NoError(t, os.WriteFile(lldpFile, []byte("lldpctl: cannot connect"), 0o644))
@@ -268,7 +268,7 @@ func TestCollectLLDPProblemsAreWarnings(t *testing.T) {
 }
 
 func TestCollectDamagedPCIIDsKeepsTheIDs(t *testing.T) {
-	root := copyTree(t, fixtureRoot(t, "dual-socket"))
+	root := copyTree(t, "dual-socket")
 	require.NoError(t, os.WriteFile(filepath.Join(root, "usr", "share", "misc", "pci.ids"), []byte("8086  Intel\nC 0\n"), 0o644))
 	rep := collectRoot(t, root)
 	assertWarning(t, rep, "pci: pci.ids is damaged")
@@ -305,36 +305,10 @@ func assertWarning(t *testing.T, rep *report.Report, substring string) {
 	t.Errorf("no warning contains %q; warnings: %q", substring, rep.Warnings)
 }
 
-// copyTree copies a fixture tree, symlinks as symlinks, into a fresh temporary directory.
-func copyTree(t *testing.T, src string) string {
+// copyTree copies a fixture host's tree into a fresh temporary directory.
+func copyTree(t *testing.T, name string) string {
 	t.Helper()
-	dst := filepath.Join(t.TempDir(), "root")
-	err := filepath.WalkDir(src, func(path string, d os.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		rel, err := filepath.Rel(src, path)
-		if err != nil {
-			return err
-		}
-		target := filepath.Join(dst, rel)
-		switch {
-		case d.Type()&os.ModeSymlink != 0:
-			link, err := os.Readlink(path)
-			if err != nil {
-				return err
-			}
-			return os.Symlink(link, target)
-		case d.IsDir():
-			return os.MkdirAll(target, 0o755)
-		default:
-			data, err := os.ReadFile(path)
-			if err != nil {
-				return err
-			}
-			return os.WriteFile(target, data, 0o644)
-		}
-	})
+	root, err := fixtures.CopyRoot(name, t.TempDir())
 	require.NoError(t, err)
-	return dst
+	return root
 }

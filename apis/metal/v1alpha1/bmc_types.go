@@ -25,15 +25,18 @@ type BMCSpec struct {
 
 	// Access gives the BMC's address directly.
 	// +optional
+	// +operator-sdk:csv:customresourcedefinitions:type=spec,displayName="Access"
 	Access *BMCAccess `json:"access,omitempty"`
 
 	// BMCSecretRef names the BMCSecret holding the credentials.
+	// +operator-sdk:csv:customresourcedefinitions:type=spec,displayName="Credentials"
 	BMCSecretRef LocalObjectReference `json:"bmcSecretRef"`
 
 	// InsecureSkipVerify turns off TLS certificate verification for this BMC. Off by default:
 	// set it only for BMCs that present self-signed certificates on a trusted network.
 	// +kubebuilder:default=false
 	// +optional
+	// +operator-sdk:csv:customresourcedefinitions:type=spec,displayName="Skip TLS verification",xDescriptors="urn:alm:descriptor:com.tectonic.ui:booleanSwitch"
 	InsecureSkipVerify bool `json:"insecureSkipVerify,omitempty"`
 }
 
@@ -59,6 +62,7 @@ const (
 // BMCStatus is what the BMC last told us about itself.
 type BMCStatus struct {
 	// +optional
+	// +operator-sdk:csv:customresourcedefinitions:type=status,displayName="State"
 	State BMCState `json:"state,omitempty"`
 	// Address the BMC was last reached at (resolved from the Endpoint when endpointRef is used).
 	// +optional
@@ -70,6 +74,7 @@ type BMCStatus struct {
 	// +optional
 	SerialNumber string `json:"serialNumber,omitempty"`
 	// +optional
+	// +operator-sdk:csv:customresourcedefinitions:type=status,displayName="Firmware"
 	FirmwareVersion string `json:"firmwareVersion,omitempty"`
 	// PowerState of the manager itself.
 	// +optional
@@ -84,6 +89,7 @@ type BMCStatus struct {
 	// +listType=map
 	// +listMapKey=type
 	// +optional
+	// +operator-sdk:csv:customresourcedefinitions:type=status,displayName="Conditions",xDescriptors="urn:alm:descriptor:io.kubernetes.conditions"
 	Conditions []metav1.Condition `json:"conditions,omitempty"`
 }
 
@@ -101,6 +107,7 @@ type BMCStatus struct {
 // +kubebuilder:printcolumn:name="Serial",type=string,JSONPath=`.status.serialNumber`,priority=1
 // +kubebuilder:printcolumn:name="Last Seen",type=date,JSONPath=`.status.lastSeen`,priority=1
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
+// +operator-sdk:csv:customresourcedefinitions:displayName="BMC"
 type BMC struct {
 	metav1.TypeMeta   `json:",inline"`
 	metav1.ObjectMeta `json:"metadata,omitempty"`

@@ -10,9 +10,11 @@ import (
 type BMCSecretSpec struct {
 	// +kubebuilder:validation:MinLength=1
 	// +kubebuilder:validation:MaxLength=256
+	// +operator-sdk:csv:customresourcedefinitions:type=spec,displayName="Username"
 	Username string `json:"username"`
 	// +kubebuilder:validation:MinLength=1
 	// +kubebuilder:validation:MaxLength=1024
+	// +operator-sdk:csv:customresourcedefinitions:type=spec,displayName="Password",xDescriptors="urn:alm:descriptor:com.tectonic.ui:password"
 	Password string `json:"password"`
 }
 
@@ -30,6 +32,7 @@ type BMCSecretStatus struct {
 // +kubebuilder:subresource:status
 // +kubebuilder:resource:scope=Cluster,shortName=bmcsec,categories=metal
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
+// +operator-sdk:csv:customresourcedefinitions:displayName="BMC Secret"
 type BMCSecret struct {
 	metav1.TypeMeta   `json:",inline"`
 	metav1.ObjectMeta `json:"metadata,omitempty"`

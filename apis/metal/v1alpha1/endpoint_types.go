@@ -10,12 +10,14 @@ type EndpointSpec struct {
 	// +kubebuilder:validation:MaxLength=17
 	// +kubebuilder:validation:XValidation:rule="self.matches('^([0-9a-fA-F]{2}:){5}[0-9a-fA-F]{2}$')",message="macAddress must be six colon-separated hex octets, e.g. 3c:ec:ef:01:02:03"
 	// +kubebuilder:validation:XValidation:rule="self == oldSelf",message="macAddress is immutable; create a new Endpoint"
+	// +operator-sdk:csv:customresourcedefinitions:type=spec,displayName="MAC address"
 	MACAddress string `json:"macAddress"`
 
 	// IP address the interface answers on.
 	// +kubebuilder:validation:MaxLength=45
 	// +kubebuilder:validation:XValidation:rule="isIP(self)",message="ip must be an IPv4 or IPv6 address"
 	// +optional
+	// +operator-sdk:csv:customresourcedefinitions:type=spec,displayName="IP address"
 	IP string `json:"ip,omitempty"`
 }
 
@@ -26,6 +28,7 @@ type EndpointStatus struct {
 	MACPrefix string `json:"macPrefix,omitempty"`
 	// Manufacturer of the BMC, from the matched prefix.
 	// +optional
+	// +operator-sdk:csv:customresourcedefinitions:type=status,displayName="Manufacturer"
 	Manufacturer string `json:"manufacturer,omitempty"`
 	// Protocol the BMC speaks, from the matched prefix (e.g. Redfish).
 	// +optional
@@ -45,6 +48,7 @@ type EndpointStatus struct {
 	// +listType=map
 	// +listMapKey=type
 	// +optional
+	// +operator-sdk:csv:customresourcedefinitions:type=status,displayName="Conditions",xDescriptors="urn:alm:descriptor:io.kubernetes.conditions"
 	Conditions []metav1.Condition `json:"conditions,omitempty"`
 }
 
@@ -61,6 +65,7 @@ type EndpointStatus struct {
 // +kubebuilder:printcolumn:name="Matched",type=string,JSONPath=`.status.conditions[?(@.type=="Matched")].status`
 // +kubebuilder:printcolumn:name="BMC",type=string,JSONPath=`.status.bmcRef.name`,priority=1
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
+// +operator-sdk:csv:customresourcedefinitions:displayName="Endpoint"
 type Endpoint struct {
 	metav1.TypeMeta   `json:",inline"`
 	metav1.ObjectMeta `json:"metadata,omitempty"`

@@ -50,11 +50,13 @@ type ServerSpec struct {
 	// Power is the desired power state. Controllers set it as the lifecycle requires; it is
 	// requested from the BMC and observed in status.powerState.
 	// +optional
+	// +operator-sdk:csv:customresourcedefinitions:type=spec,displayName="Power"
 	Power Power `json:"power,omitempty"`
 
 	// WipePolicy for the disks when the server is released.
 	// +kubebuilder:default=metadata
 	// +optional
+	// +operator-sdk:csv:customresourcedefinitions:type=spec,displayName="Wipe policy"
 	WipePolicy WipePolicy `json:"wipePolicy,omitempty"`
 }
 
@@ -75,8 +77,10 @@ const (
 // ServerStatus is the server's observed lifecycle state and hardware.
 type ServerStatus struct {
 	// +optional
+	// +operator-sdk:csv:customresourcedefinitions:type=status,displayName="State"
 	State ServerState `json:"state,omitempty"`
 	// +optional
+	// +operator-sdk:csv:customresourcedefinitions:type=status,displayName="Power state"
 	PowerState PowerState `json:"powerState,omitempty"`
 
 	// +optional
@@ -92,6 +96,7 @@ type ServerStatus struct {
 
 	// Inventory is the hardware, typed, as last discovered.
 	// +optional
+	// +operator-sdk:csv:customresourcedefinitions:type=status,displayName="Inventory"
 	Inventory *Inventory `json:"inventory,omitempty"`
 
 	// LastWipe is the probe's report of the last disk wipe.
@@ -120,6 +125,7 @@ type ServerStatus struct {
 	// +listType=map
 	// +listMapKey=type
 	// +optional
+	// +operator-sdk:csv:customresourcedefinitions:type=status,displayName="Conditions",xDescriptors="urn:alm:descriptor:io.kubernetes.conditions"
 	Conditions []metav1.Condition `json:"conditions,omitempty"`
 }
 
@@ -169,6 +175,7 @@ type DiskWipe struct {
 // +kubebuilder:printcolumn:name="BMC",type=string,JSONPath=`.spec.bmcRef.name`,priority=1
 // +kubebuilder:printcolumn:name="Reason",type=string,JSONPath=`.status.lastTransitionReason`,priority=1
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
+// +operator-sdk:csv:customresourcedefinitions:displayName="Server"
 type Server struct {
 	metav1.TypeMeta   `json:",inline"`
 	metav1.ObjectMeta `json:"metadata,omitempty"`

@@ -27,6 +27,7 @@ type ServerBootConfigurationSpec struct {
 	// +optional
 	IgnitionSecretRef *LocalObjectReference `json:"ignitionSecretRef,omitempty"`
 	// Purpose of the boot.
+	// +operator-sdk:csv:customresourcedefinitions:type=spec,displayName="Purpose"
 	Purpose BootPurpose `json:"purpose"`
 }
 
@@ -43,6 +44,7 @@ const (
 // ServerBootConfigurationStatus is set by the boot service.
 type ServerBootConfigurationStatus struct {
 	// +optional
+	// +operator-sdk:csv:customresourcedefinitions:type=status,displayName="State"
 	State BootConfigurationState `json:"state,omitempty"`
 	// +listType=map
 	// +listMapKey=type
@@ -61,6 +63,7 @@ type ServerBootConfigurationStatus struct {
 // +kubebuilder:printcolumn:name="State",type=string,JSONPath=`.status.state`
 // +kubebuilder:printcolumn:name="Image",type=string,JSONPath=`.spec.image`,priority=1
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
+// +operator-sdk:csv:customresourcedefinitions:displayName="Server Boot Configuration"
 type ServerBootConfiguration struct {
 	metav1.TypeMeta   `json:",inline"`
 	metav1.ObjectMeta `json:"metadata,omitempty"`

@@ -14,15 +14,18 @@ type ServerClaimSpec struct {
 
 	// ServerSelector selects Servers by label, like a Kubernetes label selector.
 	// +optional
+	// +operator-sdk:csv:customresourcedefinitions:type=spec,displayName="Server selector"
 	ServerSelector *ServerSelector `json:"serverSelector,omitempty"`
 
 	// MinCPUCores is the least number of physical CPU cores the server must have.
 	// +kubebuilder:validation:Minimum=1
 	// +optional
+	// +operator-sdk:csv:customresourcedefinitions:type=spec,displayName="Minimum CPU cores",xDescriptors="urn:alm:descriptor:com.tectonic.ui:number"
 	MinCPUCores *int32 `json:"minCPUCores,omitempty"`
 
 	// MinMemory is the least total memory the server must have, e.g. 64Gi.
 	// +optional
+	// +operator-sdk:csv:customresourcedefinitions:type=spec,displayName="Minimum memory"
 	MinMemory *resource.Quantity `json:"minMemory,omitempty"`
 
 	// MinTotalDisk is the least total disk capacity the server must have, e.g. 1Ti.
@@ -32,11 +35,13 @@ type ServerClaimSpec struct {
 	// Power is whether the claimed server should be on.
 	// +kubebuilder:default=On
 	// +optional
+	// +operator-sdk:csv:customresourcedefinitions:type=spec,displayName="Power"
 	Power Power `json:"power,omitempty"`
 
 	// Image is what to boot, e.g. an OCI reference or an HTTP URL of an OS image.
 	// +kubebuilder:validation:MaxLength=2048
 	// +optional
+	// +operator-sdk:csv:customresourcedefinitions:type=spec,displayName="Image"
 	Image string `json:"image,omitempty"`
 
 	// IgnitionSecretRef names a Secret in the claim's namespace holding the ignition/cloud-config
@@ -120,6 +125,7 @@ const (
 // ServerClaimStatus is whether and to what the claim is bound.
 type ServerClaimStatus struct {
 	// +optional
+	// +operator-sdk:csv:customresourcedefinitions:type=status,displayName="Phase"
 	Phase ClaimPhase `json:"phase,omitempty"`
 	// ServerRef is the Server the claim is bound to.
 	// +optional
@@ -133,6 +139,7 @@ type ServerClaimStatus struct {
 	// +listType=map
 	// +listMapKey=type
 	// +optional
+	// +operator-sdk:csv:customresourcedefinitions:type=status,displayName="Conditions",xDescriptors="urn:alm:descriptor:io.kubernetes.conditions"
 	Conditions []metav1.Condition `json:"conditions,omitempty"`
 }
 
@@ -149,6 +156,7 @@ type ServerClaimStatus struct {
 // +kubebuilder:printcolumn:name="Image",type=string,JSONPath=`.spec.image`,priority=1
 // +kubebuilder:printcolumn:name="Reason",type=string,JSONPath=`.status.conditions[?(@.type=="Bound")].reason`,priority=1
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
+// +operator-sdk:csv:customresourcedefinitions:displayName="Server Claim"
 type ServerClaim struct {
 	metav1.TypeMeta   `json:",inline"`
 	metav1.ObjectMeta `json:"metadata,omitempty"`

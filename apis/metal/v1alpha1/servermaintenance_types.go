@@ -24,10 +24,12 @@ type ServerMaintenanceSpec struct {
 	// Reason is shown to the server's owner and in its conditions.
 	// +kubebuilder:validation:MaxLength=1024
 	// +optional
+	// +operator-sdk:csv:customresourcedefinitions:type=spec,displayName="Reason"
 	Reason string `json:"reason,omitempty"`
 	// Policy for claimed servers.
 	// +kubebuilder:default=OwnerApproval
 	// +optional
+	// +operator-sdk:csv:customresourcedefinitions:type=spec,displayName="Policy"
 	Policy MaintenancePolicy `json:"policy,omitempty"`
 	// Power the server should have while in maintenance.
 	// +kubebuilder:default=Off
@@ -51,10 +53,12 @@ const (
 // ServerMaintenanceStatus says whether the server is held.
 type ServerMaintenanceStatus struct {
 	// +optional
+	// +operator-sdk:csv:customresourcedefinitions:type=status,displayName="State"
 	State MaintenanceState `json:"state,omitempty"`
 	// +listType=map
 	// +listMapKey=type
 	// +optional
+	// +operator-sdk:csv:customresourcedefinitions:type=status,displayName="Conditions",xDescriptors="urn:alm:descriptor:io.kubernetes.conditions"
 	Conditions []metav1.Condition `json:"conditions,omitempty"`
 }
 
@@ -70,6 +74,7 @@ type ServerMaintenanceStatus struct {
 // +kubebuilder:printcolumn:name="Power",type=string,JSONPath=`.spec.power`
 // +kubebuilder:printcolumn:name="Reason",type=string,JSONPath=`.spec.reason`,priority=1
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
+// +operator-sdk:csv:customresourcedefinitions:displayName="Server Maintenance"
 type ServerMaintenance struct {
 	metav1.TypeMeta   `json:",inline"`
 	metav1.ObjectMeta `json:"metadata,omitempty"`

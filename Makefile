@@ -83,6 +83,8 @@ BUNDLE_CHANNELS ?= --channels=alpha --default-channel=alpha
 bundle: manifests $(KUSTOMIZE) $(OPERATOR_SDK) ## Generate the OLM bundle (bundle/, bundle.Dockerfile) from config/ and validate it.
 	$(OPERATOR_SDK) generate kustomize manifests -q --apis-dir apis
 	$(KUSTOMIZE) build config/manifests | $(OPERATOR_SDK) generate bundle -q --overwrite --version $(VERSION) --package ironfleet $(BUNDLE_CHANNELS)
+	@# createdAt would change on every run; a bundle must be reproducible from config/.
+	sed -i '/^    createdAt: /d' bundle/manifests/ironfleet.clusterserviceversion.yaml
 	$(OPERATOR_SDK) bundle validate ./bundle --select-optional suite=operatorframework
 
 .PHONY: verify-bundle

@@ -19,8 +19,7 @@ for p in "${generated[@]}"; do
   if [ ! -e "$snapshot/$p" ]; then
     echo "generated file was missing: $p"; status=1; continue
   fi
-  # The CSV's createdAt stamp changes on every generation; it is not content.
-  if ! diff -ruN -I 'createdAt:' "$snapshot/$p" "$p"; then status=1; fi
+  if ! diff -ruN "$snapshot/$p" "$p"; then status=1; fi
 done
 if [ $status -ne 0 ]; then
   echo

@@ -74,6 +74,15 @@ test-deps: ## Install redfishtool (third-party Redfish client for the bmcsim int
 		SUDO=$$([ "$$(id -u)" -eq 0 ] || echo sudo); \
 		$$SUDO apt-get update && $$SUDO apt-get install -y --no-install-recommends redfishtool; }
 
+FUZZTIME ?= 20s
+
+.PHONY: fuzz
+fuzz: ## Fuzz every hostile-input parser for FUZZTIME each (crashers land in testdata/fuzz as regression tests).
+	go test -run '^$$' -fuzz '^FuzzDecodeReport$$' -fuzztime $(FUZZTIME) ./internal/registry/
+	go test -run '^$$' -fuzz '^FuzzParse$$' -fuzztime $(FUZZTIME) ./internal/macdb/
+	go test -run '^$$' -fuzz '^FuzzParseAddress$$' -fuzztime $(FUZZTIME) ./internal/bmc/
+	go test -run '^$$' -fuzz '^FuzzParse$$' -fuzztime $(FUZZTIME) ./internal/ignition/
+
 ##@ Packaging
 
 VERSION ?= 0.1.0

@@ -44,8 +44,8 @@ func ParseAddress(address string) (Address, error) {
 			"BMC type %q (driver %s) is not supported yet: Ironfleet drives Redfish BMCs (redfish://, redfish+https://, idrac-redfish://, ilo5-redfish://)",
 			access.Type(), access.Driver())
 	}
-	if _, err := url.Parse(endpoint); err != nil || endpoint == "" {
-		return Address{}, Errorf(metalv1alpha1.BMCReasonProtocolError, "invalid BMC address %q", address)
+	if u, err := url.Parse(endpoint); err != nil || u.Host == "" {
+		return Address{}, Errorf(metalv1alpha1.BMCReasonProtocolError, "invalid BMC address %q: no host", address)
 	}
 	path, _ := info["redfish_system_id"].(string)
 	path = strings.TrimSuffix(path, "/")

@@ -1,6 +1,7 @@
 package bmc
 
 import (
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -42,4 +43,26 @@ func TestMalformedAddress(t *testing.T) {
 	assert.Equal(t, metalv1alpha1.BMCReasonProtocolError, Reason(err))
 	_, err = ParseAddress("")
 	require.Error(t, err)
+}
+
+// FuzzParseAddress: any string gives an address or a classified error, never a panic; what it
+// accepts is an http(s) endpoint with a host.
+func FuzzParseAddress(f *testing.F) {
+	for _, seed := range []string{"redfish+https://10.0.0.5/redfish/v1", "ipmi://10.0.0.6:623", "idrac-redfish://[fd00::1]:8443/redfish/v1/Systems/1", "", "::", "redfish://%zz"} {
+		f.Add(seed)
+	}
+	f.Fuzz(func(t *testing.T, in string) {
+		addr, err := ParseAddress(in)
+		if err != nil {
+			switch Reason(err) {
+			case metalv1alpha1.BMCReasonUnsupportedProtocol, metalv1alpha1.BMCReasonProtocolError:
+			default:
+				t.Fatalf("unclassified error for %q: %v", in, err)
+			}
+			return
+		}
+		if !strings.HasPrefix(addr.Endpoint, "http://") && !strings.HasPrefix(addr.Endpoint, "https://") {
+			t.Fatalf("%q gave endpoint %q", in, addr.Endpoint)
+		}
+	})
 }

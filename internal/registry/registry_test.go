@@ -6,6 +6,7 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"encoding/json"
+	"flag"
 	"fmt"
 	"io"
 	"net"
@@ -51,6 +52,15 @@ func TestMain(main *testing.M) {
 }
 
 func run(main *testing.M) (int, error) {
+	// Fuzzing (`go test -fuzz`, and its worker processes) runs only the pure decoder target:
+	// no control plane is started for it.
+	flag.Parse()
+	if f := flag.Lookup("test.fuzz"); f != nil && f.Value.String() != "" {
+		return main.Run(), nil
+	}
+	if f := flag.Lookup("test.fuzzworker"); f != nil && f.Value.String() == "true" {
+		return main.Run(), nil
+	}
 	var err error
 	if env, err = testenv.Start(); err != nil {
 		return 0, err

@@ -78,19 +78,8 @@ func (s *Server) decodeAndAuthorize(w http.ResponseWriter, r *http.Request, v an
 		writeError(w, http.StatusUnauthorized, "a bearer token is required")
 		return nil
 	}
-	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, MaxBodyBytes))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(v); err != nil {
-		var tooBig *http.MaxBytesError
-		if errors.As(err, &tooBig) {
-			writeError(w, http.StatusRequestEntityTooLarge, "body exceeds %d bytes", MaxBodyBytes)
-			return nil
-		}
-		writeError(w, http.StatusBadRequest, "malformed JSON: %v", err)
-		return nil
-	}
-	if dec.More() {
-		writeError(w, http.StatusBadRequest, "malformed JSON: trailing data after the object")
+	if status, err := decodeBody(http.MaxBytesReader(w, r.Body, MaxBodyBytes), v); err != nil {
+		writeError(w, status, "%v", err)
 		return nil
 	}
 	uuid := strings.ToLower(uuidOf())
@@ -109,6 +98,24 @@ func (s *Server) decodeAndAuthorize(w http.ResponseWriter, r *http.Request, v an
 		return nil
 	}
 	return &authenticated{server: server}
+}
+
+// decodeBody reads exactly one strict JSON object into v, and says which status refuses a body
+// that is not one: 413 past the size limit, 400 otherwise.
+func decodeBody(body io.Reader, v any) (int, error) {
+	dec := json.NewDecoder(body)
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
+		var tooBig *http.MaxBytesError
+		if errors.As(err, &tooBig) {
+			return http.StatusRequestEntityTooLarge, fmt.Errorf("body exceeds %d bytes", MaxBodyBytes)
+		}
+		return http.StatusBadRequest, fmt.Errorf("malformed JSON: %v", err)
+	}
+	if dec.More() {
+		return http.StatusBadRequest, errors.New("malformed JSON: trailing data after the object")
+	}
+	return http.StatusOK, nil
 }
 
 func (s *Server) findServer(ctx context.Context, uuid string) (*metalv1alpha1.Server, int, error) {

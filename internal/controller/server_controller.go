@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"sync"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -55,8 +54,7 @@ type ServerReconciler struct {
 	// Now is the clock; time.Now when nil.
 	Now func() time.Time
 
-	fresh     *freshness
-	freshOnce sync.Once
+	fresh *freshness
 }
 
 // step is what a state's handler decided: an event to fire (or none), why, what else changes
@@ -102,7 +100,6 @@ func (r *ServerReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctr
 	if !server.DeletionTimestamp.IsZero() {
 		return ctrl.Result{}, nil // owned boot configurations and Secrets are garbage-collected
 	}
-	r.freshOnce.Do(func() { r.fresh = newFreshness() })
 	if stale, err := r.fresh.stale(ctx, r.APIReader, &server, &metalv1alpha1.Server{}); err != nil || stale {
 		return ctrl.Result{RequeueAfter: 20 * time.Millisecond}, err
 	}
@@ -159,29 +156,9 @@ func (r *ServerReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctr
 		return ctrl.Result{}, errors.Join(err, fmt.Errorf("patching server status: %w", patchErr))
 	}
 	if patchErr == nil {
-		r.fresh.wrote(&server)
-		if err == nil && st.effect.run != nil {
-			if effErr := r.runEffect(ctx, &server, st.effect); effErr != nil {
-				return ctrl.Result{}, effErr
-			}
-			if st.effect.powering != "" {
-				// Requested, not yet observed: say so, and look again shortly.
-				before := server.DeepCopy()
-				server.Status.PowerState = st.effect.powering
-				if err := r.Client.Status().Patch(ctx, &server, client.MergeFrom(before)); err == nil {
-					r.fresh.wrote(&server)
-				}
-				st.requeueAfter = minPositive(st.requeueAfter, powerObserveDelay)
-			}
-		}
-	}
-	if patchErr == nil && server.Status.State != from {
-		if from != "" {
-			r.recordTransition(&server, from, st)
-		}
-		// The new state's handler has work to do now; our own status write does not wake us.
-		if st.requeueAfter == 0 {
-			st.requeueAfter = time.Millisecond
+		effErr := r.afterWrite(ctx, &server, from, &st, err)
+		if effErr != nil {
+			return ctrl.Result{}, effErr
 		}
 	}
 	return ctrl.Result{RequeueAfter: st.requeueAfter}, err
@@ -211,6 +188,36 @@ func (r *ServerReconciler) handle(ctx context.Context, server *metalv1alpha1.Ser
 	default:
 		return step{}, nil
 	}
+}
+
+// afterWrite runs once a reconcile's status write has won: it records the transition, performs
+// the step's BMC action, and shows a requested power change as Powering* until it is observed.
+func (r *ServerReconciler) afterWrite(ctx context.Context, server *metalv1alpha1.Server, from metalv1alpha1.ServerState, st *step, stepErr error) error {
+	r.fresh.wrote(server)
+	if server.Status.State != from {
+		if from != "" {
+			r.recordTransition(server, from, *st)
+		}
+		// The new state's handler has work to do now; our own status write does not wake us.
+		if st.requeueAfter == 0 {
+			st.requeueAfter = time.Millisecond
+		}
+	}
+	if stepErr != nil || st.effect.run == nil {
+		return nil
+	}
+	if err := r.runEffect(ctx, server, st.effect); err != nil {
+		return err
+	}
+	if st.effect.powering != "" {
+		before := server.DeepCopy()
+		server.Status.PowerState = st.effect.powering
+		if err := r.Client.Status().Patch(ctx, server, client.MergeFrom(before)); err == nil {
+			r.fresh.wrote(server)
+		}
+		st.requeueAfter = minPositive(st.requeueAfter, powerObserveDelay)
+	}
+	return nil
 }
 
 // runEffect performs a step's BMC action; a failure is an event and a retry, never a second
@@ -370,6 +377,7 @@ func (r *ServerReconciler) errored(server *metalv1alpha1.Server) step {
 
 // SetupWithManager registers the reconciler.
 func (r *ServerReconciler) SetupWithManager(mgr ctrl.Manager) error {
+	r.fresh = newFreshness()
 	return ctrl.NewControllerManagedBy(mgr).
 		Named("server").
 		For(&metalv1alpha1.Server{}, builder.WithPredicates(serverChanged())).

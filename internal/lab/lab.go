@@ -106,10 +106,7 @@ func Start(ctx context.Context, opts Options) (l *Lab, err error) {
 			l.Stop()
 		}
 	}()
-	if err := os.RemoveAll(opts.Dir); err != nil {
-		return nil, err
-	}
-	if err := os.MkdirAll(opts.Dir, 0o755); err != nil {
+	if err := resetDir(opts.Dir); err != nil {
 		return nil, err
 	}
 	if l.Env, err = testenv.Start(); err != nil {
@@ -309,6 +306,31 @@ func (l *Lab) Stop() {
 		_ = l.Env.Stop()
 		l.Env = nil
 	}
+}
+
+// labMarker marks a directory as the lab's own, so that only such a directory is ever emptied.
+const labMarker = ".ironfleet-lab"
+
+// resetDir empties a previous lab's directory (or makes a new one). A non-empty directory that
+// is not a lab's is refused: --dir . must never wipe someone's work tree.
+func resetDir(dir string) error {
+	entries, err := os.ReadDir(dir)
+	switch {
+	case os.IsNotExist(err):
+	case err != nil:
+		return err
+	case len(entries) > 0:
+		if _, err := os.Stat(filepath.Join(dir, labMarker)); err != nil {
+			return fmt.Errorf("refusing to use %s for the lab: it is not empty and was not made by the lab", dir)
+		}
+		if err := os.RemoveAll(dir); err != nil {
+			return err
+		}
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	return os.WriteFile(filepath.Join(dir, labMarker), []byte("made by metal-lab; emptied on the next start\n"), 0o644)
 }
 
 func freeLoopbackAddr() (string, error) {

@@ -36,6 +36,7 @@ import (
 type Options struct {
 	MetricsAddr     string
 	ProbeAddr       string
+	PprofAddr       string
 	LeaderElect     bool
 	LeaderElectNS   string
 	MACPrefixesFile string
@@ -74,6 +75,7 @@ func DefaultOptions() Options {
 func BindFlags(fs *flag.FlagSet, o *Options) {
 	fs.StringVar(&o.MetricsAddr, "metrics-bind-address", o.MetricsAddr, "Address the Prometheus metrics endpoint binds to; 0 disables it.")
 	fs.StringVar(&o.ProbeAddr, "health-probe-bind-address", o.ProbeAddr, "Address the /healthz and /readyz probes bind to.")
+	fs.StringVar(&o.PprofAddr, "pprof-bind-address", o.PprofAddr, "Address Go's pprof endpoints bind to, for profiling; empty (the default) disables them.")
 	fs.BoolVar(&o.LeaderElect, "leader-elect", o.LeaderElect, "Elect a leader so that only one manager replica reconciles at a time.")
 	fs.StringVar(&o.LeaderElectNS, "leader-election-namespace", o.LeaderElectNS, "Namespace of the leader-election lease (default: the pod's namespace).")
 	fs.StringVar(&o.MACPrefixesFile, "mac-prefixes-file", o.MACPrefixesFile, "YAML MAC-prefix database (vendor, protocol, default credentials per BMC MAC prefix). Without it no Endpoint matches.")
@@ -177,6 +179,7 @@ func (p *Prepared) Run(ctx context.Context, cfg *rest.Config) error {
 		Scheme:                  scheme,
 		Metrics:                 metricsserver.Options{BindAddress: o.MetricsAddr},
 		HealthProbeBindAddress:  o.ProbeAddr,
+		PprofBindAddress:        o.PprofAddr,
 		LeaderElection:          o.LeaderElect,
 		LeaderElectionID:        "manager.metal.ironfleet.dev",
 		LeaderElectionNamespace: o.LeaderElectNS,

@@ -69,9 +69,10 @@ var labProfiles = []bmcsim.Profile{bmcsim.ProfileGeneric, bmcsim.ProfileDell, bm
 // Lab credentials: each vendor entry lists a wrong default first, so enrollment shows the
 // Endpoint reconciler trying credentials in turn.
 const (
-	labUser          = "admin"
-	labPassword      = "lab-password"
-	labWrongPassword = "factory-default"
+	labUser = "admin"
+	// Password is the lab BMCs' password; WrongPassword the wrong default tried first.
+	Password      = "lab-password"
+	WrongPassword = "factory-default"
 	// Namespace holds the lab's probe boots; claims go to "default".
 	Namespace = "ironfleet-system"
 )
@@ -209,7 +210,7 @@ func (l *Lab) startFleet() error {
 	}
 	for i, systems := range perBMC {
 		sim, err := bmcsim.Start(bmcsim.Options{
-			TLS: true, Username: labUser, Password: labPassword,
+			TLS: true, Username: labUser, Password: Password,
 			SerialNumber: fmt.Sprintf("LAB-BMC-%02d", i),
 			Profile:      labProfiles[i%len(labProfiles)], Systems: systems,
 		})
@@ -236,7 +237,7 @@ func (l *Lab) writeVendorFiles() (macdbPath, caPath string, err error) {
 		_, port, _ := net.SplitHostPort(sim.Host())
 		prefix, _ := bmcMAC(i)
 		fmt.Fprintf(&db, "- macPrefix: %q\n  manufacturer: %s\n  protocol: Redfish\n  scheme: https\n  port: %s\n  defaultCredentials:\n  - {username: %s, password: %s}\n  - {username: %s, password: %s}\n",
-			prefix, labProfiles[i%len(labProfiles)], port, labUser, labWrongPassword, labUser, labPassword)
+			prefix, labProfiles[i%len(labProfiles)], port, labUser, WrongPassword, labUser, Password)
 		cas.Write(sim.CACertPEM())
 	}
 	macdbPath = filepath.Join(l.Opts.Dir, "mac-prefixes.yaml")

@@ -21,11 +21,17 @@ import (
 	"github.com/ironfleet/ironfleet/internal/lab"
 )
 
+// operatorLog collects the log of every operator the tests run (controller-runtime takes one
+// logger per process), so the secrets test can read it all.
+var operatorLog = &lockedBuffer{}
+
+func TestMain(m *testing.M) {
+	ctrl.SetLogger(zap.New(zap.WriteTo(operatorLog), zap.UseDevMode(true)))
+	os.Exit(m.Run())
+}
+
 func startLab(t *testing.T, servers int) *lab.Lab {
 	t.Helper()
-	logFile, err := os.Create(filepath.Join(t.TempDir(), "operator.log"))
-	require.NoError(t, err)
-	ctrl.SetLogger(zap.New(zap.WriteTo(logFile)))
 	l, err := lab.Start(context.Background(), lab.Options{Dir: filepath.Join(t.TempDir(), "lab"), Servers: servers, BMCs: 2})
 	require.NoError(t, err)
 	t.Cleanup(l.Stop)

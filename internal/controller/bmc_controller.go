@@ -2,12 +2,10 @@ package controller
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/tools/events"
@@ -71,10 +69,7 @@ func (r *BMCReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.R
 	result, err := r.sync(ctx, &b)
 	b.Status.ObservedGeneration = b.Generation
 	r.recordReadyChange(original, &b)
-	if patchErr := r.Client.Status().Patch(ctx, &b, client.MergeFrom(original)); patchErr != nil && !apierrors.IsNotFound(patchErr) {
-		return ctrl.Result{}, errors.Join(err, fmt.Errorf("patching BMC status: %w", patchErr))
-	}
-	return result, err
+	return finishWithStatus(ctx, r.Client, &b, original, result, err)
 }
 
 // sync talks to the BMC and returns when to come back.

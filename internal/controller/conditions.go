@@ -4,8 +4,15 @@
 package controller
 
 import (
+	"context"
+	"errors"
+	"fmt"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/api/meta"
 	v1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 )
 
 // setCondition sets a condition on a status's conditions, stamped with the generation observed.
@@ -20,4 +27,13 @@ func boolStatus(ok bool) v1.ConditionStatus {
 		return v1.ConditionTrue
 	}
 	return v1.ConditionFalse
+}
+
+// finishWithStatus patches obj's status against original, once, at the end of a reconcile, and
+// joins a failed patch to the reconcile's own error. A vanished object is not an error.
+func finishWithStatus(ctx context.Context, c client.Client, obj, original client.Object, result ctrl.Result, err error) (ctrl.Result, error) {
+	if patchErr := c.Status().Patch(ctx, obj, client.MergeFrom(original)); patchErr != nil && !apierrors.IsNotFound(patchErr) {
+		return ctrl.Result{}, errors.Join(err, fmt.Errorf("patching %s status: %w", obj.GetName(), patchErr))
+	}
+	return result, err
 }

@@ -2,7 +2,6 @@ package controller
 
 import (
 	"context"
-	"errors"
 	"fmt"
 
 	corev1 "k8s.io/api/core/v1"
@@ -60,10 +59,7 @@ func (r *EndpointReconciler) Reconcile(ctx context.Context, req ctrl.Request) (c
 	original := ep.DeepCopy()
 	result, err := r.reconcile(ctx, &ep)
 	ep.Status.ObservedGeneration = ep.Generation
-	if patchErr := r.Client.Status().Patch(ctx, &ep, client.MergeFrom(original)); patchErr != nil && !apierrors.IsNotFound(patchErr) {
-		return ctrl.Result{}, errors.Join(err, fmt.Errorf("patching endpoint status: %w", patchErr))
-	}
-	return result, err
+	return finishWithStatus(ctx, r.Client, &ep, original, result, err)
 }
 
 func (r *EndpointReconciler) reconcile(ctx context.Context, ep *metalv1alpha1.Endpoint) (ctrl.Result, error) {

@@ -80,10 +80,7 @@ func (r *ServerClaimReconciler) Reconcile(ctx context.Context, req ctrl.Request)
 		return ctrl.Result{RequeueAfter: retryJitter()}, nil
 	}
 	claim.Status.ObservedGeneration = claim.Generation
-	if patchErr := r.Client.Status().Patch(ctx, &claim, client.MergeFrom(original)); patchErr != nil && !apierrors.IsNotFound(patchErr) {
-		return ctrl.Result{}, errors.Join(err, fmt.Errorf("patching claim status: %w", patchErr))
-	}
-	return result, err
+	return finishWithStatus(ctx, r.Client, &claim, original, result, err)
 }
 
 // errRetryBind means a bind lost a race; the claim is tried again shortly, with another server.

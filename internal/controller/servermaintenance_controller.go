@@ -2,7 +2,6 @@ package controller
 
 import (
 	"context"
-	"errors"
 	"fmt"
 
 	corev1 "k8s.io/api/core/v1"
@@ -63,10 +62,7 @@ func (r *ServerMaintenanceReconciler) Reconcile(ctx context.Context, req ctrl.Re
 	}
 	original := sm.DeepCopy()
 	err := r.take(ctx, &sm)
-	if patchErr := r.Client.Status().Patch(ctx, &sm, client.MergeFrom(original)); patchErr != nil && !apierrors.IsNotFound(patchErr) {
-		return ctrl.Result{}, errors.Join(err, patchErr)
-	}
-	return ctrl.Result{}, err
+	return finishWithStatus(ctx, r.Client, &sm, original, ctrl.Result{}, err)
 }
 
 func (r *ServerMaintenanceReconciler) take(ctx context.Context, sm *metalv1alpha1.ServerMaintenance) error {

@@ -27,10 +27,14 @@ type BMC struct {
 	closing   chan struct{} // closed by Close; ends injected hangs and latency waits
 	closeOnce sync.Once
 
-	srv       *http.Server
+	srv       *http.Server // nil in a LoopbackFleet, which serves for its BMCs
 	serveDone chan struct{}
 	url, host string
 	caPEM     []byte
+
+	certOnce sync.Once // a LoopbackFleet BMC's certificate, issued on first use
+	cert     *tls.Certificate
+	certErr  error
 }
 
 type counters struct {
@@ -120,8 +124,19 @@ func (b *BMC) listen(addr string, useTLS bool) error {
 		})
 		b.caPEM, b.url = caPEM, "https://"+b.host
 	}
-	b.srv = &http.Server{
-		Handler:           b.handler,
+	b.srv = newHTTPServer(b.handler)
+	b.serveDone = make(chan struct{})
+	go func() {
+		defer close(b.serveDone)
+		_ = b.srv.Serve(ln)
+	}()
+	return nil
+}
+
+// newHTTPServer is how every simulated BMC serves: BMC-like timeouts and quiet logs.
+func newHTTPServer(h http.Handler) *http.Server {
+	return &http.Server{
+		Handler:           h,
 		ReadHeaderTimeout: 10 * time.Second,
 		ReadTimeout:       30 * time.Second,
 		WriteTimeout:      maxHang + 30*time.Second, // longer than any injected hang
@@ -131,12 +146,6 @@ func (b *BMC) listen(addr string, useTLS bool) error {
 		// expected; logging each would drown test output.
 		ErrorLog: log.New(io.Discard, "", 0),
 	}
-	b.serveDone = make(chan struct{})
-	go func() {
-		defer close(b.serveDone)
-		_ = b.srv.Serve(ln)
-	}()
-	return nil
 }
 
 // URL is the base URL clients connect to, "https://127.0.0.1:PORT" or "http://...".
@@ -165,6 +174,16 @@ func (b *BMC) Close() error {
 		err = nil
 	}
 	return err
+}
+
+// closed reports whether Close was called.
+func (b *BMC) closed() bool {
+	select {
+	case <-b.closing:
+		return true
+	default:
+		return false
+	}
 }
 
 // Stats returns the counters and the number of live sessions.

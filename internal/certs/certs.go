@@ -1,5 +1,5 @@
-// Package certs makes the self-signed serving certificates Ironfleet's own endpoints use where
-// nobody provides one: the probe registry, and every simulated BMC.
+// Package certs makes the certificates Ironfleet's own endpoints use where nobody provides one:
+// the probe registry, and every simulated BMC.
 package certs
 
 import (
@@ -20,6 +20,45 @@ import (
 // exactly it by putting it in RootCAs. ECDSA P-256 keeps generation cheap enough for thousands
 // of simulated BMCs in one process.
 func SelfSigned(commonName string, hosts []string, valid time.Duration) (certPEM, keyPEM []byte, err error) {
+	cert, key, err := create(commonName, hosts, valid, nil)
+	if err != nil {
+		return nil, nil, err
+	}
+	return encode(cert, key)
+}
+
+// CA issues serving certificates, so that a client trusting the one CA certificate trusts every
+// endpoint it issued for (a site's PKI, or a simulated fleet of thousands of BMCs).
+type CA struct {
+	cert *x509.Certificate
+	key  *ecdsa.PrivateKey
+	pem  []byte
+}
+
+// NewCA makes a CA valid for valid.
+func NewCA(commonName string, valid time.Duration) (*CA, error) {
+	cert, key, err := create(commonName, nil, valid, nil)
+	if err != nil {
+		return nil, err
+	}
+	return &CA{cert: cert, key: key, pem: pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: cert.Raw})}, nil
+}
+
+// CertPEM is the CA certificate to trust.
+func (ca *CA) CertPEM() []byte { return ca.pem }
+
+// Issue returns a PEM serving certificate and EC key for hosts, signed by the CA.
+func (ca *CA) Issue(commonName string, hosts []string, valid time.Duration) (certPEM, keyPEM []byte, err error) {
+	cert, key, err := create(commonName, hosts, valid, ca)
+	if err != nil {
+		return nil, nil, err
+	}
+	return encode(cert, key)
+}
+
+// create makes a certificate for hosts: a CA signing itself when issuer is nil, else a leaf
+// signed by issuer.
+func create(commonName string, hosts []string, valid time.Duration, issuer *CA) (*x509.Certificate, *ecdsa.PrivateKey, error) {
 	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	if err != nil {
 		return nil, nil, fmt.Errorf("generating key: %w", err)
@@ -43,21 +82,31 @@ func SelfSigned(commonName string, hosts []string, valid time.Duration) (certPEM
 	}
 	for _, h := range hosts {
 		if ip := net.ParseIP(h); ip != nil {
-			if !ip.IsLoopback() && !ip.IsUnspecified() {
+			if !ip.Equal(net.IPv4(127, 0, 0, 1)) && !ip.Equal(net.IPv6loopback) && !ip.IsUnspecified() {
 				tmpl.IPAddresses = append(tmpl.IPAddresses, ip)
 			}
 		} else if h != "" && h != "localhost" {
 			tmpl.DNSNames = append(tmpl.DNSNames, h)
 		}
 	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
+	parent, parentKey := tmpl, key
+	if issuer != nil {
+		tmpl.IsCA, tmpl.KeyUsage = false, x509.KeyUsageDigitalSignature
+		parent, parentKey = issuer.cert, issuer.key
+	}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, parent, &key.PublicKey, parentKey)
 	if err != nil {
 		return nil, nil, fmt.Errorf("creating certificate: %w", err)
 	}
+	cert, err := x509.ParseCertificate(der)
+	return cert, key, err
+}
+
+func encode(cert *x509.Certificate, key *ecdsa.PrivateKey) (certPEM, keyPEM []byte, err error) {
 	keyDER, err := x509.MarshalECPrivateKey(key)
 	if err != nil {
 		return nil, nil, err
 	}
-	return pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}),
+	return pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: cert.Raw}),
 		pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: keyDER}), nil
 }

@@ -26,3 +26,29 @@ func TestSelfSignedVerifiesForItsHosts(t *testing.T) {
 	_, err = leaf.Verify(x509.VerifyOptions{Roots: pool, DNSName: "other.example"})
 	assert.Error(t, err)
 }
+
+func TestCAIssuesLeavesTrustedThroughTheCAOnly(t *testing.T) {
+	ca, err := NewCA("fleet", time.Hour)
+	require.NoError(t, err)
+	certPEM, keyPEM, err := ca.Issue("bmc", []string{"127.1.0.7"}, time.Hour)
+	require.NoError(t, err)
+	pair, err := tls.X509KeyPair(certPEM, keyPEM)
+	require.NoError(t, err)
+	leaf, err := x509.ParseCertificate(pair.Certificate[0])
+	require.NoError(t, err)
+	assert.False(t, leaf.IsCA, "an issued certificate cannot sign others")
+
+	roots := x509.NewCertPool()
+	require.True(t, roots.AppendCertsFromPEM(ca.CertPEM()))
+	_, err = leaf.Verify(x509.VerifyOptions{Roots: roots, DNSName: "127.1.0.7"})
+	assert.NoError(t, err, "the leaf verifies through the CA for its own loopback address")
+	_, err = leaf.Verify(x509.VerifyOptions{Roots: roots, DNSName: "127.1.0.8"})
+	assert.Error(t, err, "another BMC's address does not verify")
+
+	other, err := NewCA("other", time.Hour)
+	require.NoError(t, err)
+	otherRoots := x509.NewCertPool()
+	require.True(t, otherRoots.AppendCertsFromPEM(other.CertPEM()))
+	_, err = leaf.Verify(x509.VerifyOptions{Roots: otherRoots, DNSName: "127.1.0.7"})
+	assert.Error(t, err, "another CA does not vouch for it")
+}

@@ -12,6 +12,7 @@ import (
 
 	"github.com/go-logr/logr"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/api/meta"
 	v1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -19,6 +20,7 @@ import (
 
 	metalv1alpha1 "github.com/ironfleet/ironfleet/apis/metal/v1alpha1"
 	"github.com/ironfleet/ironfleet/internal/bmcsim"
+	"github.com/ironfleet/ironfleet/internal/controller"
 	"github.com/ironfleet/ironfleet/internal/ignition"
 	"github.com/ironfleet/ironfleet/metalprobe/cli"
 )
@@ -41,6 +43,9 @@ type BootService struct {
 	// cache of its own to go stale.
 	Client client.Client
 	Log    logr.Logger
+	// Probe boots metalprobe on a host with the ignition served: runProbe (the real command
+	// line, the default) or InstantProbes (the benchmark's).
+	Probe func(ctx context.Context, ign []byte, host Host) error
 
 	mu    sync.Mutex
 	hosts map[string]Host // by system UUID
@@ -53,7 +58,7 @@ type BootService struct {
 
 // NewBootService returns a boot service whose probe runs end when ctx does.
 func NewBootService(ctx context.Context, c client.Client, log logr.Logger) *BootService {
-	return &BootService{Client: c, Log: log, ctx: ctx, hosts: map[string]Host{}, held: map[string][]func(){}, hold: map[string]bool{}}
+	return &BootService{Client: c, Log: log, Probe: runProbe, ctx: ctx, hosts: map[string]Host{}, held: map[string][]func(){}, hold: map[string]bool{}}
 }
 
 // AddHost makes a host bootable: its probe runs on its tree.
@@ -155,10 +160,20 @@ func (b *BootService) serve(ctx context.Context, ev bmcsim.PowerOnEvent) (Boot, 
 	if !ok {
 		return boot, fmt.Errorf("no hardware tree for host %s: the probe cannot run", ev.UUID)
 	}
-	return boot, runProbe(ign, host)
+	return boot, b.Probe(ctx, ign, host)
 }
 
+// serverByUUID finds the server a PXE request came from. Servers are named after their UUID
+// when they have one, so that is one Get; only a server with a fallback name needs the list.
 func (b *BootService) serverByUUID(ctx context.Context, uuid string) (*metalv1alpha1.Server, error) {
+	var server metalv1alpha1.Server
+	err := b.Client.Get(ctx, client.ObjectKey{Name: uuid}, &server)
+	if err == nil && server.Spec.SystemUUID == uuid {
+		return &server, nil
+	}
+	if err != nil && !apierrors.IsNotFound(err) {
+		return nil, err
+	}
 	var servers metalv1alpha1.ServerList
 	if err := b.Client.List(ctx, &servers); err != nil {
 		return nil, err
@@ -174,7 +189,7 @@ func (b *BootService) serverByUUID(ctx context.Context, uuid string) (*metalv1al
 // readyBootConfig is the server's Ready boot configuration: what a PXE request is answered with.
 func (b *BootService) readyBootConfig(ctx context.Context, server *metalv1alpha1.Server) (*metalv1alpha1.ServerBootConfiguration, error) {
 	var list metalv1alpha1.ServerBootConfigurationList
-	if err := b.Client.List(ctx, &list); err != nil {
+	if err := b.Client.List(ctx, &list, client.MatchingLabels{controller.LabelServer: server.Name}); err != nil {
 		return nil, err
 	}
 	for i := range list.Items {
@@ -204,7 +219,7 @@ func (b *BootService) ignition(ctx context.Context, sbc *metalv1alpha1.ServerBoo
 
 // runProbe boots metalprobe in-process: the real command line, on the host's hardware tree,
 // with the ignition the boot service serves. It discovers or wipes as the ignition says.
-func runProbe(ign []byte, host Host) error {
+func runProbe(_ context.Context, ign []byte, host Host) error {
 	f, err := os.CreateTemp("", "ignition-*.json")
 	if err != nil {
 		return err

@@ -6,8 +6,10 @@ import (
 	"fmt"
 	"net"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -36,8 +38,16 @@ type Options struct {
 	DiscoveryTimeout time.Duration
 	// ManagerConfig, when set, gives the operator its own identity against the control plane
 	// (the RBAC test runs it with exactly the permissions the bundle grants); by default it
-	// runs as an administrator.
+	// runs as an administrator. In-process managers only.
 	ManagerConfig func(env *testenv.Env) (*rest.Config, error)
+	// ManagerBinary, when set, runs the operator as its own process from this cmd/manager
+	// binary (its log in <Dir>/manager.log), so that it can be killed and measured on its own;
+	// by default it runs in-process.
+	ManagerBinary string
+	// Manager adjusts the operator's options before it starts (client QPS, concurrency, …).
+	Manager func(*manager.Options)
+	// InstantProbes boots hosts without a hardware tree or disk I/O each (see InstantProbes).
+	InstantProbes bool
 }
 
 func (o *Options) defaults() {
@@ -88,11 +98,18 @@ type Lab struct {
 	Kubeconfig string
 	// Kubectl is a script that runs kubectl against the lab.
 	Kubectl string
+	// ManagerOptions are the operator's options.
+	ManagerOptions manager.Options
+	// MetricsURL is the operator's /metrics when it runs as a process; empty otherwise.
+	MetricsURL string
 
+	fleet       *bmcsim.LoopbackFleet
 	prepared    *manager.Prepared
 	managerCfg  *rest.Config
 	stopManager context.CancelFunc
 	managerDone chan error
+	proc        *exec.Cmd
+	procLog     *os.File
 	stopBoots   context.CancelFunc
 	bootsDone   chan error
 }
@@ -141,6 +158,20 @@ func Start(ctx context.Context, opts Options) (l *Lab, err error) {
 	o.RegistrySecret = Namespace + "/ironfleet-registry"
 	o.SystemNamespace, o.ProbeImage = Namespace, "lab/metalprobe:dev"
 	o.Discovery.Timeout = opts.DiscoveryTimeout
+	if opts.ManagerBinary != "" {
+		if opts.ManagerConfig != nil {
+			return nil, errors.New("lab: ManagerConfig is for in-process managers only")
+		}
+		if o.MetricsAddr, err = freeLoopbackAddr(); err != nil {
+			return nil, err
+		}
+		o.InProcess = false
+		l.MetricsURL = "http://" + o.MetricsAddr + "/metrics"
+	}
+	if opts.Manager != nil {
+		opts.Manager(&o)
+	}
+	l.ManagerOptions = o
 	if l.prepared, err = manager.Prepare(o); err != nil {
 		return nil, err
 	}
@@ -194,65 +225,74 @@ func (l *Lab) startBootService() error {
 	return nil
 }
 
-// startFleet starts the simulated BMCs (TLS, varied vendor profiles) with the servers spread
-// over them, and prepares each server's host tree.
+// startFleet starts the simulated BMCs (TLS, varied vendor profiles, each at its own loopback
+// address on one port) with the servers spread over them, and prepares each server's host.
 func (l *Lab) startFleet() error {
 	perBMC := make([][]bmcsim.SystemSpec, l.Opts.BMCs)
+	var instant *InstantProbes
+	if l.Opts.InstantProbes {
+		instant = NewInstantProbes()
+		l.Boots.Probe = instant.Probe
+	}
 	for i := 0; i < l.Opts.Servers; i++ {
 		spec := bmcsim.DefaultSystem(i)
-		host, err := PrepareHost(hostFixtures[i%len(hostFixtures)], filepath.Join(l.Opts.Dir, "hosts", spec.UUID), spec.UUID)
-		if err != nil {
-			return err
+		fixture := hostFixtures[i%len(hostFixtures)]
+		host := InstantHost(fixture, strings.ToLower(spec.UUID))
+		if instant == nil {
+			var err error
+			if host, err = PrepareHost(fixture, filepath.Join(l.Opts.Dir, "hosts", spec.UUID), spec.UUID); err != nil {
+				return err
+			}
 		}
 		l.Hosts = append(l.Hosts, host)
 		l.Boots.AddHost(host)
 		perBMC[i%l.Opts.BMCs] = append(perBMC[i%l.Opts.BMCs], spec)
 	}
-	for i, systems := range perBMC {
-		sim, err := bmcsim.Start(bmcsim.Options{
-			TLS: true, Username: labUser, Password: Password,
+	fleet, err := bmcsim.StartLoopbackFleet(l.Opts.BMCs, true, func(i int) bmcsim.Options {
+		return bmcsim.Options{
+			Username: labUser, Password: Password,
 			SerialNumber: fmt.Sprintf("LAB-BMC-%02d", i),
-			Profile:      labProfiles[i%len(labProfiles)], Systems: systems,
-		})
-		if err != nil {
-			return err
+			Profile:      labProfiles[i%len(labProfiles)], Systems: perBMC[i],
 		}
+	})
+	if err != nil {
+		return err
+	}
+	l.fleet, l.BMCs = fleet, fleet.BMCs
+	for _, sim := range l.BMCs {
 		sim.OnPowerOn(l.Boots.PowerOn)
-		l.BMCs = append(l.BMCs, sim)
 	}
 	return nil
 }
 
-// bmcMAC is the MAC of simulated BMC i; the lab's MAC-prefix DB has one entry per BMC,
-// because each listens on its own loopback port.
+// bmcMAC is the MAC of simulated BMC i. The lab's MAC-prefix DB has one entry per vendor
+// profile: every BMC listens on the fleet's one port, each at its own loopback address.
 func bmcMAC(i int) (prefix, mac string) {
-	prefix = fmt.Sprintf("02:1f:a0:%02x:%02x", i>>8, i&0xff)
-	return prefix, prefix + ":01"
+	prefix = fmt.Sprintf("02:1f:a%d", i%len(labProfiles))
+	return prefix, fmt.Sprintf("%s:%02x:%02x:%02x", prefix, i>>16&0xff, i>>8&0xff, i&0xff)
 }
 
 func (l *Lab) writeVendorFiles() (macdbPath, caPath string, err error) {
-	var db, cas strings.Builder
-	db.WriteString("# Generated by the Ironfleet lab: one entry per simulated BMC.\nmacPrefixes:\n")
-	for i, sim := range l.BMCs {
-		_, port, _ := net.SplitHostPort(sim.Host())
+	var db strings.Builder
+	db.WriteString("# Generated by the Ironfleet lab: one entry per simulated BMC vendor.\nmacPrefixes:\n")
+	for i := range min(len(labProfiles), len(l.BMCs)) {
 		prefix, _ := bmcMAC(i)
-		fmt.Fprintf(&db, "- macPrefix: %q\n  manufacturer: %s\n  protocol: Redfish\n  scheme: https\n  port: %s\n  defaultCredentials:\n  - {username: %s, password: %s}\n  - {username: %s, password: %s}\n",
-			prefix, labProfiles[i%len(labProfiles)], port, labUser, WrongPassword, labUser, Password)
-		cas.Write(sim.CACertPEM())
+		fmt.Fprintf(&db, "- macPrefix: %q\n  manufacturer: %s\n  protocol: Redfish\n  scheme: https\n  port: %d\n  defaultCredentials:\n  - {username: %s, password: %s}\n  - {username: %s, password: %s}\n",
+			prefix, labProfiles[i], l.fleet.Port(), labUser, WrongPassword, labUser, Password)
 	}
 	macdbPath = filepath.Join(l.Opts.Dir, "mac-prefixes.yaml")
 	caPath = filepath.Join(l.Opts.Dir, "bmc-ca.pem")
 	if err := os.WriteFile(macdbPath, []byte(db.String()), 0o600); err != nil {
 		return "", "", err
 	}
-	return macdbPath, caPath, os.WriteFile(caPath, []byte(cas.String()), 0o644)
+	return macdbPath, caPath, os.WriteFile(caPath, l.fleet.CACertPEM(), 0o644)
 }
 
 func (l *Lab) createEndpoints(ctx context.Context) error {
 	for i := range l.BMCs {
 		_, mac := bmcMAC(i)
 		ep := &metalv1alpha1.Endpoint{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("lab-bmc-%02d", i)},
-			Spec: metalv1alpha1.EndpointSpec{MACAddress: mac, IP: "127.0.0.1"}}
+			Spec: metalv1alpha1.EndpointSpec{MACAddress: mac, IP: bmcsim.FleetAddr(i).String()}}
 		if err := l.Client.Create(ctx, ep); err != nil && !apierrors.IsAlreadyExists(err) {
 			return err
 		}
@@ -260,16 +300,60 @@ func (l *Lab) createEndpoints(ctx context.Context) error {
 	return nil
 }
 
-// StartManager starts the operator in-process, with exactly the wiring cmd/manager uses.
+// StartManager starts the operator, with exactly the wiring cmd/manager uses: in-process, or as
+// a cmd/manager process when Options.ManagerBinary is set.
 func (l *Lab) StartManager() error {
+	if l.Opts.ManagerBinary != "" {
+		return l.startManagerProcess()
+	}
 	ctx, cancel := context.WithCancel(context.Background())
 	l.stopManager, l.managerDone = cancel, make(chan error, 1)
 	go func() { l.managerDone <- l.prepared.Run(ctx, l.managerCfg) }()
 	return nil
 }
 
-// StopManager stops the operator, as a crash would, and waits until it has.
+func (l *Lab) startManagerProcess() error {
+	if l.procLog == nil {
+		f, err := os.OpenFile(filepath.Join(l.Opts.Dir, "manager.log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
+		if err != nil {
+			return err
+		}
+		l.procLog = f
+	}
+	cmd := exec.Command(l.Opts.ManagerBinary, l.ManagerOptions.Args()...)
+	cmd.Env = append(os.Environ(), "KUBECONFIG="+l.Kubeconfig)
+	cmd.Stdout, cmd.Stderr = l.procLog, l.procLog
+	// The manager never outlives the lab, even when the lab's process is killed.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	if err := cmd.Start(); err != nil {
+		return fmt.Errorf("starting the manager process: %w", err)
+	}
+	l.proc, l.managerDone = cmd, make(chan error, 1)
+	go func() { l.managerDone <- cmd.Wait() }()
+	return nil
+}
+
+// ManagerPID is the operator's process ID when it runs as a process, else 0.
+func (l *Lab) ManagerPID() int {
+	if l.proc == nil {
+		return 0
+	}
+	return l.proc.Process.Pid
+}
+
+// StopManager stops the operator and waits until it has: a process gets SIGTERM (SIGKILL after
+// 30 s), an in-process manager has its context cancelled.
 func (l *Lab) StopManager() error {
+	if l.proc != nil {
+		_ = l.proc.Process.Signal(syscall.SIGTERM)
+		select {
+		case err := <-l.managerDone:
+			l.proc = nil
+			return err
+		case <-time.After(30 * time.Second):
+			return l.KillManager()
+		}
+	}
 	if l.stopManager == nil {
 		return nil
 	}
@@ -280,6 +364,18 @@ func (l *Lab) StopManager() error {
 		return nil
 	}
 	return err
+}
+
+// KillManager kills the operator's process with SIGKILL, as a crash or an OOM kill would, and
+// waits until it is gone. An in-process manager is stopped instead.
+func (l *Lab) KillManager() error {
+	if l.proc == nil {
+		return l.StopManager()
+	}
+	_ = l.proc.Process.Kill()
+	<-l.managerDone
+	l.proc = nil
+	return nil
 }
 
 // RestartManager stops the operator and starts a new one: fresh caches, fresh BMC sessions.
@@ -299,10 +395,14 @@ func (l *Lab) Stop() {
 		<-l.bootsDone
 		l.stopBoots = nil
 	}
-	for _, b := range l.BMCs {
-		_ = b.Close()
+	if l.fleet != nil {
+		_ = l.fleet.Close()
+		l.fleet, l.BMCs = nil, nil
 	}
-	l.BMCs = nil
+	if l.procLog != nil {
+		_ = l.procLog.Close()
+		l.procLog = nil
+	}
 	if l.Env != nil {
 		_ = l.Env.Stop()
 		l.Env = nil

@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"net/url"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -106,6 +107,44 @@ func BindFlags(fs *flag.FlagSet, o *Options) {
 		o.Discovery.Attempts = int32(n)
 		return nil
 	})
+}
+
+// Args renders o as the flags BindFlags reads, so that a manager process started with them runs
+// with exactly o. InProcess has no flag.
+func (o Options) Args() []string {
+	dur := func(d time.Duration) string { return d.String() }
+	args := []string{
+		"--metrics-bind-address=" + o.MetricsAddr,
+		"--health-probe-bind-address=" + o.ProbeAddr,
+		"--pprof-bind-address=" + o.PprofAddr,
+		"--leader-elect=" + strconv.FormatBool(o.LeaderElect),
+		"--leader-election-namespace=" + o.LeaderElectNS,
+		"--mac-prefixes-file=" + o.MACPrefixesFile,
+		"--bmc-ca-file=" + o.BMCCAFile,
+		"--bmc-request-timeout=" + dur(o.BMCTimeout),
+		"--bmc-resync-period=" + dur(o.Settings.ResyncPeriod),
+		"--retry-backoff-base=" + dur(o.Settings.BackoffBase),
+		"--retry-backoff-max=" + dur(o.Settings.BackoffMax),
+		"--default-concurrency=" + strconv.Itoa(o.Settings.DefaultConcurrency),
+		"--kube-api-qps=" + strconv.FormatFloat(o.KubeQPS, 'g', -1, 64),
+		"--kube-api-burst=" + strconv.Itoa(o.KubeBurst),
+		"--registry-bind-address=" + o.RegistryAddr,
+		"--registry-url=" + o.RegistryURL,
+		"--registry-secret=" + o.RegistrySecret,
+		"--system-namespace=" + o.SystemNamespace,
+		"--probe-image=" + o.ProbeImage,
+		"--discovery-timeout=" + dur(o.Discovery.Timeout),
+		"--discovery-attempts=" + strconv.Itoa(int(o.Discovery.Attempts)),
+	}
+	if len(o.Settings.MaxConcurrentReconciles) > 0 {
+		pairs := make([]string, 0, len(o.Settings.MaxConcurrentReconciles))
+		for name, n := range o.Settings.MaxConcurrentReconciles {
+			pairs = append(pairs, name+"="+strconv.Itoa(n))
+		}
+		slices.Sort(pairs)
+		args = append(args, "--concurrency="+strings.Join(pairs, ","))
+	}
+	return args
 }
 
 // ParseConcurrency reads controller=count pairs.

@@ -1,0 +1,39 @@
+package manager
+
+import (
+	"flag"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// A manager process started with o.Args() runs with exactly o: every option has a flag, and
+// Args renders each one so that BindFlags reads it back unchanged.
+func TestArgsRoundTripThroughTheFlags(t *testing.T) {
+	o := Options{
+		MetricsAddr: "127.0.0.1:1", ProbeAddr: "127.0.0.1:2", PprofAddr: "127.0.0.1:3",
+		LeaderElect: true, LeaderElectNS: "ns", MACPrefixesFile: "/m.yaml", BMCCAFile: "/ca.pem",
+		BMCTimeout: 7 * time.Second, KubeQPS: 123.5, KubeBurst: 456,
+		RegistryAddr: "127.0.0.1:4", RegistryURL: "https://r:4", RegistrySecret: "a/b",
+		SystemNamespace: "sys", ProbeImage: "img:1",
+	}
+	o.Discovery.Timeout, o.Discovery.Attempts = 42*time.Second, 5
+	o.Settings.ResyncPeriod, o.Settings.BackoffBase, o.Settings.BackoffMax = 3*time.Minute, 250*time.Millisecond, time.Minute
+	o.Settings.DefaultConcurrency = 9
+	o.Settings.MaxConcurrentReconciles = map[string]int{"server": 16, "bmc": 8}
+
+	got := DefaultOptions()
+	fs := flag.NewFlagSet("manager", flag.ContinueOnError)
+	BindFlags(fs, &got)
+	require.NoError(t, fs.Parse(o.Args()))
+	assert.Equal(t, o, got)
+
+	// The defaults survive the round trip too (no concurrency map, no pprof).
+	def, got := DefaultOptions(), Options{}
+	fs = flag.NewFlagSet("manager", flag.ContinueOnError)
+	BindFlags(fs, &got)
+	require.NoError(t, fs.Parse(def.Args()))
+	assert.Equal(t, def, got)
+}

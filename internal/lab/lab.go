@@ -442,3 +442,19 @@ func freeLoopbackAddr() (string, error) {
 	defer ln.Close()
 	return ln.Addr().String(), nil
 }
+
+// BuildManager builds cmd/manager into dir and returns the binary's path, for
+// Options.ManagerBinary.
+func BuildManager(dir string) (string, error) {
+	root, err := testenv.RepoRoot()
+	if err != nil {
+		return "", err
+	}
+	bin := filepath.Join(dir, "manager")
+	cmd := exec.Command("go", "build", "-o", bin, "./cmd/manager")
+	cmd.Dir = root
+	if out, err := cmd.CombinedOutput(); err != nil {
+		return "", fmt.Errorf("building cmd/manager: %w\n%s", err, out)
+	}
+	return bin, nil
+}

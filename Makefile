@@ -83,6 +83,12 @@ fuzz: ## Fuzz every hostile-input parser for FUZZTIME each (crashers land in tes
 	go test -run '^$$' -fuzz '^FuzzParseAddress$$' -fuzztime $(FUZZTIME) ./internal/bmc/
 	go test -run '^$$' -fuzz '^FuzzParse$$' -fuzztime $(FUZZTIME) ./internal/ignition/
 
+BENCH_SERVERS ?= 1000
+
+.PHONY: bench
+bench: envtest ## Scale benchmark: BENCH_SERVERS (1000) servers through enrollment, claims, release and 5 idle minutes; writes docs/bench/.
+	IRONFLEET_BENCH=1 BENCH_SERVERS=$(BENCH_SERVERS) go test -count=1 -run '^TestBench$$' -timeout 4h -v ./test/bench/
+
 ##@ Packaging
 
 VERSION ?= 0.1.0

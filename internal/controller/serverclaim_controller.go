@@ -29,7 +29,12 @@ import (
 // ClaimFinalizer holds a claim until its server is released.
 const ClaimFinalizer = "metal.ironfleet.dev/claim"
 
-const indexServerByClaim = "spec.serverClaimRef"
+// Field indexes: servers by the claim holding them; bindable servers; claims still waiting.
+const (
+	indexServerByClaim  = "spec.serverClaimRef"
+	indexServerBindable = "bindable"
+	indexClaimPending   = "pending"
+)
 
 // Reasons of a claim's conditions.
 const (
@@ -188,10 +193,11 @@ func errRetryBindAfter(ctx context.Context, c client.Client, claim *metalv1alpha
 	return errRetryBind
 }
 
-// candidates are the bindable servers that match, in a stable order.
+// candidates are the bindable servers that match, in a stable order. They are the cache's own
+// objects (a fleet of thousands is not copied per claim): read them, never change them.
 func (r *ServerClaimReconciler) candidates(ctx context.Context, claim *metalv1alpha1.ServerClaim) ([]*metalv1alpha1.Server, error) {
 	var servers metalv1alpha1.ServerList
-	if err := r.Client.List(ctx, &servers); err != nil {
+	if err := r.Client.List(ctx, &servers, client.MatchingFields{indexServerBindable: "true"}, client.UnsafeDisableDeepCopy); err != nil {
 		return nil, err
 	}
 	var out []*metalv1alpha1.Server
@@ -318,9 +324,26 @@ func (r *ServerClaimReconciler) release(ctx context.Context, claim *metalv1alpha
 
 // SetupWithManager registers the reconciler, its index, and its watches.
 func (r *ServerClaimReconciler) SetupWithManager(mgr ctrl.Manager) error {
-	if err := mgr.GetFieldIndexer().IndexField(context.Background(), &metalv1alpha1.Server{}, indexServerByClaim, func(o client.Object) []string {
+	indexer := mgr.GetFieldIndexer()
+	if err := indexer.IndexField(context.Background(), &metalv1alpha1.Server{}, indexServerByClaim, func(o client.Object) []string {
 		if ref := o.(*metalv1alpha1.Server).Spec.ServerClaimRef; ref != nil {
 			return []string{ref.Namespace + "/" + ref.Name}
+		}
+		return nil
+	}); err != nil {
+		return err
+	}
+	if err := indexer.IndexField(context.Background(), &metalv1alpha1.Server{}, indexServerBindable, func(o client.Object) []string {
+		if bindable(o.(*metalv1alpha1.Server)) {
+			return []string{"true"}
+		}
+		return nil
+	}); err != nil {
+		return err
+	}
+	if err := indexer.IndexField(context.Background(), &metalv1alpha1.ServerClaim{}, indexClaimPending, func(o client.Object) []string {
+		if pending(o.(*metalv1alpha1.ServerClaim)) {
+			return []string{"true"}
 		}
 		return nil
 	}); err != nil {
@@ -338,8 +361,8 @@ func (r *ServerClaimReconciler) SetupWithManager(mgr ctrl.Manager) error {
 		Complete(r)
 }
 
-// claimsForServer: a server that became bindable wakes every waiting claim; any other change
-// wakes the claim that holds the server.
+// claimsForServer: a server that became bindable wakes the waiting claims it would satisfy;
+// any other change wakes the claim that holds the server.
 func (r *ServerClaimReconciler) claimsForServer(ctx context.Context, o client.Object) []reconcile.Request {
 	server, ok := o.(*metalv1alpha1.Server)
 	if !ok {
@@ -352,16 +375,22 @@ func (r *ServerClaimReconciler) claimsForServer(ctx context.Context, o client.Ob
 		return nil
 	}
 	var claims metalv1alpha1.ServerClaimList
-	if err := r.Client.List(ctx, &claims); err != nil {
+	if err := r.Client.List(ctx, &claims, client.MatchingFields{indexClaimPending: "true"}, client.UnsafeDisableDeepCopy); err != nil {
 		return nil
 	}
 	var reqs []reconcile.Request
-	for _, c := range claims.Items {
-		if c.Status.Phase != metalv1alpha1.ClaimPhaseBound && c.DeletionTimestamp.IsZero() {
-			reqs = append(reqs, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(&c)})
+	for i := range claims.Items {
+		c := &claims.Items[i]
+		if ok, err := matches(c, server); ok || err != nil {
+			reqs = append(reqs, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(c)})
 		}
 	}
 	return reqs
+}
+
+// pending is a claim still waiting for a server.
+func pending(c *metalv1alpha1.ServerClaim) bool {
+	return c.Status.Phase != metalv1alpha1.ClaimPhaseBound && c.DeletionTimestamp.IsZero()
 }
 
 // claimRelevantServerChange passes server changes a claim reacts to: becoming bindable, and

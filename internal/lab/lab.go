@@ -48,6 +48,9 @@ type Options struct {
 	Manager func(*manager.Options)
 	// InstantProbes boots hosts without a hardware tree or disk I/O each (see InstantProbes).
 	InstantProbes bool
+	// ManualStart leaves starting the operator (StartManager) and creating the Endpoints
+	// (CreateEndpoints) to the caller, e.g. to measure from that moment.
+	ManualStart bool
 }
 
 func (o *Options) defaults() {
@@ -181,10 +184,13 @@ func Start(ctx context.Context, opts Options) (l *Lab, err error) {
 			return nil, err
 		}
 	}
+	if opts.ManualStart {
+		return l, nil
+	}
 	if err := l.StartManager(); err != nil {
 		return nil, err
 	}
-	return l, l.createEndpoints(ctx)
+	return l, l.CreateEndpoints(ctx)
 }
 
 func (l *Lab) writeKubeconfig() error {
@@ -288,16 +294,47 @@ func (l *Lab) writeVendorFiles() (macdbPath, caPath string, err error) {
 	return macdbPath, caPath, os.WriteFile(caPath, l.fleet.CACertPEM(), 0o644)
 }
 
-func (l *Lab) createEndpoints(ctx context.Context) error {
-	for i := range l.BMCs {
+// CreateEndpoints creates one Endpoint per simulated BMC, as the out-of-band network's DHCP
+// would report them, from several workers so that ten thousand take seconds.
+func (l *Lab) CreateEndpoints(ctx context.Context) error {
+	return Parallel(8, len(l.BMCs), func(i int) error {
 		_, mac := bmcMAC(i)
 		ep := &metalv1alpha1.Endpoint{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("lab-bmc-%02d", i)},
 			Spec: metalv1alpha1.EndpointSpec{MACAddress: mac, IP: bmcsim.FleetAddr(i).String()}}
 		if err := l.Client.Create(ctx, ep); err != nil && !apierrors.IsAlreadyExists(err) {
 			return err
 		}
+		return nil
+	})
+}
+
+// Parallel runs do(0), …, do(n-1) on workers goroutines and returns the first error; every
+// item is tried.
+func Parallel(workers, n int, do func(i int) error) error {
+	next := make(chan int)
+	errs := make(chan error, workers)
+	for range workers {
+		go func() {
+			var first error
+			for i := range next {
+				if err := do(i); err != nil && first == nil {
+					first = err
+				}
+			}
+			errs <- first
+		}()
 	}
-	return nil
+	for i := range n {
+		next <- i
+	}
+	close(next)
+	var first error
+	for range workers {
+		if err := <-errs; err != nil && first == nil {
+			first = err
+		}
+	}
+	return first
 }
 
 // StartManager starts the operator, with exactly the wiring cmd/manager uses: in-process, or as

@@ -1,0 +1,291 @@
+// Package bench measures the operator at fleet scale (make bench): enrollment against the
+// apiserver's own floor, claim latency, release, and what the manager process costs.
+package bench
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/client-go/rest"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	metalv1alpha1 "github.com/ironfleet/ironfleet/apis/metal/v1alpha1"
+	"github.com/ironfleet/ironfleet/internal/lab"
+	"github.com/ironfleet/ironfleet/internal/manager"
+	"github.com/ironfleet/ironfleet/internal/testenv"
+)
+
+// config is the run's size and knobs, from the environment (make bench passes them through).
+type config struct {
+	servers            int
+	qps                float64
+	burst, concurrency int
+	resync, idle       time.Duration
+	out, pprof         string
+}
+
+func configFromEnv(t *testing.T, root string) config {
+	c := config{servers: 1000, qps: 300, burst: 600, concurrency: 16, resync: 5 * time.Minute, idle: 5 * time.Minute,
+		out: filepath.Join(root, "docs", "bench"), pprof: os.Getenv("BENCH_PPROF")}
+	intVar := func(name string, v *int) {
+		if s := os.Getenv(name); s != "" {
+			n, err := strconv.Atoi(s)
+			require.NoError(t, err, name)
+			require.Positive(t, n, name)
+			*v = n
+		}
+	}
+	durVar := func(name string, v *time.Duration) {
+		if s := os.Getenv(name); s != "" {
+			d, err := time.ParseDuration(s)
+			require.NoError(t, err, name)
+			*v = d
+		}
+	}
+	intVar("BENCH_SERVERS", &c.servers)
+	intVar("BENCH_BURST", &c.burst)
+	intVar("BENCH_CONCURRENCY", &c.concurrency)
+	if s := os.Getenv("BENCH_QPS"); s != "" {
+		q, err := strconv.ParseFloat(s, 64)
+		require.NoError(t, err, "BENCH_QPS")
+		c.qps = q
+	}
+	durVar("BENCH_RESYNC", &c.resync)
+	durVar("BENCH_IDLE", &c.idle)
+	if s := os.Getenv("BENCH_OUT"); s != "" {
+		c.out = s
+	}
+	return c
+}
+
+// writesPerServer is the floor's lifecycle: create the Server, then one status write per
+// transition the operator makes on the way to Available (→ Initial → Discovery → Available).
+var floorStates = []metalv1alpha1.ServerState{metalv1alpha1.ServerStateInitial, metalv1alpha1.ServerStateDiscovery, metalv1alpha1.ServerStateAvailable}
+
+const floorLabel = "bench.ironfleet.dev/floor"
+
+func TestBench(t *testing.T) {
+	if os.Getenv("IRONFLEET_BENCH") == "" {
+		t.Skip("the benchmark runs with `make bench` (IRONFLEET_BENCH=1); BENCH_SERVERS=10000 for the large run")
+	}
+	root, err := testenv.RepoRoot()
+	require.NoError(t, err)
+	cfg := configFromEnv(t, root)
+	n := cfg.servers
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+
+	logf := func(format string, args ...any) {
+		fmt.Printf("%s  bench: %s\n", time.Now().Format("15:04:05"), fmt.Sprintf(format, args...))
+	}
+	logf("building the manager; starting the lab with %d BMCs and servers", n)
+	bin, err := lab.BuildManager(t.TempDir())
+	require.NoError(t, err)
+	l, err := lab.Start(ctx, lab.Options{
+		Dir: filepath.Join(t.TempDir(), "lab"), Servers: n, BMCs: n,
+		ManagerBinary: bin, InstantProbes: true, ManualStart: true, DiscoveryTimeout: 5 * time.Minute,
+		Manager: func(o *manager.Options) {
+			o.KubeQPS, o.KubeBurst = cfg.qps, cfg.burst
+			o.Settings.DefaultConcurrency = cfg.concurrency
+			o.Settings.ResyncPeriod = cfg.resync
+			o.PprofAddr = cfg.pprof
+		},
+	})
+	require.NoError(t, err)
+	defer func() {
+		cancel() // the trackers first, then the lab they watch
+		l.Stop()
+	}()
+	defer func() {
+		if t.Failed() {
+			t.Logf("manager log: %s", filepath.Join(l.Opts.Dir, "manager.log"))
+		}
+	}()
+
+	// The benchmark's own client is not the bottleneck: it only creates and watches.
+	benchCfg := rest.CopyConfig(l.Env.Config)
+	benchCfg.QPS, benchCfg.Burst = 5000, 10000
+	c, err := client.NewWithWatch(benchCfg, client.Options{Scheme: l.Env.Scheme})
+	require.NoError(t, err)
+
+	res := Result{
+		Servers: n, Date: time.Now().UTC().Format(time.RFC3339), Commit: commit(root), Machine: thisMachine(),
+		Settings: Settings{KubeAPIQPS: cfg.qps, KubeAPIBurst: cfg.burst, DefaultConcurrency: cfg.concurrency,
+			ResyncPeriod: cfg.resync.String(), IdleWindow: cfg.idle.String(), BMCs: len(l.BMCs), ManagerFlags: l.ManagerOptions.Args()},
+	}
+
+	// 2. The floor, first, so that nothing else is running against the apiserver.
+	logf("floor: %d servers × %d writes, QPS %g burst %d, %d workers", n, 1+len(floorStates), cfg.qps, cfg.burst, cfg.concurrency)
+	floor, err := runFloor(ctx, l.Env.Config, c, cfg, n)
+	require.NoError(t, err)
+	res.Floor = Floor{Seconds: floor.Seconds(), WritesPerServer: 1 + len(floorStates), Workers: cfg.concurrency}
+
+	// 1. Enrollment: the clock starts with the operator and the first Endpoint.
+	servers, err := track[*metalv1alpha1.Server](ctx, c, func() client.ObjectList { return &metalv1alpha1.ServerList{} }, "", nil)
+	require.NoError(t, err)
+	available := func(s *metalv1alpha1.Server) bool { return s.Status.State == metalv1alpha1.ServerStateAvailable }
+	serverSummary := func() string {
+		counts := map[metalv1alpha1.ServerState]int{}
+		servers.count(func(s *metalv1alpha1.Server) bool { counts[s.Status.State]++; return false })
+		return fmt.Sprint(counts)
+	}
+	logf("enrollment: %d Endpoints", n)
+	start := time.Now()
+	require.NoError(t, l.StartManager())
+	require.NoError(t, l.CreateEndpoints(ctx))
+	require.NoError(t, waitFor(ctx, scaled(n, 300*time.Millisecond), fmt.Sprintf("%d servers Available", n), func() (bool, string) {
+		return servers.count(available) == n, serverSummary()
+	}))
+	enrollment := time.Since(start)
+	res.Enrollment = Enrollment{Seconds: enrollment.Seconds(), ServersPerSecond: float64(n) / enrollment.Seconds()}
+	res.EnrollmentOverFloor = enrollment.Seconds() / floor.Seconds()
+	m, err := scrape(l.MetricsURL)
+	require.NoError(t, err)
+	res.Cost.APIRequestsPerServerEnrollment = m.sum("rest_client_requests_total") / float64(n)
+	logf("enrollment: %.1f s (floor %.1f s)", enrollment.Seconds(), floor.Seconds())
+
+	// 3. Claims: N/2 at once; latency from each create to the claim seen Bound.
+	claims := n / 2
+	var mu sync.Mutex
+	created, bound := map[string]time.Time{}, map[string]time.Time{}
+	claimTracker, err := track(ctx, c, func() client.ObjectList { return &metalv1alpha1.ServerClaimList{} }, "default",
+		func(_ watch.EventType, claim *metalv1alpha1.ServerClaim, at time.Time) {
+			if claim.Status.Phase != metalv1alpha1.ClaimPhaseBound {
+				return
+			}
+			mu.Lock()
+			defer mu.Unlock()
+			if _, seen := bound[claim.Name]; !seen {
+				bound[claim.Name] = at
+			}
+		})
+	require.NoError(t, err)
+	logf("claims: %d created at once", claims)
+	claimStart := time.Now()
+	require.NoError(t, lab.Parallel(64, claims, func(i int) error {
+		claim := lab.SampleClaim(fmt.Sprintf("bench-%06d", i))
+		at := time.Now()
+		mu.Lock()
+		created[claim.Name] = at
+		mu.Unlock()
+		return c.Create(ctx, claim)
+	}))
+	require.NoError(t, waitFor(ctx, scaled(claims, 200*time.Millisecond), fmt.Sprintf("%d claims Bound", claims), func() (bool, string) {
+		mu.Lock()
+		defer mu.Unlock()
+		return len(bound) == claims, fmt.Sprintf("%d Bound", len(bound))
+	}))
+	mu.Lock()
+	var latencies []time.Duration
+	last := claimStart
+	for name, at := range bound {
+		latencies = append(latencies, at.Sub(created[name]))
+		if at.After(last) {
+			last = at
+		}
+	}
+	mu.Unlock()
+	res.Claims = Claims{Count: claims, P50Seconds: percentile(latencies, 50).Seconds(), P95Seconds: percentile(latencies, 95).Seconds(),
+		P99Seconds: percentile(latencies, 99).Seconds(), AllBoundSeconds: last.Sub(claimStart).Seconds()}
+	logf("claims: all Bound after %.1f s, p99 %.2f s", res.Claims.AllBoundSeconds, res.Claims.P99Seconds)
+
+	// Release them all: until every server is Available again (wiped, verified).
+	logf("release: deleting %d claims", claims)
+	releaseStart := time.Now()
+	require.NoError(t, c.DeleteAllOf(ctx, &metalv1alpha1.ServerClaim{}, client.InNamespace("default")))
+	require.NoError(t, waitFor(ctx, scaled(claims, 300*time.Millisecond), fmt.Sprintf("%d servers Available again", n), func() (bool, string) {
+		return servers.count(available) == n && claimTracker.count(func(*metalv1alpha1.ServerClaim) bool { return true }) == 0, serverSummary()
+	}))
+	res.ReleaseSeconds = time.Since(releaseStart).Seconds()
+	if m, err = scrape(l.MetricsURL); err == nil {
+		res.Cost.APIRequestsPerServerLifecycle = m.sum("rest_client_requests_total") / float64(n)
+	}
+	require.NoError(t, err)
+	logf("release: %.1f s", res.ReleaseSeconds)
+
+	// 4. Idle: what a quiet fleet costs.
+	logf("idle: measuring for %s", cfg.idle)
+	for _, b := range l.BMCs {
+		b.ResetStats()
+	}
+	before, err := scrape(l.MetricsURL)
+	require.NoError(t, err)
+	idle := time.NewTimer(cfg.idle)
+	select {
+	case <-idle.C:
+	case <-ctx.Done():
+		t.Fatal(ctx.Err())
+	}
+	after, err := scrape(l.MetricsURL)
+	require.NoError(t, err)
+	var redfish int64
+	for _, b := range l.BMCs {
+		redfish += b.Stats().Requests
+	}
+	minutes := cfg.idle.Minutes()
+	res.Cost.IdleRedfishPerServerPerMinute = float64(redfish) / float64(n) / minutes
+	res.Cost.IdleReconcilesPerMinute = (after.sum("controller_runtime_reconcile_total") - before.sum("controller_runtime_reconcile_total")) / minutes
+	res.Cost.IdleReconcilesPerMinuteExpected = float64(n) / cfg.resync.Minutes()
+	rss, cpu, err := procStats(l.ManagerPID())
+	require.NoError(t, err)
+	res.Cost.PeakRSSMiB, res.Cost.CPUSeconds = float64(rss)/(1<<20), cpu.Seconds()
+
+	res.writeTable(os.Stdout)
+	require.NoError(t, writeDocs(cfg.out, res))
+	logf("wrote %s and README.md", filepath.Join(cfg.out, fmt.Sprintf("%d.json", n)))
+}
+
+// scaled is a deadline that grows with the work: five minutes plus per for each item.
+func scaled(items int, per time.Duration) time.Duration {
+	return 5*time.Minute + time.Duration(items)*per
+}
+
+// runFloor performs the minimum writes an enrollment needs, with the manager's client limits and
+// as many workers as each of its controllers has, then removes what it made. It returns the
+// time the writes took.
+func runFloor(ctx context.Context, base *rest.Config, admin client.Client, cfg config, n int) (time.Duration, error) {
+	rc := rest.CopyConfig(base)
+	rc.QPS, rc.Burst = float32(cfg.qps), cfg.burst
+	c, err := client.New(rc, client.Options{Scheme: admin.Scheme()})
+	if err != nil {
+		return 0, err
+	}
+	start := time.Now()
+	err = lab.Parallel(cfg.concurrency, n, func(i int) error {
+		s := &metalv1alpha1.Server{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("floor-%06d", i), Labels: map[string]string{floorLabel: "true"}},
+			Spec: metalv1alpha1.ServerSpec{SystemUUID: fmt.Sprintf("00000000-0000-4000-8000-%012d", i)}}
+		if err := c.Create(ctx, s); err != nil {
+			return err
+		}
+		for _, state := range floorStates {
+			s.Status.State = state
+			if err := c.Status().Update(ctx, s); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	took := time.Since(start)
+	if err != nil {
+		return 0, err
+	}
+	if err := admin.DeleteAllOf(ctx, &metalv1alpha1.Server{}, client.MatchingLabels{floorLabel: "true"}); err != nil {
+		return 0, err
+	}
+	return took, waitFor(ctx, time.Minute+time.Duration(n)*10*time.Millisecond, "floor servers deleted", func() (bool, string) {
+		var left metalv1alpha1.ServerList
+		if err := admin.List(ctx, &left, client.MatchingLabels{floorLabel: "true"}, client.Limit(1)); err != nil {
+			return false, err.Error()
+		}
+		return len(left.Items) == 0, "some left"
+	})
+}

@@ -1,0 +1,257 @@
+package bench
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"io"
+	"math"
+	"net/http"
+	"os"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/watch"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+)
+
+// tracker mirrors one kind through a watch (re-listing when the watch expires), so that the
+// benchmark can wait on thousands of objects without listing them all every second: polling
+// lists would load the very apiserver being measured.
+type tracker[T client.Object] struct {
+	mu      sync.Mutex
+	objects map[string]T
+	onEvent func(watch.EventType, T, time.Time)
+}
+
+// track starts mirroring list's kind in namespace ns ("" for all) until ctx ends. onEvent, when
+// set, sees every event with the time it arrived, under the tracker's lock.
+func track[T client.Object](ctx context.Context, c client.WithWatch, newList func() client.ObjectList, ns string, onEvent func(watch.EventType, T, time.Time)) (*tracker[T], error) {
+	t := &tracker[T]{objects: map[string]T{}, onEvent: onEvent}
+	rv, err := t.relist(ctx, c, newList, ns)
+	if err != nil {
+		return nil, err
+	}
+	go func() {
+		for ctx.Err() == nil {
+			w, err := c.Watch(ctx, newList(), client.InNamespace(ns), &client.ListOptions{Raw: &metav1.ListOptions{ResourceVersion: rv}})
+			if err != nil {
+				if rv, err = t.relist(ctx, c, newList, ns); err != nil && ctx.Err() == nil {
+					fmt.Fprintln(os.Stderr, "bench: relisting:", err)
+					select { // the apiserver is struggling: do not add to it
+					case <-ctx.Done():
+					case <-time.After(time.Second):
+					}
+				}
+				continue
+			}
+			rv = t.consume(w, rv)
+			if rv == "" { // expired: start over from a fresh list
+				rv, _ = t.relist(ctx, c, newList, ns)
+			}
+		}
+	}()
+	return t, nil
+}
+
+func (t *tracker[T]) relist(ctx context.Context, c client.WithWatch, newList func() client.ObjectList, ns string) (string, error) {
+	list := newList()
+	if err := c.List(ctx, list, client.InNamespace(ns)); err != nil {
+		return "", err
+	}
+	items, err := meta.ExtractList(list)
+	if err != nil {
+		return "", err
+	}
+	now := time.Now()
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.objects = map[string]T{}
+	for _, item := range items {
+		obj := item.(T)
+		t.objects[obj.GetName()] = obj
+		if t.onEvent != nil {
+			t.onEvent(watch.Added, obj, now)
+		}
+	}
+	return list.GetResourceVersion(), nil
+}
+
+// consume applies events until the watch ends; it returns the last resource version seen, or
+// "" when the watch expired.
+func (t *tracker[T]) consume(w watch.Interface, rv string) string {
+	defer w.Stop()
+	for ev := range w.ResultChan() {
+		now := time.Now()
+		if ev.Type == watch.Error {
+			if apierrors.IsResourceExpired(apierrors.FromObject(ev.Object)) || apierrors.IsGone(apierrors.FromObject(ev.Object)) {
+				return ""
+			}
+			continue
+		}
+		obj, ok := ev.Object.(T)
+		if !ok {
+			continue
+		}
+		t.mu.Lock()
+		if ev.Type == watch.Deleted {
+			delete(t.objects, obj.GetName())
+		} else {
+			t.objects[obj.GetName()] = obj
+		}
+		if t.onEvent != nil {
+			t.onEvent(ev.Type, obj, now)
+		}
+		t.mu.Unlock()
+		rv = obj.GetResourceVersion()
+	}
+	return rv
+}
+
+// count is how many tracked objects satisfy pred.
+func (t *tracker[T]) count(pred func(T) bool) int {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	n := 0
+	for _, o := range t.objects {
+		if pred(o) {
+			n++
+		}
+	}
+	return n
+}
+
+// waitFor polls the tracker (in memory) until cond holds, or fails after timeout saying what
+// it waited for and where things stood.
+func waitFor(ctx context.Context, timeout time.Duration, what string, status func() (bool, string)) error {
+	deadline := time.Now().Add(timeout)
+	tick := time.NewTicker(50 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		ok, state := status()
+		if ok {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("timed out after %s waiting for %s (%s)", timeout, what, state)
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-tick.C:
+		}
+	}
+}
+
+// metrics is one scrape of a Prometheus text endpoint.
+type metrics string
+
+func scrape(url string) (metrics, error) {
+	resp, err := http.Get(url) //nolint:gosec,noctx // the lab's own loopback metrics endpoint
+	if err != nil {
+		return "", err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return "", fmt.Errorf("GET %s: %s", url, resp.Status)
+	}
+	data, err := io.ReadAll(resp.Body)
+	return metrics(data), err
+}
+
+// sum adds up every sample of the named metric whose labels contain each of the given
+// name="value" pairs.
+func (m metrics) sum(name string, labels ...string) float64 {
+	total := 0.0
+	sc := bufio.NewScanner(strings.NewReader(string(m)))
+	sc.Buffer(make([]byte, 1<<20), 1<<20)
+	for sc.Scan() {
+		line := sc.Text()
+		if !strings.HasPrefix(line, name) {
+			continue
+		}
+		rest := line[len(name):]
+		var lbls string
+		switch {
+		case strings.HasPrefix(rest, "{"):
+			end := strings.Index(rest, "}")
+			if end < 0 {
+				continue
+			}
+			lbls, rest = rest[1:end], rest[end+1:]
+		case strings.HasPrefix(rest, " "):
+		default:
+			continue // a longer metric name with this prefix
+		}
+		if !hasLabels(lbls, labels) {
+			continue
+		}
+		fields := strings.Fields(rest)
+		if len(fields) == 0 {
+			continue
+		}
+		if v, err := strconv.ParseFloat(fields[0], 64); err == nil {
+			total += v
+		}
+	}
+	return total
+}
+
+func hasLabels(lbls string, want []string) bool {
+	for _, w := range want {
+		if !strings.Contains(","+lbls+",", ","+w+",") {
+			return false
+		}
+	}
+	return true
+}
+
+// procStats reads a process's peak resident memory (VmHWM) and CPU time from /proc.
+func procStats(pid int) (peakRSSBytes int64, cpu time.Duration, err error) {
+	status, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		return 0, 0, err
+	}
+	for _, line := range strings.Split(string(status), "\n") {
+		if v, ok := strings.CutPrefix(line, "VmHWM:"); ok {
+			kb, err := strconv.ParseInt(strings.TrimSuffix(strings.TrimSpace(v), " kB"), 10, 64)
+			if err != nil {
+				return 0, 0, fmt.Errorf("VmHWM %q: %w", v, err)
+			}
+			peakRSSBytes = kb << 10
+		}
+	}
+	stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return 0, 0, err
+	}
+	// Fields after the parenthesised command: state is field 3, utime 14, stime 15.
+	fields := strings.Fields(string(stat[strings.LastIndexByte(string(stat), ')')+1:]))
+	if len(fields) < 13 {
+		return 0, 0, fmt.Errorf("/proc/%d/stat: too few fields", pid)
+	}
+	utime, err1 := strconv.ParseInt(fields[11], 10, 64)
+	stime, err2 := strconv.ParseInt(fields[12], 10, 64)
+	if err1 != nil || err2 != nil {
+		return 0, 0, fmt.Errorf("/proc/%d/stat: utime/stime unreadable", pid)
+	}
+	const clockTicks = 100 // USER_HZ, 100 on every Linux architecture Go supports here
+	return peakRSSBytes, time.Duration(utime+stime) * time.Second / clockTicks, nil
+}
+
+// percentile is the nearest-rank p-th percentile of ds (p in (0, 100]).
+func percentile(ds []time.Duration, p float64) time.Duration {
+	if len(ds) == 0 {
+		return 0
+	}
+	s := slices.Clone(ds)
+	slices.Sort(s)
+	rank := int(math.Ceil(p / 100 * float64(len(s))))
+	return s[min(max(rank, 1), len(s))-1]
+}

@@ -1,0 +1,276 @@
+package bench
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"slices"
+	"strings"
+	"text/tabwriter"
+)
+
+// Result is one benchmark run, as written to docs/bench/<N>.json.
+type Result struct {
+	Servers  int      `json:"servers"`
+	Date     string   `json:"date"`
+	Commit   string   `json:"commit"`
+	Machine  Machine  `json:"machine"`
+	Settings Settings `json:"settings"`
+
+	Enrollment          Enrollment `json:"enrollment"`
+	Floor               Floor      `json:"floor"`
+	EnrollmentOverFloor float64    `json:"enrollmentOverFloor"`
+	Claims              Claims     `json:"claims"`
+	ReleaseSeconds      float64    `json:"releaseSeconds"`
+	Cost                Cost       `json:"cost"`
+}
+
+// Machine is where the run was made.
+type Machine struct {
+	CPU       string `json:"cpu"`
+	Cores     int    `json:"cores"`
+	MemoryGiB int    `json:"memoryGiB"`
+	Kernel    string `json:"kernel"`
+	Go        string `json:"go"`
+}
+
+// Settings are the knobs the run used; the manager flags are the ones it was started with.
+type Settings struct {
+	KubeAPIQPS         float64  `json:"kubeApiQPS"`
+	KubeAPIBurst       int      `json:"kubeApiBurst"`
+	DefaultConcurrency int      `json:"defaultConcurrency"`
+	ResyncPeriod       string   `json:"bmcResyncPeriod"`
+	IdleWindow         string   `json:"idleWindow"`
+	BMCs               int      `json:"bmcs"`
+	ManagerFlags       []string `json:"managerFlags"`
+}
+
+// Enrollment is N Endpoints → N Servers Available.
+type Enrollment struct {
+	Seconds          float64 `json:"seconds"`
+	ServersPerSecond float64 `json:"serversPerSecond"`
+}
+
+// Floor is the plain client loop: the minimum writes of an enrollment, same QPS and workers.
+type Floor struct {
+	Seconds         float64 `json:"seconds"`
+	WritesPerServer int     `json:"writesPerServer"`
+	Workers         int     `json:"workers"`
+}
+
+// Claims are N/2 claims created at once, then released.
+type Claims struct {
+	Count           int     `json:"count"`
+	P50Seconds      float64 `json:"p50Seconds"`
+	P95Seconds      float64 `json:"p95Seconds"`
+	P99Seconds      float64 `json:"p99Seconds"`
+	AllBoundSeconds float64 `json:"allBoundSeconds"`
+}
+
+// Cost is what the manager process spent.
+type Cost struct {
+	PeakRSSMiB                      float64 `json:"peakRssMiB"`
+	CPUSeconds                      float64 `json:"cpuSeconds"`
+	APIRequestsPerServerEnrollment  float64 `json:"apiRequestsPerServerEnrollment"`
+	APIRequestsPerServerLifecycle   float64 `json:"apiRequestsPerServerLifecycle"`
+	IdleRedfishPerServerPerMinute   float64 `json:"idleRedfishRequestsPerServerPerMinute"`
+	IdleReconcilesPerMinute         float64 `json:"idleReconcilesPerMinute"`
+	IdleReconcilesPerMinuteExpected float64 `json:"idleReconcilesPerMinuteExpected"`
+}
+
+// target is one row of the issue's targets table, checked against a result.
+type target struct {
+	figure, want string
+	value        string
+	met          bool
+}
+
+func (r Result) targets() []target {
+	return []target{
+		{"enrollment ÷ floor", "≤ 2.0", fmt.Sprintf("%.2f", r.EnrollmentOverFloor), r.EnrollmentOverFloor <= 2.0},
+		{"claim latency p99", "≤ 1 s", fmt.Sprintf("%.2f s", r.Claims.P99Seconds), r.Claims.P99Seconds <= 1.0},
+		{"manager peak RSS", "≤ 300 MiB", fmt.Sprintf("%.0f MiB", r.Cost.PeakRSSMiB), r.Cost.PeakRSSMiB <= 300},
+		{"idle Redfish requests / server / min", "≤ 1", fmt.Sprintf("%.3f", r.Cost.IdleRedfishPerServerPerMinute), r.Cost.IdleRedfishPerServerPerMinute <= 1},
+		{"idle reconciles / min", fmt.Sprintf("≤ N / resync = %.0f", r.Cost.IdleReconcilesPerMinuteExpected),
+			fmt.Sprintf("%.0f", r.Cost.IdleReconcilesPerMinute), r.Cost.IdleReconcilesPerMinute <= r.Cost.IdleReconcilesPerMinuteExpected},
+	}
+}
+
+// rows are the figures in display order.
+func (r Result) rows() [][2]string {
+	return [][2]string{
+		{"servers (BMCs)", fmt.Sprintf("%d (%d)", r.Servers, r.Settings.BMCs)},
+		{"enrollment: N Endpoints → N Available", fmt.Sprintf("%.1f s (%.1f servers/s)", r.Enrollment.Seconds, r.Enrollment.ServersPerSecond)},
+		{"floor: plain client, same QPS & workers", fmt.Sprintf("%.1f s (%d writes/server, %d workers)", r.Floor.Seconds, r.Floor.WritesPerServer, r.Floor.Workers)},
+		{"enrollment ÷ floor", fmt.Sprintf("%.2f", r.EnrollmentOverFloor)},
+		{"claims created at once", fmt.Sprint(r.Claims.Count)},
+		{"claim → Bound p50 / p95 / p99", fmt.Sprintf("%.2f / %.2f / %.2f s", r.Claims.P50Seconds, r.Claims.P95Seconds, r.Claims.P99Seconds)},
+		{"all claims Bound", fmt.Sprintf("%.1f s", r.Claims.AllBoundSeconds)},
+		{"release: all servers Available again", fmt.Sprintf("%.1f s", r.ReleaseSeconds)},
+		{"manager peak RSS", fmt.Sprintf("%.0f MiB", r.Cost.PeakRSSMiB)},
+		{"manager CPU", fmt.Sprintf("%.0f s", r.Cost.CPUSeconds)},
+		{"API requests / server: enrollment", fmt.Sprintf("%.1f", r.Cost.APIRequestsPerServerEnrollment)},
+		{"API requests / server: whole lifecycle", fmt.Sprintf("%.1f", r.Cost.APIRequestsPerServerLifecycle)},
+		{"idle Redfish requests / server / min", fmt.Sprintf("%.3f", r.Cost.IdleRedfishPerServerPerMinute)},
+		{"idle reconciles / min", fmt.Sprintf("%.0f (N / resync = %.0f)", r.Cost.IdleReconcilesPerMinute, r.Cost.IdleReconcilesPerMinuteExpected)},
+	}
+}
+
+// writeTable prints the figures and the targets.
+func (r Result) writeTable(out io.Writer) {
+	tw := tabwriter.NewWriter(out, 0, 0, 2, ' ', 0)
+	fmt.Fprintf(tw, "Ironfleet benchmark, N = %d, commit %s, %s\n", r.Servers, r.Commit, r.Date)
+	for _, row := range r.rows() {
+		fmt.Fprintf(tw, "  %s\t%s\n", row[0], row[1])
+	}
+	fmt.Fprintln(tw, "\n  target\twant\tgot\t")
+	for _, t := range r.targets() {
+		fmt.Fprintf(tw, "  %s\t%s\t%s\t%s\n", t.figure, t.want, t.value, map[bool]string{true: "met", false: "MISSED"}[t.met])
+	}
+	_ = tw.Flush()
+}
+
+// Markers delimit the generated part of docs/bench/README.md; the rest is written by people.
+const (
+	beginFigures = "<!-- BEGIN GENERATED FIGURES (make bench) -->"
+	endFigures   = "<!-- END GENERATED FIGURES -->"
+)
+
+// writeDocs writes <dir>/<N>.json and regenerates the figures section of <dir>/README.md
+// from every <M>.json there, keeping the hand-written text around it.
+func writeDocs(dir string, r Result) error {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	data, err := json.MarshalIndent(r, "", "  ")
+	if err != nil {
+		return err
+	}
+	if err := os.WriteFile(filepath.Join(dir, fmt.Sprintf("%d.json", r.Servers)), append(data, '\n'), 0o644); err != nil {
+		return err
+	}
+	results, err := loadResults(dir)
+	if err != nil {
+		return err
+	}
+	readme := filepath.Join(dir, "README.md")
+	old, err := os.ReadFile(readme)
+	if err != nil && !os.IsNotExist(err) {
+		return err
+	}
+	return os.WriteFile(readme, []byte(spliceFigures(string(old), figuresMarkdown(results))), 0o644)
+}
+
+func loadResults(dir string) ([]Result, error) {
+	paths, err := filepath.Glob(filepath.Join(dir, "*.json"))
+	if err != nil {
+		return nil, err
+	}
+	var results []Result
+	for _, p := range paths {
+		data, err := os.ReadFile(p)
+		if err != nil {
+			return nil, err
+		}
+		var r Result
+		if err := json.Unmarshal(data, &r); err != nil {
+			return nil, fmt.Errorf("%s: %w", p, err)
+		}
+		results = append(results, r)
+	}
+	slices.SortFunc(results, func(a, b Result) int { return a.Servers - b.Servers })
+	return results, nil
+}
+
+// spliceFigures replaces the generated section of a README (or starts one).
+func spliceFigures(readme, figures string) string {
+	section := beginFigures + "\n" + figures + endFigures
+	begin, end := strings.Index(readme, beginFigures), strings.Index(readme, endFigures)
+	if begin < 0 || end < begin {
+		if readme == "" {
+			readme = "# Benchmarks\n\n`make bench` (N = 1,000) and `BENCH_SERVERS=10000 make bench` write these figures.\n\n"
+		}
+		return strings.TrimRight(readme, "\n") + "\n\n" + section + "\n"
+	}
+	return readme[:begin] + section + readme[end+len(endFigures):]
+}
+
+// figuresMarkdown is one table with a column per run, then each run's machine and settings.
+func figuresMarkdown(results []Result) string {
+	var b strings.Builder
+	b.WriteString("| figure |")
+	for _, r := range results {
+		fmt.Fprintf(&b, " N = %d |", r.Servers)
+	}
+	b.WriteString("\n|---|" + strings.Repeat("---|", len(results)) + "\n")
+	if len(results) == 0 {
+		return b.String()
+	}
+	for i, row := range results[0].rows() {
+		fmt.Fprintf(&b, "| %s |", row[0])
+		for _, r := range results {
+			fmt.Fprintf(&b, " %s |", r.rows()[i][1])
+		}
+		b.WriteString("\n")
+	}
+	b.WriteString("\n| target |")
+	for _, r := range results {
+		fmt.Fprintf(&b, " N = %d |", r.Servers)
+	}
+	b.WriteString("\n|---|" + strings.Repeat("---|", len(results)) + "\n")
+	for i, t := range results[0].targets() {
+		fmt.Fprintf(&b, "| %s %s |", t.figure, strings.NewReplacer("N / resync", "N/resync").Replace(strings.SplitN(t.want, " =", 2)[0]))
+		for _, r := range results {
+			rt := r.targets()[i]
+			fmt.Fprintf(&b, " %s %s |", rt.value, map[bool]string{true: "✓", false: "✗ missed"}[rt.met])
+		}
+		b.WriteString("\n")
+	}
+	for _, r := range results {
+		fmt.Fprintf(&b, "\n**N = %d**: %s, commit `%s`. Machine: %s, %d cores, %d GiB, %s, %s. "+
+			"Settings: kube-api-qps %g, burst %d, default-concurrency %d, BMC resync %s, idle window %s (every manager flag: %d.json).\n",
+			r.Servers, r.Date, r.Commit, r.Machine.CPU, r.Machine.Cores, r.Machine.MemoryGiB, r.Machine.Kernel, r.Machine.Go,
+			r.Settings.KubeAPIQPS, r.Settings.KubeAPIBurst, r.Settings.DefaultConcurrency, r.Settings.ResyncPeriod, r.Settings.IdleWindow, r.Servers)
+	}
+	return b.String()
+}
+
+// thisMachine describes the host.
+func thisMachine() Machine {
+	m := Machine{Cores: runtime.NumCPU(), Go: runtime.Version()}
+	if data, err := os.ReadFile("/proc/cpuinfo"); err == nil {
+		for _, line := range strings.Split(string(data), "\n") {
+			if v, ok := strings.CutPrefix(line, "model name"); ok {
+				m.CPU = strings.TrimSpace(strings.TrimPrefix(strings.TrimSpace(v), ":"))
+				break
+			}
+		}
+	}
+	if data, err := os.ReadFile("/proc/meminfo"); err == nil {
+		var kb int64
+		if _, err := fmt.Sscanf(string(data), "MemTotal: %d kB", &kb); err == nil {
+			m.MemoryGiB = int((kb + 1<<19) >> 20)
+		}
+	}
+	if data, err := os.ReadFile("/proc/sys/kernel/osrelease"); err == nil {
+		m.Kernel = "Linux " + strings.TrimSpace(string(data))
+	}
+	return m
+}
+
+// commit is the checked-out commit, marked -dirty when the tree has changes.
+func commit(root string) string {
+	out, err := exec.Command("git", "-C", root, "rev-parse", "--short=12", "HEAD").Output()
+	if err != nil {
+		return "unknown"
+	}
+	c := strings.TrimSpace(string(out))
+	if status, err := exec.Command("git", "-C", root, "status", "--porcelain", "--untracked-files=no").Output(); err == nil && len(strings.TrimSpace(string(status))) > 0 {
+		c += "-dirty"
+	}
+	return c
+}

@@ -64,9 +64,13 @@ verify-generated: $(CONTROLLER_GEN) ## Fail when generated files are not what th
 build: ## Build the manager binary into bin/.
 	go build -o $(LOCALBIN)/manager ./cmd/manager
 
+# How long make test fuzzes each hostile-input parser after the tests (make fuzz: FUZZTIME).
+TEST_FUZZTIME ?= 20s
+
 .PHONY: test
-test: test-deps verify-generated verify-bundle vet envtest $(KUSTOMIZE) ## Verify generated files, vet, and run every test against a real control plane.
+test: test-deps verify-generated verify-bundle vet envtest $(KUSTOMIZE) ## Verify generated files, vet, run every test against a real control plane, then fuzz each parser for TEST_FUZZTIME.
 	go test $(GO_TEST_FLAGS) -timeout $(GO_TEST_TIMEOUT) ./...
+	$(MAKE) --no-print-directory fuzz FUZZTIME=$(TEST_FUZZTIME)
 
 .PHONY: test-deps
 test-deps: ## Install redfishtool (third-party Redfish client for the bmcsim interop test) with apt-get if missing.
@@ -77,11 +81,12 @@ test-deps: ## Install redfishtool (third-party Redfish client for the bmcsim int
 FUZZTIME ?= 20s
 
 .PHONY: fuzz
-fuzz: ## Fuzz every hostile-input parser for FUZZTIME each (crashers land in testdata/fuzz as regression tests).
+fuzz: ## Fuzz every hostile-input parser and the ignition renderer for FUZZTIME each (a crasher fails the run and lands in testdata/fuzz: commit it, it is then a regression test).
 	go test -run '^$$' -fuzz '^FuzzDecodeReport$$' -fuzztime $(FUZZTIME) ./internal/registry/
 	go test -run '^$$' -fuzz '^FuzzParse$$' -fuzztime $(FUZZTIME) ./internal/macdb/
 	go test -run '^$$' -fuzz '^FuzzParseAddress$$' -fuzztime $(FUZZTIME) ./internal/bmc/
 	go test -run '^$$' -fuzz '^FuzzParse$$' -fuzztime $(FUZZTIME) ./internal/ignition/
+	go test -run '^$$' -fuzz '^FuzzRender$$' -fuzztime $(FUZZTIME) ./internal/ignition/
 
 BENCH_SERVERS ?= 1000
 

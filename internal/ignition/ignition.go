@@ -53,10 +53,11 @@ func (c Config) Validate() error {
 	}
 	switch c.Mode {
 	case ModeDiscovery:
+		if c.WipePolicy != "" && !knownPolicy(c.WipePolicy) {
+			return fmt.Errorf("wipePolicy %q is not metadata, zero or secure", c.WipePolicy)
+		}
 	case ModeWipe:
-		switch c.WipePolicy {
-		case metalv1alpha1.WipeMetadata, metalv1alpha1.WipeZero, metalv1alpha1.WipeSecure:
-		default:
+		if !knownPolicy(c.WipePolicy) {
 			return fmt.Errorf("wipePolicy %q is not metadata, zero or secure", c.WipePolicy)
 		}
 	default:
@@ -70,8 +71,26 @@ func (c Config) Validate() error {
 	return nil
 }
 
-// Render validates and serialises a config.
+func knownPolicy(p metalv1alpha1.WipePolicy) bool {
+	switch p {
+	case metalv1alpha1.WipeMetadata, metalv1alpha1.WipeZero, metalv1alpha1.WipeSecure:
+		return true
+	}
+	return false
+}
+
+// normalize is the one spelling of a config: no surrounding space, a lower-case UUID. Decode
+// and Render both apply it, so that what is rendered parses back to the very same config.
+func (c Config) normalize() Config {
+	c.RegistryURL = strings.TrimSpace(c.RegistryURL)
+	c.Token = strings.TrimSpace(c.Token)
+	c.SystemUUID = strings.ToLower(strings.TrimSpace(c.SystemUUID))
+	return c
+}
+
+// Render validates and serialises a config, normalised.
 func Render(c Config) ([]byte, error) {
+	c = c.normalize()
 	if err := c.Validate(); err != nil {
 		return nil, fmt.Errorf("rendering ignition: %w", err)
 	}
@@ -126,9 +145,7 @@ func Decode(data []byte) (Config, error) {
 	if dec.More() {
 		return Config{}, errors.New("malformed JSON: more than one value in the file")
 	}
-	c.RegistryURL = strings.TrimSpace(c.RegistryURL)
-	c.Token = strings.TrimSpace(c.Token)
-	c.SystemUUID = strings.ToLower(strings.TrimSpace(c.SystemUUID))
+	c = c.normalize()
 	if c.RegistryURL != "" {
 		if err := CheckURL(c.RegistryURL); err != nil {
 			return Config{}, fmt.Errorf("registryURL: %w", err)
@@ -139,9 +156,7 @@ func Decode(data []byte) (Config, error) {
 	default:
 		return Config{}, fmt.Errorf("mode %q is not %q or %q", c.Mode, ModeDiscovery, ModeWipe)
 	}
-	switch c.WipePolicy {
-	case "", metalv1alpha1.WipeMetadata, metalv1alpha1.WipeZero, metalv1alpha1.WipeSecure:
-	default:
+	if c.WipePolicy != "" && !knownPolicy(c.WipePolicy) {
 		return Config{}, fmt.Errorf("wipePolicy %q is not metadata, zero or secure", c.WipePolicy)
 	}
 	if c.RegistryCA != "" {

@@ -1,7 +1,9 @@
 package ignition
 
 import (
+	"strings"
 	"testing"
+	"unicode/utf8"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -61,5 +63,31 @@ func FuzzParse(f *testing.F) {
 		again, err := Parse(out)
 		require.NoError(t, err)
 		require.Equal(t, c, again)
+	})
+}
+
+// FuzzRender feeds arbitrary field values to Render: it either refuses the config with an
+// error, or renders one that parses back to the config it rendered (normalised: trimmed, a
+// lower-case UUID) and renders again to the same bytes. What the operator renders, the probe
+// accepts.
+func FuzzRender(f *testing.F) {
+	v := valid()
+	f.Add(v.RegistryURL, v.Token, v.SystemUUID, string(v.Mode), "", "")
+	f.Add(" https://[::1]:8443/x?y=\"z\" ", "t\u2028k\"\\", "UUID\x00", "wipe", "secure", "-----BEGIN CERTIFICATE-----\n")
+	f.Fuzz(func(t *testing.T, url, token, uuid, mode, policy, ca string) {
+		c := Config{RegistryURL: url, Token: token, SystemUUID: uuid, Mode: Mode(mode), WipePolicy: metalv1alpha1.WipePolicy(policy), RegistryCA: ca}
+		data, err := Render(c)
+		if err != nil {
+			return
+		}
+		got, err := Parse(data)
+		require.NoError(t, err, "a rendered config parses")
+		again, err := Render(got)
+		require.NoError(t, err)
+		require.Equal(t, string(data), string(again), "rendering is stable")
+		if utf8.ValidString(url+token+uuid+mode+policy+ca) && strings.ToLower(uuid) == uuid &&
+			strings.TrimSpace(url) == url && strings.TrimSpace(token) == token && strings.TrimSpace(uuid) == uuid {
+			require.Equal(t, c, got, "a config already in normal form survives unchanged")
+		}
 	})
 }

@@ -214,6 +214,9 @@ var (
 	boots         *lab.BootService
 	stopManager   context.CancelFunc
 	managerDone   chan error
+	// operatorClient, when set, builds the operator's API client (a test that watches what the
+	// reconcilers write sets it before restarting the operator); nil is controller-runtime's.
+	operatorClient client.NewClientFunc
 )
 
 const (
@@ -228,6 +231,7 @@ func startOperator() error {
 		Metrics:                metricsserver.Options{BindAddress: "0"},
 		HealthProbeBindAddress: "0",
 		Controller:             ctrlconfig.Controller{SkipNameValidation: ptr.To(true)},
+		NewClient:              operatorClient,
 	})
 	if err != nil {
 		return err

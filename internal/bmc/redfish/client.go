@@ -9,9 +9,11 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"errors"
+	"maps"
 	"net"
 	"net/http"
 	"net/url"
+	"slices"
 	"strings"
 	"time"
 
@@ -101,6 +103,10 @@ func (c *Client) Close() { c.api.Logout() }
 
 // classify maps a transport or Redfish error onto a condition reason, with what was being done.
 func classify(doing string, err error) error {
+	var collectionErr *common.CollectionError
+	if errors.As(err, &collectionErr) && len(collectionErr.Failures) > 0 {
+		return classifyCollection(doing, collectionErr)
+	}
 	var redfishErr *common.Error
 	if errors.As(err, &redfishErr) {
 		switch redfishErr.HTTPReturnedStatusCode {
@@ -127,15 +133,48 @@ func classify(doing string, err error) error {
 	return bmc.Errorf(metalv1alpha1.BMCReasonProtocolError, "%s: %v", doing, err)
 }
 
-// redfishMessage is the human part of a Redfish error, without echoing whole bodies.
-func redfishMessage(e *common.Error) string {
-	if e.Message != "" {
-		return truncate(e.Message, 200)
+// classifyCollection classifies the error gofish returns when reading a collection or any of
+// its members failed. That error hides each failure (a refused session, a timeout, a 5xx) in
+// one JSON dump and wraps none of them, so each is classified here and the most telling one
+// speaks for all: a dead session must read as refused credentials, so that it is dropped.
+func classifyCollection(doing string, e *common.CollectionError) error {
+	links := slices.Sorted(maps.Keys(e.Failures))
+	var worst error
+	for _, link := range links {
+		failure := classify(doing+": reading "+link, e.Failures[link])
+		if worst == nil || reasonRank(bmc.Reason(failure)) > reasonRank(bmc.Reason(worst)) {
+			worst = failure
+		}
 	}
+	if more := len(links) - 1; more > 0 {
+		return bmc.Errorf(bmc.Reason(worst), "%v (and %d more failed)", worst, more)
+	}
+	return worst
+}
+
+// reasonRank orders failure reasons by what must be acted on first.
+func reasonRank(reason string) int {
+	switch reason {
+	case metalv1alpha1.BMCReasonAuthenticationFailed:
+		return 2
+	case metalv1alpha1.BMCReasonUnreachable:
+		return 1
+	default:
+		return 0
+	}
+}
+
+// redfishMessage is the human part of a Redfish error, without echoing whole bodies. The
+// extended info says what went wrong; the top-level message is often only "A general error
+// has occurred. See ExtendedInfo for more information."
+func redfishMessage(e *common.Error) string {
 	for _, info := range e.ExtendedInfos {
 		if info.Message != "" {
 			return truncate(info.Message, 200)
 		}
+	}
+	if e.Message != "" {
+		return truncate(e.Message, 200)
 	}
 	return "no message"
 }

@@ -154,6 +154,46 @@ func TestErrorsAreClassified(t *testing.T) {
 	sim.SetFaults(bmcsim.Faults{})
 }
 
+// TestCollectionFailuresAreClassified: reading the systems or managers fails as the failing
+// request did, whether the collection or one of its members failed, and says so briefly. A
+// session the BMC no longer accepts (its password changed) reads as refused credentials, so the
+// caller drops it and logs in again, instead of retrying a dead session for ever.
+func TestCollectionFailuresAreClassified(t *testing.T) {
+	ctx := context.Background()
+	sim := startSim(t, bmcsim.Options{})
+	opts := trusting(sim)
+	opts.Timeout = 500 * time.Millisecond
+	c, err := redfish.Connect(ctx, target(t, sim, password), opts)
+	require.NoError(t, err)
+	t.Cleanup(c.Close)
+
+	sim.SetFaults(bmcsim.Faults{ErrorRate: 1, Seed: 1})
+	_, err = c.Systems(ctx)
+	require.Error(t, err)
+	assert.Equal(t, m.BMCReasonProtocolError, bmc.Reason(err))
+	assert.Regexp(t, `^listing systems: reading /redfish/v1/Systems: HTTP 50[03]: The (request failed|service is temporarily unavailable)`, err.Error())
+	assert.NotContains(t, err.Error(), "{", "no JSON dump")
+
+	sim.SetFaults(bmcsim.Faults{TimeoutRate: 1, Seed: 1})
+	_, err = c.Manager(ctx)
+	require.Error(t, err)
+	assert.Equal(t, m.BMCReasonUnreachable, bmc.Reason(err), "%v", err)
+	assert.Contains(t, err.Error(), "Client.Timeout")
+	sim.SetFaults(bmcsim.Faults{})
+
+	sim.SetCredentials(user, "changed-behind-our-back")
+	for _, read := range []func() error{
+		func() error { _, err := c.Systems(ctx); return err },
+		func() error { _, err := c.Manager(ctx); return err },
+	} {
+		err := read()
+		require.Error(t, err)
+		assert.Equal(t, m.BMCReasonAuthenticationFailed, bmc.Reason(err), "%v", err)
+		assert.Contains(t, err.Error(), "refused the credentials")
+		assert.NotContains(t, err.Error(), password)
+	}
+}
+
 func TestOneSessionPerClient(t *testing.T) {
 	ctx := context.Background()
 	sim := startSim(t, bmcsim.Options{})

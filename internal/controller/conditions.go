@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 
+	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/api/meta"
 	v1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -30,8 +31,12 @@ func boolStatus(ok bool) v1.ConditionStatus {
 }
 
 // finishWithStatus patches obj's status against original, once, at the end of a reconcile, and
-// joins a failed patch to the reconcile's own error. A vanished object is not an error.
+// joins a failed patch to the reconcile's own error. A vanished object is not an error. A
+// reconcile that changed nothing writes nothing: a fleet at rest costs the apiserver no writes.
 func finishWithStatus(ctx context.Context, c client.Client, obj, original client.Object, result ctrl.Result, err error) (ctrl.Result, error) {
+	if equality.Semantic.DeepEqual(obj, original) {
+		return result, err
+	}
 	if patchErr := c.Status().Patch(ctx, obj, client.MergeFrom(original)); patchErr != nil && !apierrors.IsNotFound(patchErr) {
 		return ctrl.Result{}, errors.Join(err, fmt.Errorf("patching %s status: %w", obj.GetName(), patchErr))
 	}

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/tools/events"
@@ -146,6 +147,11 @@ func (r *ServerReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctr
 	}
 	server.Status.ObservedGeneration = server.Generation
 
+	// Nothing changed and nothing to do: no write (a waiting or resting server costs no API
+	// request).
+	if st.effect.run == nil && equality.Semantic.DeepEqual(server.Status, original.Status) {
+		return ctrl.Result{RequeueAfter: st.requeueAfter}, err
+	}
 	// The optimistic lock makes a reconcile that read a stale Server fail here instead of
 	// firing the same transition twice.
 	patchErr := r.Client.Status().Patch(ctx, &server, client.MergeFromWithOptions(original, client.MergeFromWithOptimisticLock{}))

@@ -235,6 +235,11 @@ func TestBench(t *testing.T) {
 	res.Cost.IdleRedfishPerServerPerMinute = float64(redfish) / float64(n) / minutes
 	res.Cost.IdleReconcilesPerMinute = (after.sum("controller_runtime_reconcile_total") - before.sum("controller_runtime_reconcile_total")) / minutes
 	res.Cost.IdleReconcilesPerMinuteExpected = float64(n) / cfg.resync.Minutes()
+	res.Cost.IdleReconcilesByController = map[string]float64{}
+	for _, name := range []string{"endpoint", "bmc", "server", "serverclaim", "servermaintenance"} {
+		label := fmt.Sprintf("controller=%q", name)
+		res.Cost.IdleReconcilesByController[name] = (after.sum("controller_runtime_reconcile_total", label) - before.sum("controller_runtime_reconcile_total", label)) / minutes
+	}
 	rss, cpu, err := procStats(l.ManagerPID())
 	require.NoError(t, err)
 	res.Cost.PeakRSSMiB, res.Cost.CPUSeconds = float64(rss)/(1<<20), cpu.Seconds()

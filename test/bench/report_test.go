@@ -80,6 +80,8 @@ type Cost struct {
 	IdleRedfishPerServerPerMinute   float64 `json:"idleRedfishRequestsPerServerPerMinute"`
 	IdleReconcilesPerMinute         float64 `json:"idleReconcilesPerMinute"`
 	IdleReconcilesPerMinuteExpected float64 `json:"idleReconcilesPerMinuteExpected"`
+	// IdleReconcilesByController breaks the idle reconciles down per controller (per minute).
+	IdleReconcilesByController map[string]float64 `json:"idleReconcilesByController"`
 }
 
 // target is one row of the issue's targets table, checked against a result.
@@ -116,8 +118,23 @@ func (r Result) rows() [][2]string {
 		{"API requests / server: enrollment", fmt.Sprintf("%.1f", r.Cost.APIRequestsPerServerEnrollment)},
 		{"API requests / server: whole lifecycle", fmt.Sprintf("%.1f", r.Cost.APIRequestsPerServerLifecycle)},
 		{"idle Redfish requests / server / min", fmt.Sprintf("%.3f", r.Cost.IdleRedfishPerServerPerMinute)},
-		{"idle reconciles / min", fmt.Sprintf("%.0f (N / resync = %.0f)", r.Cost.IdleReconcilesPerMinute, r.Cost.IdleReconcilesPerMinuteExpected)},
+		{"idle reconciles / min", fmt.Sprintf("%.0f (N / resync = %.0f)%s", r.Cost.IdleReconcilesPerMinute, r.Cost.IdleReconcilesPerMinuteExpected, byController(r.Cost.IdleReconcilesByController))},
 	}
+}
+
+// byController lists the controllers that reconciled, e.g. ": bmc 200, server 3".
+func byController(m map[string]float64) string {
+	var parts []string
+	for name, v := range m {
+		if v > 0 {
+			parts = append(parts, fmt.Sprintf("%s %.0f", name, v))
+		}
+	}
+	if len(parts) == 0 {
+		return ""
+	}
+	slices.Sort(parts)
+	return ": " + strings.Join(parts, ", ")
 }
 
 // writeTable prints the figures and the targets.

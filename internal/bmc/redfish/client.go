@@ -68,6 +68,10 @@ func Connect(ctx context.Context, t bmc.Target, opts Options) (*Client, error) {
 		InsecureSkipVerify: t.InsecureSkipVerify, //nolint:gosec // only when the BMC opts out
 	}
 	transport.MaxIdleConnsPerHost = int(max(opts.MaxConcurrentRequests, 1))
+	// A connection outlives a burst of requests (a PXE boot is three), not the minutes between
+	// polls: ten thousand idle TLS connections would cost the manager hundreds of MiB. The
+	// session is not tied to the connection and survives.
+	transport.IdleConnTimeout = idleConnTimeout
 	httpClient := &http.Client{Timeout: opts.Timeout, Transport: keepAlive{transport}}
 
 	// The client's context is the connection's, not the reconcile's: the client outlives the
@@ -85,6 +89,9 @@ func Connect(ctx context.Context, t bmc.Target, opts Options) (*Client, error) {
 	}
 	return &Client{api: api, systemPath: t.Address.SystemPath}, nil
 }
+
+// idleConnTimeout closes a BMC connection nobody used for this long.
+const idleConnTimeout = 15 * time.Second
 
 // keepAlive re-enables connection reuse, which gofish turns off (Request.Close) whenever it is
 // given its own http.Client: a TLS handshake per request would triple a BMC's load.

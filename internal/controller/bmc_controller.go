@@ -89,18 +89,19 @@ func (r *BMCReconciler) sync(ctx context.Context, b *metalv1alpha1.BMC) (ctrl.Re
 		r.setFailed(b, err)
 		return ctrl.Result{}, err
 	}
-	manager, err := client.Manager(ctx)
-	if err != nil {
-		return ctrl.Result{}, r.callFailed(b, err)
+	if needsManagerInfo(b) {
+		manager, err := client.Manager(ctx)
+		if err != nil {
+			return ctrl.Result{}, r.callFailed(b, err)
+		}
+		b.Status.Manufacturer, b.Status.Model = manager.Manufacturer, manager.Model
+		b.Status.SerialNumber, b.Status.FirmwareVersion = manager.SerialNumber, manager.FirmwareVersion
+		b.Status.PowerState = manager.PowerState
 	}
 	systems, err := client.Systems(ctx)
 	if err != nil {
 		return ctrl.Result{}, r.callFailed(b, err)
 	}
-
-	b.Status.Manufacturer, b.Status.Model = manager.Manufacturer, manager.Model
-	b.Status.SerialNumber, b.Status.FirmwareVersion = manager.SerialNumber, manager.FirmwareVersion
-	b.Status.PowerState = manager.PowerState
 	raced, err := r.syncServers(ctx, b, client, systems)
 	if err != nil {
 		return ctrl.Result{}, err
@@ -114,6 +115,15 @@ func (r *BMCReconciler) sync(ctx context.Context, b *metalv1alpha1.BMC) (ctrl.Re
 		return ctrl.Result{RequeueAfter: time.Second}, nil
 	}
 	return ctrl.Result{RequeueAfter: r.Settings.jitteredResync()}, nil
+}
+
+// needsManagerInfo says whether a poll reads the BMC's own identity (vendor, model, serial,
+// firmware) as well as its systems: when it (re)connects or its spec changed, not on every
+// routine poll, which halves an idle fleet's Redfish requests. A firmware update restarts the
+// BMC, which a poll sees as a failure first, so the new version is read on reconnecting.
+func needsManagerInfo(b *metalv1alpha1.BMC) bool {
+	return b.Status.Manufacturer == "" || b.Status.ObservedGeneration != b.Generation ||
+		!meta.IsStatusConditionTrue(b.Status.Conditions, metalv1alpha1.ConditionReady)
 }
 
 // callFailed records a failed call on an open client; a refused session is dropped so that the

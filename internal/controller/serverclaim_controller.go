@@ -1,10 +1,14 @@
 package controller
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"hash/fnv"
+	"maps"
+	"slices"
 	"sort"
 	"time"
 
@@ -12,6 +16,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/events"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
@@ -231,9 +236,10 @@ func (r *ServerClaimReconciler) provision(ctx context.Context, claim *metalv1alp
 	}
 	power := orDefault(claim.Spec.Power, metalv1alpha1.PowerOn)
 	if server.Spec.Power != power || !sameRef(server.Spec.BootConfigurationRef, bootRef) {
-		before := server.DeepCopy()
-		server.Spec.Power, server.Spec.BootConfigurationRef = power, bootRef
-		if err := r.Client.Patch(ctx, server, client.MergeFromWithOptions(before, client.MergeFromWithOptimisticLock{})); err != nil {
+		err := patchHeldServer(ctx, r.Client, server, claim, func(spec *metalv1alpha1.ServerSpec) {
+			spec.Power, spec.BootConfigurationRef = power, bootRef
+		})
+		if err != nil {
 			return fmt.Errorf("handing server %s its boot configuration and power: %w", server.Name, err)
 		}
 	}
@@ -302,24 +308,79 @@ func (r *ServerClaimReconciler) release(ctx context.Context, claim *metalv1alpha
 			return client.IgnoreNotFound(err)
 		}
 	}
+	// The image's boot configuration goes before the server does: a released server is
+	// network-booted for its wipe, and a boot service still holding this image for it would
+	// serve that instead (a manager that died between the two steps left exactly that).
+	sbc := &metalv1alpha1.ServerBootConfiguration{ObjectMeta: metav1.ObjectMeta{Namespace: claim.Namespace, Name: claim.Name}}
+	if err := r.Client.Delete(ctx, sbc); client.IgnoreNotFound(err) != nil {
+		return err
+	}
 	server, err := r.boundServer(ctx, claim)
 	if err != nil {
 		return err
 	}
 	if server != nil {
-		before := server.DeepCopy()
-		server.Spec.ServerClaimRef, server.Spec.BootConfigurationRef, server.Spec.Power = nil, nil, ""
-		if err := r.Client.Patch(ctx, server, client.MergeFromWithOptions(before, client.MergeFromWithOptimisticLock{})); err != nil {
+		err := patchHeldServer(ctx, r.Client, server, claim, func(spec *metalv1alpha1.ServerSpec) {
+			spec.ServerClaimRef, spec.BootConfigurationRef, spec.Power = nil, nil, ""
+		})
+		if err != nil {
 			return fmt.Errorf("releasing server %s: %w", server.Name, err)
 		}
 		r.Events.Eventf(claim, server, corev1.EventTypeNormal, metalv1alpha1.ClaimReasonReleasing, "Release", "released server %s for cleanup", server.Name)
 	}
-	sbc := &metalv1alpha1.ServerBootConfiguration{ObjectMeta: metav1.ObjectMeta{Namespace: claim.Namespace, Name: claim.Name}}
-	if err := r.Client.Delete(ctx, sbc); client.IgnoreNotFound(err) != nil {
-		return err
-	}
 	controllerutil.RemoveFinalizer(claim, ClaimFinalizer)
 	return client.IgnoreNotFound(r.Client.Update(ctx, claim))
+}
+
+// patchHeldServer changes the spec of a server this claim holds with a JSON patch whose first
+// operation tests that the server's claim reference is still this claim's. Unlike an optimistic
+// lock, it does not fail because the server's status moved on meanwhile — its own reconciler
+// and its BMC's polls write status all the time, and every such conflict cost a claim a retry
+// with backoff — yet it never changes a server another claim holds.
+func patchHeldServer(ctx context.Context, c client.Client, server *metalv1alpha1.Server, claim *metalv1alpha1.ServerClaim, change func(*metalv1alpha1.ServerSpec)) error {
+	before := server.Spec.DeepCopy()
+	after := server.Spec.DeepCopy()
+	change(after)
+	ops, err := specPatchOps(before, after)
+	if err != nil || len(ops) == 0 {
+		return err
+	}
+	ops = append([]map[string]any{{"op": "test", "path": "/spec/serverClaimRef/uid", "value": string(claim.UID)}}, ops...)
+	data, err := json.Marshal(ops)
+	if err != nil {
+		return err
+	}
+	return c.Patch(ctx, server, client.RawPatch(types.JSONPatchType, data))
+}
+
+// specPatchOps are the JSON patch operations that turn one server spec into another, field by
+// field: add (or replace) what changed, remove what was cleared.
+func specPatchOps(before, after *metalv1alpha1.ServerSpec) ([]map[string]any, error) {
+	var oldFields, newFields map[string]json.RawMessage
+	for _, pair := range []struct {
+		spec *metalv1alpha1.ServerSpec
+		into *map[string]json.RawMessage
+	}{{before, &oldFields}, {after, &newFields}} {
+		data, err := json.Marshal(pair.spec)
+		if err != nil {
+			return nil, err
+		}
+		if err := json.Unmarshal(data, pair.into); err != nil {
+			return nil, err
+		}
+	}
+	var ops []map[string]any
+	for _, field := range slices.Sorted(maps.Keys(oldFields)) {
+		if _, kept := newFields[field]; !kept {
+			ops = append(ops, map[string]any{"op": "remove", "path": "/spec/" + field})
+		}
+	}
+	for _, field := range slices.Sorted(maps.Keys(newFields)) {
+		if !bytes.Equal(oldFields[field], newFields[field]) {
+			ops = append(ops, map[string]any{"op": "add", "path": "/spec/" + field, "value": newFields[field]})
+		}
+	}
+	return ops, nil
 }
 
 // SetupWithManager registers the reconciler, its index, and its watches.

@@ -1,6 +1,7 @@
 package controller
 
 import (
+	"encoding/json"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -61,4 +62,29 @@ func TestBindable(t *testing.T) {
 	cleanup := s.DeepCopy()
 	cleanup.Status.State = m.ServerStateCleanup
 	assert.False(t, bindable(cleanup))
+}
+
+func TestSpecPatchOpsChangeOnlyWhatChanged(t *testing.T) {
+	held := &m.ServerSpec{SystemUUID: "u", Power: m.PowerOn,
+		ServerClaimRef:       &m.ObjectReference{Namespace: "default", Name: "c", UID: "1"},
+		BootConfigurationRef: &m.ObjectReference{Namespace: "default", Name: "c", UID: "2"}}
+	released := held.DeepCopy()
+	released.ServerClaimRef, released.BootConfigurationRef, released.Power = nil, nil, ""
+	ops, err := specPatchOps(held, released)
+	require.NoError(t, err)
+	data, err := json.Marshal(ops)
+	require.NoError(t, err)
+	assert.JSONEq(t, `[{"op":"remove","path":"/spec/bootConfigurationRef"},{"op":"remove","path":"/spec/power"},{"op":"remove","path":"/spec/serverClaimRef"}]`, string(data))
+
+	off := held.DeepCopy()
+	off.Power = m.PowerOff
+	ops, err = specPatchOps(held, off)
+	require.NoError(t, err)
+	data, err = json.Marshal(ops)
+	require.NoError(t, err)
+	assert.JSONEq(t, `[{"op":"add","path":"/spec/power","value":"Off"}]`, string(data))
+
+	ops, err = specPatchOps(held, held.DeepCopy())
+	require.NoError(t, err)
+	assert.Empty(t, ops, "no change, no patch")
 }

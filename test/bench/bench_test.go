@@ -16,7 +16,9 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/rest"
+	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
 	metalv1alpha1 "github.com/ironfleet/ironfleet/apis/metal/v1alpha1"
 	"github.com/ironfleet/ironfleet/internal/lab"
@@ -101,6 +103,11 @@ func TestBench(t *testing.T) {
 		},
 	})
 	require.NoError(t, err)
+	// The lab's own parts (boot service, probes) log to a file beside the manager's.
+	labLog, err := os.Create(filepath.Join(l.Opts.Dir, "lab.log"))
+	require.NoError(t, err)
+	defer labLog.Close()
+	ctrl.SetLogger(zap.New(zap.WriteTo(labLog)))
 	defer func() {
 		cancel() // the trackers first, then the lab they watch
 		l.Stop()

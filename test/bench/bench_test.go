@@ -130,6 +130,16 @@ func TestBench(t *testing.T) {
 			ResyncPeriod: cfg.resync.String(), IdleWindow: cfg.idle.String(), BMCs: len(l.BMCs), ManagerFlags: l.ManagerOptions.Args()},
 	}
 
+	// After each phase the figures so far are written, with the manager's cost up to then.
+	checkpoint := func(phase string) {
+		rss, cpu, err := procStats(l.ManagerPID())
+		require.NoError(t, err)
+		res.Cost.PeakRSSMiB, res.Cost.CPUSeconds = float64(rss)/(1<<20), cpu.Seconds()
+		res.Completed = append(res.Completed, phase)
+		require.NoError(t, writeDocs(cfg.out, res))
+		logf("%s measured; wrote %s and README.md", phase, filepath.Join(cfg.out, fmt.Sprintf("%d.json", n)))
+	}
+
 	// 2. The floor, first, so that nothing else is running against the apiserver.
 	logf("floor: %d servers × %d writes, QPS %g burst %d, %d workers", n, 1+len(floorStates), cfg.qps, cfg.burst, cfg.concurrency)
 	floor, err := runFloor(ctx, l.Env.Config, c, cfg, n)
@@ -158,6 +168,7 @@ func TestBench(t *testing.T) {
 	m, err := scrape(l.MetricsURL)
 	require.NoError(t, err)
 	res.Cost.APIRequestsPerServerEnrollment = m.sum("rest_client_requests_total") / float64(n)
+	checkpoint(phaseEnrollment)
 	logf("enrollment: %.1f s (floor %.1f s)", enrollment.Seconds(), floor.Seconds())
 
 	// 3. Claims: N/2 at once; latency from each create to the claim seen Bound.
@@ -204,6 +215,7 @@ func TestBench(t *testing.T) {
 	res.Claims = Claims{Count: claims, P50Seconds: percentile(latencies, 50).Seconds(), P95Seconds: percentile(latencies, 95).Seconds(),
 		P99Seconds: percentile(latencies, 99).Seconds(), AllBoundSeconds: last.Sub(claimStart).Seconds()}
 	logf("claims: all Bound after %.1f s, p99 %.2f s", res.Claims.AllBoundSeconds, res.Claims.P99Seconds)
+	checkpoint(phaseClaims)
 
 	// Release them all: until every server is Available again (wiped, verified).
 	logf("release: deleting %d claims", claims)
@@ -218,6 +230,7 @@ func TestBench(t *testing.T) {
 	}
 	require.NoError(t, err)
 	logf("release: %.1f s", res.ReleaseSeconds)
+	checkpoint(phaseRelease)
 
 	// 4. Idle: what a quiet fleet costs.
 	logf("idle: measuring for %s", cfg.idle)
@@ -247,13 +260,8 @@ func TestBench(t *testing.T) {
 		label := fmt.Sprintf("controller=%q", name)
 		res.Cost.IdleReconcilesByController[name] = (after.sum("controller_runtime_reconcile_total", label) - before.sum("controller_runtime_reconcile_total", label)) / minutes
 	}
-	rss, cpu, err := procStats(l.ManagerPID())
-	require.NoError(t, err)
-	res.Cost.PeakRSSMiB, res.Cost.CPUSeconds = float64(rss)/(1<<20), cpu.Seconds()
-
+	checkpoint(phaseIdle)
 	res.writeTable(os.Stdout)
-	require.NoError(t, writeDocs(cfg.out, res))
-	logf("wrote %s and README.md", filepath.Join(cfg.out, fmt.Sprintf("%d.json", n)))
 }
 
 // scaled is a deadline that grows with the work: five minutes plus per for each item.

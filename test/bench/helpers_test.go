@@ -43,12 +43,14 @@ plain_metric 2.5
 }
 
 func TestReadmeKeepsHandWrittenTextAroundTheFigures(t *testing.T) {
-	r := Result{Servers: 1000, Claims: Claims{P99Seconds: 0.5}, EnrollmentOverFloor: 2.5}
+	r := Result{Servers: 1000, Claims: Claims{P99Seconds: 0.5}, EnrollmentOverFloor: 2.5, Completed: []string{phaseEnrollment, phaseClaims}}
 	r.Cost.IdleReconcilesPerMinuteExpected = 200
 	fresh := spliceFigures("", figuresMarkdown([]Result{r}))
 	assert.Contains(t, fresh, beginFigures)
 	assert.Contains(t, fresh, "| enrollment ÷ floor ≤ 2.0 | 2.50 ✗ missed |")
 	assert.Contains(t, fresh, "| claim latency p99 ≤ 1 s | 0.50 s ✓ |")
+	assert.Contains(t, fresh, "| idle Redfish requests / server / min ≤ 1 | not reached  |", "a phase the run did not reach is neither met nor missed")
+	assert.Contains(t, fresh, "| release: all servers Available again | — (not reached) |")
 
 	edited := "# Benchmarks\n\nWhat limited it.\n\n" + beginFigures + "\nold\n" + endFigures + "\n\n## Notes\nkept\n"
 	out := spliceFigures(edited, "new\n")

@@ -27,6 +27,27 @@ type Result struct {
 	Claims              Claims     `json:"claims"`
 	ReleaseSeconds      float64    `json:"releaseSeconds"`
 	Cost                Cost       `json:"cost"`
+	// Completed lists the phases measured, in order: a run stopped part-way (a deadline, a
+	// person) still leaves the figures it got, and says which.
+	Completed []string `json:"completed"`
+}
+
+// Phases of a run, in order.
+const (
+	phaseEnrollment = "enrollment"
+	phaseClaims     = "claims"
+	phaseRelease    = "release"
+	phaseIdle       = "idle"
+)
+
+func (r Result) has(phase string) bool { return slices.Contains(r.Completed, phase) }
+
+// ifHas is v when the phase was measured, else a dash.
+func (r Result) ifHas(phase, v string) string {
+	if r.has(phase) {
+		return v
+	}
+	return "— (not reached)"
 }
 
 // Machine is where the run was made.
@@ -91,8 +112,22 @@ type target struct {
 	met          bool
 }
 
+// verdict is "met", "MISSED", or nothing for a figure the run did not reach.
+func (t target) verdict(met, missed string) string {
+	switch {
+	case t.value == notReached:
+		return ""
+	case t.met:
+		return met
+	default:
+		return missed
+	}
+}
+
+const notReached = "not reached"
+
 func (r Result) targets() []target {
-	return []target{
+	ts := []target{
 		{"enrollment ÷ floor", "≤ 2.0", fmt.Sprintf("%.2f", r.EnrollmentOverFloor), r.EnrollmentOverFloor <= 2.0},
 		{"claim latency p99", "≤ 1 s", fmt.Sprintf("%.2f s", r.Claims.P99Seconds), r.Claims.P99Seconds <= 1.0},
 		{"manager peak RSS", "≤ 300 MiB", fmt.Sprintf("%.0f MiB", r.Cost.PeakRSSMiB), r.Cost.PeakRSSMiB <= 300},
@@ -100,25 +135,32 @@ func (r Result) targets() []target {
 		{"idle reconciles / min", fmt.Sprintf("≤ N / resync = %.0f", r.Cost.IdleReconcilesPerMinuteExpected),
 			fmt.Sprintf("%.0f", r.Cost.IdleReconcilesPerMinute), r.Cost.IdleReconcilesPerMinute <= r.Cost.IdleReconcilesPerMinuteExpected},
 	}
+	for i, phase := range []string{phaseEnrollment, phaseClaims, "", phaseIdle, phaseIdle} {
+		if phase != "" && !r.has(phase) {
+			ts[i].value, ts[i].met = notReached, false
+		}
+	}
+	return ts
 }
 
 // rows are the figures in display order.
 func (r Result) rows() [][2]string {
 	return [][2]string{
 		{"servers (BMCs)", fmt.Sprintf("%d (%d)", r.Servers, r.Settings.BMCs)},
-		{"enrollment: N Endpoints → N Available", fmt.Sprintf("%.1f s (%.1f servers/s)", r.Enrollment.Seconds, r.Enrollment.ServersPerSecond)},
+		{"enrollment: N Endpoints → N Available", r.ifHas(phaseEnrollment, fmt.Sprintf("%.1f s (%.1f servers/s)", r.Enrollment.Seconds, r.Enrollment.ServersPerSecond))},
 		{"floor: plain client, same QPS & workers", fmt.Sprintf("%.1f s (%d writes/server, %d workers)", r.Floor.Seconds, r.Floor.WritesPerServer, r.Floor.Workers)},
-		{"enrollment ÷ floor", fmt.Sprintf("%.2f", r.EnrollmentOverFloor)},
-		{"claims created at once", fmt.Sprint(r.Claims.Count)},
-		{"claim → Bound p50 / p95 / p99", fmt.Sprintf("%.2f / %.2f / %.2f s", r.Claims.P50Seconds, r.Claims.P95Seconds, r.Claims.P99Seconds)},
-		{"all claims Bound", fmt.Sprintf("%.1f s", r.Claims.AllBoundSeconds)},
-		{"release: all servers Available again", fmt.Sprintf("%.1f s", r.ReleaseSeconds)},
+		{"enrollment ÷ floor", r.ifHas(phaseEnrollment, fmt.Sprintf("%.2f", r.EnrollmentOverFloor))},
+		{"claims created at once", r.ifHas(phaseClaims, fmt.Sprint(r.Claims.Count))},
+		{"claim → Bound p50 / p95 / p99", r.ifHas(phaseClaims, fmt.Sprintf("%.2f / %.2f / %.2f s", r.Claims.P50Seconds, r.Claims.P95Seconds, r.Claims.P99Seconds))},
+		{"all claims Bound", r.ifHas(phaseClaims, fmt.Sprintf("%.1f s", r.Claims.AllBoundSeconds))},
+		{"release: all servers Available again", r.ifHas(phaseRelease, fmt.Sprintf("%.1f s", r.ReleaseSeconds))},
 		{"manager peak RSS", fmt.Sprintf("%.0f MiB", r.Cost.PeakRSSMiB)},
 		{"manager CPU", fmt.Sprintf("%.0f s", r.Cost.CPUSeconds)},
-		{"API requests / server: enrollment", fmt.Sprintf("%.1f", r.Cost.APIRequestsPerServerEnrollment)},
-		{"API requests / server: whole lifecycle", fmt.Sprintf("%.1f", r.Cost.APIRequestsPerServerLifecycle)},
-		{"idle Redfish requests / server / min", fmt.Sprintf("%.3f", r.Cost.IdleRedfishPerServerPerMinute)},
-		{"idle reconciles / min", fmt.Sprintf("%.0f (N / resync = %.0f)%s", r.Cost.IdleReconcilesPerMinute, r.Cost.IdleReconcilesPerMinuteExpected, byController(r.Cost.IdleReconcilesByController))},
+		{"API requests / server: enrollment", r.ifHas(phaseEnrollment, fmt.Sprintf("%.1f", r.Cost.APIRequestsPerServerEnrollment))},
+		{"API requests / server: whole lifecycle", r.ifHas(phaseRelease, fmt.Sprintf("%.1f", r.Cost.APIRequestsPerServerLifecycle))},
+		{"idle Redfish requests / server / min", r.ifHas(phaseIdle, fmt.Sprintf("%.3f", r.Cost.IdleRedfishPerServerPerMinute))},
+		{"idle reconciles / min", r.ifHas(phaseIdle, fmt.Sprintf("%.0f (N / resync = %.0f)%s", r.Cost.IdleReconcilesPerMinute, r.Cost.IdleReconcilesPerMinuteExpected, byController(r.Cost.IdleReconcilesByController)))},
+		{"phases measured", strings.Join(r.Completed, ", ")},
 	}
 }
 
@@ -146,7 +188,7 @@ func (r Result) writeTable(out io.Writer) {
 	}
 	fmt.Fprintln(tw, "\n  target\twant\tgot\t")
 	for _, t := range r.targets() {
-		fmt.Fprintf(tw, "  %s\t%s\t%s\t%s\n", t.figure, t.want, t.value, map[bool]string{true: "met", false: "MISSED"}[t.met])
+		fmt.Fprintf(tw, "  %s\t%s\t%s\t%s\n", t.figure, t.want, t.value, t.verdict("met", "MISSED"))
 	}
 	_ = tw.Flush()
 }
@@ -243,7 +285,7 @@ func figuresMarkdown(results []Result) string {
 		fmt.Fprintf(&b, "| %s %s |", t.figure, strings.NewReplacer("N / resync", "N/resync").Replace(strings.SplitN(t.want, " =", 2)[0]))
 		for _, r := range results {
 			rt := r.targets()[i]
-			fmt.Fprintf(&b, " %s %s |", rt.value, map[bool]string{true: "✓", false: "✗ missed"}[rt.met])
+			fmt.Fprintf(&b, " %s %s |", rt.value, rt.verdict("✓", "✗ missed"))
 		}
 		b.WriteString("\n")
 	}

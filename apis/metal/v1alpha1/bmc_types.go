@@ -79,7 +79,8 @@ type BMCStatus struct {
 	// PowerState of the manager itself.
 	// +optional
 	PowerState PowerState `json:"powerState,omitempty"`
-	// LastSeen is when the BMC last answered.
+	// LastSeen is when the BMC last answered, to within six poll periods: a poll that changes
+	// nothing else does not rewrite it.
 	// +optional
 	LastSeen *metav1.Time `json:"lastSeen,omitempty"`
 	// +optional

@@ -88,6 +88,12 @@ fuzz: ## Fuzz every hostile-input parser and the ignition renderer for FUZZTIME 
 	go test -run '^$$' -fuzz '^FuzzParse$$' -fuzztime $(FUZZTIME) ./internal/ignition/
 	go test -run '^$$' -fuzz '^FuzzRender$$' -fuzztime $(FUZZTIME) ./internal/ignition/
 
+CHAOS_KILLS ?= 100
+
+.PHONY: chaos
+chaos: envtest ## Crash consistency, longer than make test's: CHAOS_KILLS (100) SIGKILLs of the manager during discovery, claims, releases and maintenance; CHAOS_SEED replays a run.
+	CHAOS_KILLS=$(CHAOS_KILLS) go test $(GO_TEST_FLAGS) -run '^TestCrashConsistency$$' -timeout 60m -v ./test/chaos/
+
 BENCH_SERVERS ?= 1000
 
 .PHONY: bench

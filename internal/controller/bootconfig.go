@@ -2,11 +2,14 @@ package controller
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"fmt"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 
@@ -23,8 +26,8 @@ type ProbeBoot struct {
 	// RegistryURL is where the probe reports, and RegistryCA how it trusts it.
 	RegistryURL string
 	RegistryCA  string
-	// Token mints the per-server token.
-	Token func(systemUUID string) string
+	// Token mints the token of one probe boot of a server.
+	Token func(systemUUID, boot string) string
 }
 
 // probeBootName is the one name a server's probe boot of a purpose can have, so a restarted
@@ -40,20 +43,33 @@ func probeBootName(server *metalv1alpha1.Server, purpose metalv1alpha1.BootPurpo
 
 // ensureProbeBoot gets or creates the server's probe boot configuration and its ignition
 // Secret, both owned by the Server.
+//
+// Each probe boot configuration is a boot of its own, named in an annotation on it and on the
+// Server, and its ignition carries that boot's token: the registry takes reports only for the
+// boot the Server names, so a probe of an earlier boot that reports late (it kept retrying
+// while the registry was away) cannot pass its wipe off as this one's. The boot configuration
+// is the record; the Server's annotation is put back from it when it is missing or stale.
 func ensureProbeBoot(ctx context.Context, c client.Client, pb ProbeBoot, server *metalv1alpha1.Server, purpose metalv1alpha1.BootPurpose) (*metalv1alpha1.ServerBootConfiguration, error) {
 	name := probeBootName(server, purpose)
 	key := client.ObjectKey{Namespace: pb.Namespace, Name: name}
 	var sbc metalv1alpha1.ServerBootConfiguration
 	err := c.Get(ctx, key, &sbc)
 	if err == nil {
-		return &sbc, nil
+		return &sbc, nameProbeBoot(ctx, c, server, sbc.Annotations[metalv1alpha1.AnnotationProbeBoot])
 	}
 	if !apierrors.IsNotFound(err) {
 		return nil, err
 	}
 
+	boot, err := newProbeBoot()
+	if err != nil {
+		return nil, err
+	}
+	if err := nameProbeBoot(ctx, c, server, boot); err != nil {
+		return nil, err
+	}
 	cfg := ignition.Config{
-		RegistryURL: pb.RegistryURL, RegistryCA: pb.RegistryCA, Token: pb.Token(server.Spec.SystemUUID),
+		RegistryURL: pb.RegistryURL, RegistryCA: pb.RegistryCA, Token: pb.Token(server.Spec.SystemUUID, boot),
 		SystemUUID: server.Spec.SystemUUID, Mode: ignition.ModeDiscovery,
 	}
 	if purpose == metalv1alpha1.BootPurposeCleanup {
@@ -74,12 +90,19 @@ func ensureProbeBoot(ctx context.Context, c client.Client, pb ProbeBoot, server 
 	if err := controllerutil.SetOwnerReference(server, secret, c.Scheme()); err != nil {
 		return nil, err
 	}
-	if err := c.Create(ctx, secret); err != nil && !apierrors.IsAlreadyExists(err) {
+	if err := c.Create(ctx, secret); apierrors.IsAlreadyExists(err) {
+		// Left by an attempt that died half way, with another boot's token: this one's
+		// replaces it.
+		if err := c.Patch(ctx, secret, client.Merge); err != nil {
+			return nil, fmt.Errorf("updating ignition Secret %s: %w", secret.Name, err)
+		}
+	} else if err != nil {
 		return nil, fmt.Errorf("creating ignition Secret %s: %w", secret.Name, err)
 	}
 	sbc = metalv1alpha1.ServerBootConfiguration{
 		ObjectMeta: metav1.ObjectMeta{Namespace: pb.Namespace, Name: name,
-			Labels: map[string]string{LabelServer: server.Name}},
+			Labels:      map[string]string{LabelServer: server.Name},
+			Annotations: map[string]string{metalv1alpha1.AnnotationProbeBoot: boot}},
 		Spec: metalv1alpha1.ServerBootConfigurationSpec{
 			ServerRef:         metalv1alpha1.LocalObjectReference{Name: server.Name},
 			Image:             pb.Image,
@@ -91,17 +114,43 @@ func ensureProbeBoot(ctx context.Context, c client.Client, pb ProbeBoot, server 
 		return nil, err
 	}
 	if err := c.Create(ctx, &sbc); err != nil {
-		if apierrors.IsAlreadyExists(err) {
-			return nil, c.Get(ctx, key, &sbc)
+		if !apierrors.IsAlreadyExists(err) {
+			return nil, fmt.Errorf("creating boot configuration %s: %w", name, err)
 		}
-		return nil, fmt.Errorf("creating boot configuration %s: %w", name, err)
+		// The cache had not seen it yet. Its Secret now carries this boot's token, so it is
+		// this boot now; and the caller gets it (or an error), never nil and nil.
+		patch := client.RawPatch(types.MergePatchType, fmt.Appendf(nil, `{"metadata":{"annotations":{%q:%q}}}`, metalv1alpha1.AnnotationProbeBoot, boot))
+		if err := c.Patch(ctx, &sbc, patch); err != nil {
+			return nil, fmt.Errorf("renaming the boot of %s: %w", name, err)
+		}
 	}
 	return &sbc, nil
 }
 
-// deleteProbeBoot removes a probe boot configuration and its ignition Secret. Both are owned by
-// the Server, but garbage collection is not relied on: the server may live on for years.
+// nameProbeBoot records on the Server the probe boot the registry takes its reports for.
+func nameProbeBoot(ctx context.Context, c client.Client, server *metalv1alpha1.Server, boot string) error {
+	if boot == "" || server.Annotations[metalv1alpha1.AnnotationProbeBoot] == boot {
+		return nil
+	}
+	named := server.DeepCopy()
+	metav1.SetMetaDataAnnotation(&named.ObjectMeta, metalv1alpha1.AnnotationProbeBoot, boot)
+	if err := c.Patch(ctx, named, client.MergeFromWithOptions(server, client.MergeFromWithOptimisticLock{})); err != nil {
+		return fmt.Errorf("naming the probe boot of server %s: %w", server.Name, err)
+	}
+	return nil
+}
+
+// deleteProbeBoot ends a probe boot: the Server stops naming it (the registry then refuses its
+// reports), and its boot configuration and ignition Secret are removed. Both are owned by the
+// Server, but garbage collection is not relied on: the server may live on for years.
 func deleteProbeBoot(ctx context.Context, c client.Client, pb ProbeBoot, server *metalv1alpha1.Server, purpose metalv1alpha1.BootPurpose) error {
+	if _, ok := server.Annotations[metalv1alpha1.AnnotationProbeBoot]; ok {
+		patch := client.RawPatch(types.MergePatchType, fmt.Appendf(nil, `{"metadata":{"annotations":{%q:null}}}`, metalv1alpha1.AnnotationProbeBoot))
+		if err := c.Patch(ctx, server.DeepCopy(), patch); err != nil {
+			return fmt.Errorf("ending the probe boot of server %s: %w", server.Name, err)
+		}
+		delete(server.Annotations, metalv1alpha1.AnnotationProbeBoot)
+	}
 	name := probeBootName(server, purpose)
 	for _, obj := range []client.Object{
 		&metalv1alpha1.ServerBootConfiguration{ObjectMeta: metav1.ObjectMeta{Namespace: pb.Namespace, Name: name}},
@@ -112,4 +161,13 @@ func deleteProbeBoot(ctx context.Context, c client.Client, pb ProbeBoot, server 
 		}
 	}
 	return nil
+}
+
+// newProbeBoot names a probe boot.
+func newProbeBoot() (string, error) {
+	b := make([]byte, 8)
+	if _, err := rand.Read(b); err != nil {
+		return "", fmt.Errorf("naming a probe boot: %w", err)
+	}
+	return hex.EncodeToString(b), nil
 }

@@ -19,15 +19,16 @@ const (
 	ReasonClaimed         = "Claimed"
 	ReasonReleased        = "Released"
 	ReasonImageBooted     = "ImageBooted"
-	ReasonPowerRequested  = "PowerRequested"
+	ReasonImageBooting    = "ImageBooting"
 	ReasonClaimGone       = "ClaimGone"
 	ReasonWaitingForImage = "WaitingForImage"
 )
 
-// available waits for a claim: the claim controller binds by setting spec.serverClaimRef.
+// available waits for a claim, powered off: the claim controller binds by setting
+// spec.serverClaimRef.
 func (r *ServerReconciler) available(server *metalv1alpha1.Server) step {
 	if server.Spec.ServerClaimRef == nil {
-		return step{}
+		return resendPower(server) // the power-off that came with becoming Available
 	}
 	ref := server.Spec.ServerClaimRef
 	return step{event: fsm.EventClaim, reason: ReasonClaimed, message: fmt.Sprintf("bound to claim %s/%s", ref.Namespace, ref.Name),
@@ -51,13 +52,11 @@ func (r *ServerReconciler) reserved(ctx context.Context, server *metalv1alpha1.S
 	}
 	powered := meta.FindStatusCondition(server.Status.Conditions, metalv1alpha1.ConditionPowered)
 	if powered != nil && powered.ObservedGeneration == server.Generation {
-		return step{}, nil
+		return resendPower(server), nil
 	}
 	// The claim's power changed since it was last requested: request it again, from disk.
-	return step{effect: setPower(server.Spec.SystemURI, powerAction(server.Spec.Power)), apply: func(s *metalv1alpha1.Server) {
-		setCondition(&s.Status.Conditions, s.Generation, metalv1alpha1.ConditionPowered, metav1.ConditionTrue, ReasonPowerRequested,
-			fmt.Sprintf("power %s requested, booting from disk", orDefault(s.Spec.Power, metalv1alpha1.PowerOn)))
-	}}, nil
+	want := orDefault(server.Spec.Power, metalv1alpha1.PowerOn)
+	return powerStep(server, want, fmt.Sprintf("power %s for the claim, booting from disk", want)), nil
 }
 
 // provision network-boots the claim's image once, when its boot configuration is Ready.
@@ -81,12 +80,19 @@ func (r *ServerReconciler) provision(ctx context.Context, server *metalv1alpha1.
 			return c.SetBootOnce(ctx, server.Spec.SystemURI, bmc.BootPXE)
 		}}
 	}
+	// Provisioned turns True only once the BMC took the boot: a manager that dies between this
+	// status write and the BMC call boots the image again rather than never.
 	power := orDefault(server.Spec.Power, metalv1alpha1.PowerOn)
-	return step{effect: eff, apply: func(s *metalv1alpha1.Server) {
+	powerMessage := fmt.Sprintf("power %s for the claim", power)
+	eff.done = func(s *metalv1alpha1.Server) {
 		setCondition(&s.Status.Conditions, s.Generation, metalv1alpha1.ConditionProvisioned, metav1.ConditionTrue, ReasonImageBooted,
 			fmt.Sprintf("PXE once into %s (%s); later boots are from disk", sbc.Name, sbc.Spec.Image))
-		setCondition(&s.Status.Conditions, s.Generation, metalv1alpha1.ConditionPowered, metav1.ConditionTrue, ReasonPowerRequested,
-			fmt.Sprintf("power %s requested", power))
+		setCondition(&s.Status.Conditions, s.Generation, metalv1alpha1.ConditionPowered, metav1.ConditionTrue, sentReason(power), powerMessage)
+	}
+	return step{effect: eff, apply: func(s *metalv1alpha1.Server) {
+		setCondition(&s.Status.Conditions, s.Generation, metalv1alpha1.ConditionProvisioned, metav1.ConditionFalse, ReasonImageBooting,
+			fmt.Sprintf("PXE once into %s (%s) requested", sbc.Name, sbc.Spec.Image))
+		requestPower(s, power, powerMessage)
 	}}, nil
 }
 
@@ -98,6 +104,8 @@ func (r *ServerReconciler) release(server *metalv1alpha1.Server) step {
 		apply: func(s *metalv1alpha1.Server) {
 			s.Status.CleanupAttempts = 0
 			s.Status.LastProbeBootTime = nil
+			// The last wipe was before this tenant: only one reported from now on counts.
+			s.Status.LastWipe = nil
 			setCondition(&s.Status.Conditions, s.Generation, metalv1alpha1.ConditionCleaned, metav1.ConditionFalse, ReasonReleased, "released by its claim; not wiped yet")
 			meta.RemoveStatusCondition(&s.Status.Conditions, metalv1alpha1.ConditionProvisioned)
 			meta.RemoveStatusCondition(&s.Status.Conditions, metalv1alpha1.ConditionPowered)
@@ -132,13 +140,6 @@ func (r *ServerReconciler) dropDanglingClaim(ctx context.Context, server *metalv
 	server.Spec.ServerClaimRef, server.Spec.BootConfigurationRef, server.Spec.Power = nil, nil, ""
 	r.Events.Eventf(server, nil, "Warning", ReasonClaimGone, "Release", "claim %s/%s no longer exists; releasing", ref.Namespace, ref.Name)
 	return r.Client.Patch(ctx, server, client.MergeFromWithOptions(before, client.MergeFromWithOptimisticLock{}))
-}
-
-func powerAction(p metalv1alpha1.Power) bmc.PowerAction {
-	if p == metalv1alpha1.PowerOff {
-		return bmc.PowerOff
-	}
-	return bmc.PowerOn
 }
 
 func orDefault[T ~string](v, def T) T {

@@ -72,10 +72,13 @@ type step struct {
 	effect effect
 }
 
-// effect acts on the server through its BMC; powering is the power state it heads for.
+// effect acts on the server through its BMC; powering is the power state it heads for. done,
+// when set, records in status that the action was taken, once it has been: a manager that dies
+// before leaves the step to be taken again.
 type effect struct {
 	run      func(ctx context.Context, c bmc.Client) error
 	powering metalv1alpha1.PowerState
+	done     func(*metalv1alpha1.Server)
 }
 
 // wait is a step that fires nothing and says what the server waits for.
@@ -215,14 +218,24 @@ func (r *ServerReconciler) afterWrite(ctx context.Context, server *metalv1alpha1
 	if err := r.runEffect(ctx, server, st.effect); err != nil {
 		return err
 	}
+	if st.effect.powering == "" && st.effect.done == nil {
+		return nil
+	}
+	before := server.DeepCopy()
 	if st.effect.powering != "" {
-		before := server.DeepCopy()
 		server.Status.PowerState = st.effect.powering
-		if err := r.Client.Status().Patch(ctx, server, client.MergeFrom(before)); err == nil {
-			r.fresh.wrote(server)
-		}
 		st.requeueAfter = minPositive(st.requeueAfter, powerObserveDelay)
 	}
+	if st.effect.done != nil {
+		st.effect.done(server)
+	}
+	if err := r.Client.Status().Patch(ctx, server, client.MergeFrom(before)); err != nil {
+		if st.effect.done != nil {
+			return fmt.Errorf("recording the BMC action on server %s: %w", server.Name, err)
+		}
+		return nil
+	}
+	r.fresh.wrote(server)
 	return nil
 }
 

@@ -93,7 +93,8 @@ func (r *ServerReconciler) discovery(ctx context.Context, server *metalv1alpha1.
 				}}, nil
 		}
 		inv := server.Status.Inventory
-		return step{event: fsm.EventDiscovered, reason: ReasonReportReceived, effect: setPower(server.Spec.SystemURI, bmc.PowerOff),
+		const off = "powered off after discovery"
+		return step{event: fsm.EventDiscovered, reason: ReasonReportReceived, effect: sendPower(server.Spec.SystemURI, metalv1alpha1.PowerOff, off),
 			message: fmt.Sprintf("probe reported %d CPU cores, %v memory, %d disks, %d NICs", inv.CPU.Cores, inv.Memory.Total.String(), len(inv.Storage), len(inv.NetworkInterfaces)),
 			apply: func(s *metalv1alpha1.Server) {
 				s.Status.DiscoveryAttempts = 0
@@ -101,6 +102,7 @@ func (r *ServerReconciler) discovery(ctx context.Context, server *metalv1alpha1.
 				if wiped {
 					markClean(s)
 				}
+				requestPower(s, metalv1alpha1.PowerOff, off)
 			}}, nil
 	}
 	deadline := started.Add(r.Discovery.Timeout)

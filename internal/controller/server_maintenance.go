@@ -17,10 +17,14 @@ import (
 const (
 	ReasonMaintenanceStarted = "MaintenanceStarted"
 	ReasonMaintenanceEnded   = "MaintenanceEnded"
+	// ReasonTakenFromTenant marks a server taken into maintenance from its claim dirty.
+	ReasonTakenFromTenant = "TakenFromTenant"
 )
 
 // startMaintenance takes the server from whatever it was doing. Probe boots in flight are
-// abandoned; a dirty server stays marked dirty, so it is wiped before it is pooled again.
+// abandoned; a dirty server stays marked dirty, so it is wiped before it is pooled again. A
+// Reserved server is marked dirty here: its tenant has had its disks, and if the claim goes
+// while it is in maintenance, it leaves through re-discovery, not through Cleanup.
 func (r *ServerReconciler) startMaintenance(ctx context.Context, server *metalv1alpha1.Server) (step, error) {
 	for _, purpose := range []metalv1alpha1.BootPurpose{metalv1alpha1.BootPurposeDiscovery, metalv1alpha1.BootPurposeCleanup} {
 		if err := deleteProbeBoot(ctx, r.Client, r.Probe, server, purpose); err != nil {
@@ -28,12 +32,18 @@ func (r *ServerReconciler) startMaintenance(ctx context.Context, server *metalv1
 		}
 	}
 	ref := server.Spec.MaintenanceRef
+	fromTenant := server.Status.State == metalv1alpha1.ServerStateReserved
 	return step{event: fsm.EventStartMaintenance, reason: ReasonMaintenanceStarted,
 		message: fmt.Sprintf("taken by ServerMaintenance %s/%s", ref.Namespace, ref.Name),
 		apply: func(s *metalv1alpha1.Server) {
 			s.Status.DiscoveryAttempts, s.Status.LastProbeBootTime = 0, nil
 			setCondition(&s.Status.Conditions, s.Generation, metalv1alpha1.ConditionInMaintenance, metav1.ConditionTrue, ReasonMaintenanceStarted,
 				fmt.Sprintf("held by %s/%s", ref.Namespace, ref.Name))
+			if fromTenant {
+				setCondition(&s.Status.Conditions, s.Generation, metalv1alpha1.ConditionCleaned, metav1.ConditionFalse, ReasonTakenFromTenant,
+					"taken into maintenance from its claim; wiped before it is pooled again")
+				s.Status.LastWipe = nil // before the tenant: it does not count
+			}
 		}}, nil
 }
 
@@ -52,14 +62,13 @@ func (r *ServerReconciler) maintenance(ctx context.Context, server *metalv1alpha
 		return step{}, err
 	}
 	want := orDefault(sm.Spec.Power, metalv1alpha1.PowerOff)
-	reason := "Power" + string(want) + "Requested"
-	if c := meta.FindStatusCondition(server.Status.Conditions, metalv1alpha1.ConditionPowered); c != nil && c.Reason == reason {
+	switch c := meta.FindStatusCondition(server.Status.Conditions, metalv1alpha1.ConditionPowered); {
+	case c != nil && c.Reason == sentReason(want):
 		return step{}, nil
+	case c != nil && c.Reason == requestedReason(want):
+		return resendPower(server), nil
 	}
-	return step{effect: setPower(server.Spec.SystemURI, powerAction(want)), apply: func(s *metalv1alpha1.Server) {
-		setCondition(&s.Status.Conditions, s.Generation, metalv1alpha1.ConditionPowered, metav1.ConditionTrue, reason,
-			fmt.Sprintf("power %s, as ServerMaintenance %s/%s asks", want, sm.Namespace, sm.Name))
-	}}, nil
+	return powerStep(server, want, fmt.Sprintf("power %s, as ServerMaintenance %s/%s asks", want, sm.Namespace, sm.Name)), nil
 }
 
 // endMaintenance returns the server to its claim (whose power is requested again) or to Initial.
@@ -73,5 +82,10 @@ func (r *ServerReconciler) endMaintenance(server *metalv1alpha1.Server) step {
 			meta.RemoveStatusCondition(&s.Status.Conditions, metalv1alpha1.ConditionInMaintenance)
 			// The claim's power is requested afresh once the server is Reserved again.
 			meta.RemoveStatusCondition(&s.Status.Conditions, metalv1alpha1.ConditionPowered)
+			if s.Spec.ServerClaimRef == nil {
+				// Its claim went while it was in maintenance: the image it booted was that
+				// claim's, and the next claim's must be booted, not taken as done.
+				meta.RemoveStatusCondition(&s.Status.Conditions, metalv1alpha1.ConditionProvisioned)
+			}
 		}}
 }

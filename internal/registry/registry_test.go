@@ -40,6 +40,8 @@ var (
 const (
 	uuidA = "38947555-7742-3448-3784-823347823834"
 	uuidB = "4c4c4544-0042-4a10-8039-b4c04f4d3732"
+	// boot is the test servers' current probe boot.
+	boot = "boot-1"
 )
 
 func TestMain(main *testing.M) {
@@ -97,7 +99,8 @@ func run(main *testing.M) (int, error) {
 	https = &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}}}
 
 	for _, s := range []struct{ name, uuid string }{{"server-a", uuidA}, {"server-b", uuidB}} {
-		if err := env.Client.Create(ctx, &m.Server{ObjectMeta: metav1.ObjectMeta{Name: s.name}, Spec: m.ServerSpec{SystemUUID: s.uuid}}); err != nil {
+		if err := env.Client.Create(ctx, &m.Server{ObjectMeta: metav1.ObjectMeta{Name: s.name, Annotations: map[string]string{m.AnnotationProbeBoot: boot}},
+			Spec: m.ServerSpec{SystemUUID: s.uuid}}); err != nil {
 			return 0, err
 		}
 	}
@@ -138,7 +141,7 @@ func server(t *testing.T, name string) *m.Server {
 }
 
 func TestAcceptsAReportSignedByItsServer(t *testing.T) {
-	status, msg := post(t, "/v1/reports", signer.Token(uuidA), reportFor(uuidA, 24))
+	status, msg := post(t, "/v1/reports", signer.Token(uuidA, boot), reportFor(uuidA, 24))
 	require.Equal(t, http.StatusNoContent, status, msg)
 	require.Eventually(t, func() bool { return server(t, "server-a").Status.Inventory != nil }, 10*time.Second, 50*time.Millisecond)
 	inv := server(t, "server-a").Status.Inventory
@@ -161,15 +164,19 @@ func TestRefusesWhatItShould(t *testing.T) {
 		says   string
 	}{
 		{"no token", "/v1/reports", "", reportFor(uuidB, 1), http.StatusUnauthorized, "bearer token is required"},
-		{"another server's token", "/v1/reports", signer.Token(uuidA), reportFor(uuidB, 1), http.StatusForbidden, "does not belong to server"},
+		{"another server's token", "/v1/reports", signer.Token(uuidA, boot), reportFor(uuidB, 1), http.StatusForbidden, "does not belong to server"},
 		{"forged token", "/v1/reports", "Zm9yZ2Vk", reportFor(uuidB, 1), http.StatusForbidden, "does not belong"},
-		{"malformed JSON", "/v1/reports", signer.Token(uuidB), []byte(`{"systemUUID": `), http.StatusBadRequest, "malformed JSON"},
-		{"unknown field", "/v1/reports", signer.Token(uuidB), []byte(`{"systemUUID":"` + uuidB + `","bogus":1}`), http.StatusBadRequest, "unknown field"},
-		{"trailing data", "/v1/reports", signer.Token(uuidB), append(reportFor(uuidB, 1), []byte(`{}`)...), http.StatusBadRequest, "trailing data"},
-		{"not a UUID", "/v1/reports", signer.Token("nope"), []byte(`{"systemUUID":"nope"}`), http.StatusBadRequest, "is not a UUID"},
-		{"oversized", "/v1/reports", signer.Token(uuidB), []byte(`{"systemUUID":"` + uuidB + `","warnings":["` + strings.Repeat("x", 2<<20) + `"]}`), http.StatusRequestEntityTooLarge, "exceeds"},
-		{"unknown server", "/v1/reports", signer.Token("00000000-1111-2222-3333-444444444444"), reportFor("00000000-1111-2222-3333-444444444444", 1), http.StatusNotFound, "no server has systemUUID"},
-		{"boot state for another server", "/v1/bootstate", signer.Token(uuidA), []byte(`{"systemUUID":"` + uuidB + `","state":"Booted"}`), http.StatusForbidden, "does not belong"},
+		{"malformed JSON", "/v1/reports", signer.Token(uuidB, boot), []byte(`{"systemUUID": `), http.StatusBadRequest, "malformed JSON"},
+		{"unknown field", "/v1/reports", signer.Token(uuidB, boot), []byte(`{"systemUUID":"` + uuidB + `","bogus":1}`), http.StatusBadRequest, "unknown field"},
+		{"trailing data", "/v1/reports", signer.Token(uuidB, boot), append(reportFor(uuidB, 1), []byte(`{}`)...), http.StatusBadRequest, "trailing data"},
+		{"not a UUID", "/v1/reports", signer.Token("nope", boot), []byte(`{"systemUUID":"nope"}`), http.StatusBadRequest, "is not a UUID"},
+		{"oversized", "/v1/reports", signer.Token(uuidB, boot), []byte(`{"systemUUID":"` + uuidB + `","warnings":["` + strings.Repeat("x", 2<<20) + `"]}`), http.StatusRequestEntityTooLarge, "exceeds"},
+		{"unknown server", "/v1/reports", signer.Token("00000000-1111-2222-3333-444444444444", boot), reportFor("00000000-1111-2222-3333-444444444444", 1), http.StatusNotFound, "no server has systemUUID"},
+		{"boot state for another server", "/v1/bootstate", signer.Token(uuidA, boot), []byte(`{"systemUUID":"` + uuidB + `","state":"Booted"}`), http.StatusForbidden, "does not belong"},
+		// A probe of an earlier boot that reports late (it kept retrying while the registry
+		// was away) must not have its wipe taken for the current boot's.
+		{"an earlier boot's token", "/v1/reports", signer.Token(uuidB, "boot-0"), reportFor(uuidB, 1), http.StatusForbidden, "earlier probe boot"},
+		{"a token without a boot", "/v1/reports", "Zm9yZ2Vk.Zm9yZ2Vk", reportFor(uuidB, 1), http.StatusForbidden, "does not belong"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -184,7 +191,7 @@ func TestRefusesWhatItShould(t *testing.T) {
 }
 
 func TestBootStateBecomesACondition(t *testing.T) {
-	status, msg := post(t, "/v1/bootstate", signer.Token(uuidB), []byte(`{"systemUUID":"`+uuidB+`","state":"Wiping","message":"3 disks"}`))
+	status, msg := post(t, "/v1/bootstate", signer.Token(uuidB, boot), []byte(`{"systemUUID":"`+uuidB+`","state":"Wiping","message":"3 disks"}`))
 	require.Equal(t, http.StatusNoContent, status, msg)
 	require.Eventually(t, func() bool {
 		for _, c := range server(t, "server-b").Status.Conditions {
@@ -195,7 +202,7 @@ func TestBootStateBecomesACondition(t *testing.T) {
 		return false
 	}, 10*time.Second, 50*time.Millisecond)
 
-	status, _ = post(t, "/v1/bootstate", signer.Token(uuidB), []byte(`{"systemUUID":"`+uuidB+`","state":"not camel"}`))
+	status, _ = post(t, "/v1/bootstate", signer.Token(uuidB, boot), []byte(`{"systemUUID":"`+uuidB+`","state":"not camel"}`))
 	assert.Equal(t, http.StatusBadRequest, status)
 }
 
@@ -213,7 +220,11 @@ func TestTokensSurviveRestarts(t *testing.T) {
 	require.NoError(t, err)
 	again, err := registry.NewSigner(creds.HMACKey)
 	require.NoError(t, err)
-	assert.Equal(t, signer.Token(uuidA), again.Token(uuidA))
-	assert.NotEqual(t, signer.Token(uuidA), signer.Token(uuidB))
-	assert.True(t, again.Verify(strings.ToUpper(uuidA), signer.Token(uuidA)), "UUID case does not matter")
+	assert.Equal(t, signer.Token(uuidA, boot), again.Token(uuidA, boot))
+	assert.NotEqual(t, signer.Token(uuidA, boot), signer.Token(uuidB, boot))
+	got, ok := again.Verify(strings.ToUpper(uuidA), signer.Token(uuidA, boot))
+	assert.True(t, ok, "UUID case does not matter")
+	assert.Equal(t, boot, got)
+	_, ok = again.Verify(uuidA, strings.Replace(signer.Token(uuidA, boot), boot, "boot-2", 1))
+	assert.False(t, ok, "the boot is signed too")
 }

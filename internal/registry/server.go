@@ -33,8 +33,11 @@ type Server struct {
 	// Client reads Servers (through the manager's cache, with IndexServerByUUID) and writes
 	// their status.
 	Client client.Client
-	Signer *Signer
-	Log    logr.Logger
+	// APIReader reads a Server around the cache when its probe boot looks superseded: the
+	// cache may not have seen the boot the probe was given yet. Optional.
+	APIReader client.Reader
+	Signer    *Signer
+	Log       logr.Logger
 	// Now is the clock; time.Now when nil.
 	Now func() time.Time
 }
@@ -69,9 +72,10 @@ type authenticated struct {
 }
 
 // decodeAndAuthorize reads a bounded, strict JSON body into v, then checks the bearer token
-// against the UUID the body names and finds that server. It writes the refusal itself and
-// returns nil when the request is refused. Order matters: 401 before reading anything, then
-// 413/400 on the body, then 403 on a token that is not this server's.
+// against the UUID the body names, finds that server, and checks that the token is for its
+// current probe boot. It writes the refusal itself and returns nil when the request is refused.
+// Order matters: 401 before reading anything, then 413/400 on the body, then 403 on a token
+// that is not this server's, then 404 for an unknown server, then 403 for a boot that is over.
 func (s *Server) decodeAndAuthorize(w http.ResponseWriter, r *http.Request, v any, uuidOf func() string) *authenticated {
 	token, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
 	if !ok || strings.TrimSpace(token) == "" {
@@ -87,7 +91,8 @@ func (s *Server) decodeAndAuthorize(w http.ResponseWriter, r *http.Request, v an
 		writeError(w, http.StatusBadRequest, "systemUUID %q is not a UUID", truncate(uuid, 64))
 		return nil
 	}
-	if !s.Signer.Verify(uuid, token) {
+	boot, ok := s.Signer.Verify(uuid, token)
+	if !ok {
 		s.Log.Info("refused a probe request: the token is not this server's", "systemUUID", uuid, "remote", r.RemoteAddr)
 		writeError(w, http.StatusForbidden, "the token does not belong to server %s", uuid)
 		return nil
@@ -97,7 +102,46 @@ func (s *Server) decodeAndAuthorize(w http.ResponseWriter, r *http.Request, v an
 		writeError(w, status, "%v", err)
 		return nil
 	}
+	if !s.currentBoot(r.Context(), server, boot) {
+		s.Log.Info("refused a probe request: its boot is over", "server", server.Name, "boot", boot)
+		writeError(w, http.StatusForbidden, "the token is for an earlier probe boot of server %s", uuid)
+		return nil
+	}
 	return &authenticated{server: server}
+}
+
+// currentBoot says whether boot is the server's current probe boot, as the API has it now (the
+// cache may be behind the boot's start or end), and leaves that version of the server in
+// *server. A probe that reports after its boot is over (it kept retrying while the registry
+// was away, say) would otherwise have its wipe taken for a later one's.
+func (s *Server) currentBoot(ctx context.Context, server *metalv1alpha1.Server, boot string) bool {
+	if s.APIReader != nil {
+		var fresh metalv1alpha1.Server
+		if err := s.APIReader.Get(ctx, client.ObjectKeyFromObject(server), &fresh); err != nil {
+			return false
+		}
+		*server = fresh
+	}
+	return server.Annotations[metalv1alpha1.AnnotationProbeBoot] == boot
+}
+
+// storeStatus writes a probe's news into the server's status, on the version whose boot was
+// checked: if the server changed since (its boot may have ended), the probe is asked to send
+// again, and is then checked again.
+func (s *Server) storeStatus(ctx context.Context, w http.ResponseWriter, server, original *metalv1alpha1.Server, what string) bool {
+	err := s.Client.Status().Patch(ctx, server, client.MergeFromWithOptions(original, client.MergeFromWithOptimisticLock{}))
+	switch {
+	case err == nil:
+		return true
+	case apierrors.IsConflict(err):
+		w.Header().Set("Retry-After", "1")
+		writeError(w, http.StatusServiceUnavailable, "server %s changed while the %s was stored; send it again", server.Name, what)
+	case apierrors.IsInvalid(err):
+		writeError(w, http.StatusUnprocessableEntity, "storing the %s: %v", what, err)
+	default:
+		writeError(w, http.StatusServiceUnavailable, "storing the %s: %v", what, err)
+	}
+	return false
 }
 
 // decodeBody reads exactly one strict JSON object into v, and says which status refuses a body
@@ -142,6 +186,9 @@ func (s *Server) now() time.Time {
 
 // postReport stores an inventory report in its Server's status.
 func (s *Server) postReport(w http.ResponseWriter, r *http.Request) {
+	// Stamped on arrival, before the boot is checked: a report is never younger than the
+	// check that let it in.
+	received := metav1.NewTime(s.now())
 	var rep report.Report
 	auth := s.decodeAndAuthorize(w, r, &rep, func() string { return rep.SystemUUID })
 	if auth == nil {
@@ -151,7 +198,6 @@ func (s *Server) postReport(w http.ResponseWriter, r *http.Request) {
 	original := server.DeepCopy()
 	inv := rep.Inventory
 	inv.Source = "Probe"
-	received := metav1.NewTime(s.now())
 	inv.ReportedAt = &received
 	inv.CollectorVersion = rep.ProbeVersion
 	inv.Warnings = capStrings(rep.Warnings, 64)
@@ -161,12 +207,7 @@ func (s *Server) postReport(w http.ResponseWriter, r *http.Request) {
 		wipe.ReportedAt = &received
 		server.Status.LastWipe = &wipe
 	}
-	if err := s.Client.Status().Patch(r.Context(), server, client.MergeFrom(original)); err != nil {
-		status := http.StatusServiceUnavailable
-		if apierrors.IsInvalid(err) {
-			status = http.StatusUnprocessableEntity
-		}
-		writeError(w, status, "storing the report: %v", err)
+	if !s.storeStatus(r.Context(), w, server, original, "report") {
 		return
 	}
 	s.Log.Info("stored probe report", "server", server.Name, "disks", len(inv.Storage), "nics", len(inv.NetworkInterfaces), "wipe", rep.Wipe != nil)
@@ -204,8 +245,7 @@ func (s *Server) postBootState(w http.ResponseWriter, r *http.Request) {
 		status = metav1.ConditionFalse
 	}
 	setProbeCondition(server, status, st.State, truncate(st.Message, 1024))
-	if err := s.Client.Status().Patch(r.Context(), server, client.MergeFrom(original)); err != nil {
-		writeError(w, http.StatusServiceUnavailable, "storing the boot state: %v", err)
+	if !s.storeStatus(r.Context(), w, server, original, "boot state") {
 		return
 	}
 	w.WriteHeader(http.StatusNoContent)

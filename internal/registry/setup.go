@@ -29,7 +29,7 @@ func Setup(mgr ctrl.Manager, addr string, creds *Credentials, listening func(net
 	}); err != nil {
 		return nil, err
 	}
-	srv := &Server{Client: mgr.GetClient(), Signer: signer, Log: mgr.GetLogger().WithName("registry")}
+	srv := &Server{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Signer: signer, Log: mgr.GetLogger().WithName("registry")}
 	if err := mgr.Add(&Runnable{Addr: addr, Server: srv, TLSCert: cert, Listening: listening}); err != nil {
 		return nil, err
 	}

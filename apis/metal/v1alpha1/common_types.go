@@ -71,3 +71,11 @@ const (
 	// ServerMaintenance with policy OwnerApproval take the claimed server.
 	AnnotationApproveMaintenance = "metal.ironfleet.dev/approve-maintenance"
 )
+
+// Annotations Ironfleet sets.
+const (
+	// AnnotationProbeBoot on a Server names its current probe boot: the registry takes
+	// reports only with that boot's token, so a probe of an earlier boot that reports late
+	// cannot pass its inventory or its wipe off as this one's.
+	AnnotationProbeBoot = "metal.ironfleet.dev/probe-boot"
+)

@@ -1,0 +1,83 @@
+package controller
+
+import (
+	"context"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/fake"
+	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
+
+	m "github.com/ironfleet/ironfleet/apis/metal/v1alpha1"
+	"github.com/ironfleet/ironfleet/internal/ignition"
+	"github.com/ironfleet/ironfleet/internal/testenv"
+)
+
+// A restarted manager's cache may not have seen the probe boot it made before it died: the
+// create then finds it, and the caller gets that boot configuration, not nil.
+func TestEnsureProbeBootFindsOneTheCacheHadNotSeen(t *testing.T) {
+	server := &m.Server{ObjectMeta: metav1.ObjectMeta{Name: "s1", UID: "uid-s1"}, Spec: m.ServerSpec{SystemUUID: "4c4c4544-0000-1000-8000-000000000001"}}
+	existing := &m.ServerBootConfiguration{ObjectMeta: metav1.ObjectMeta{Namespace: "system", Name: "s1-discovery"},
+		Spec: m.ServerBootConfigurationSpec{ServerRef: m.LocalObjectReference{Name: "s1"}, Purpose: m.BootPurposeDiscovery}}
+	misses := 1
+	c := fake.NewClientBuilder().WithScheme(testenv.Scheme()).WithObjects(server, existing).
+		WithInterceptorFuncs(interceptor.Funcs{Get: func(ctx context.Context, c client.WithWatch, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
+			if _, ok := obj.(*m.ServerBootConfiguration); ok && misses > 0 {
+				misses--
+				return apierrors.NewNotFound(m.GroupVersion.WithResource("serverbootconfigurations").GroupResource(), key.Name)
+			}
+			return c.Get(ctx, key, obj, opts...)
+		}}).Build()
+	pb := ProbeBoot{Namespace: "system", Image: "metalprobe:test", RegistryURL: "https://registry.example:8443",
+		Token: func(_, boot string) string { return boot + ".token" }}
+
+	require.NoError(t, c.Get(context.Background(), client.ObjectKeyFromObject(server), server))
+
+	sbc, err := ensureProbeBoot(context.Background(), c, pb, server, m.BootPurposeDiscovery)
+	require.NoError(t, err)
+	require.NotNil(t, sbc)
+	assert.Equal(t, "s1-discovery", sbc.Name)
+	// Its Secret was rewritten with the new boot's token: it is that boot now, on both sides.
+	require.NoError(t, c.Get(context.Background(), client.ObjectKeyFromObject(server), server))
+	assert.NotEmpty(t, sbc.Annotations[m.AnnotationProbeBoot])
+	assert.Equal(t, server.Annotations[m.AnnotationProbeBoot], sbc.Annotations[m.AnnotationProbeBoot])
+
+	// Someone replaces the Server's annotations: the next look puts the boot's name back.
+	server.Annotations = map[string]string{"note": "replaced"}
+	require.NoError(t, c.Update(context.Background(), server))
+	_, err = ensureProbeBoot(context.Background(), c, pb, server, m.BootPurposeDiscovery)
+	require.NoError(t, err)
+	require.NoError(t, c.Get(context.Background(), client.ObjectKeyFromObject(server), server))
+	assert.Equal(t, sbc.Annotations[m.AnnotationProbeBoot], server.Annotations[m.AnnotationProbeBoot])
+}
+
+// Each probe boot is named on the Server before its token is minted, and an ignition Secret
+// left by an attempt that died half way is replaced by this boot's.
+func TestEnsureProbeBootNamesTheBootItsTokenIsFor(t *testing.T) {
+	ctx := context.Background()
+	server := &m.Server{ObjectMeta: metav1.ObjectMeta{Name: "s1", UID: "uid-s1", Annotations: map[string]string{m.AnnotationProbeBoot: "earlier"}},
+		Spec: m.ServerSpec{SystemUUID: "4c4c4544-0000-1000-8000-000000000001"}}
+	leftover := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: "system", Name: "s1-cleanup-ignition"},
+		Data: map[string][]byte{ignition.SecretKey: []byte("an earlier boot's")}}
+	c := fake.NewClientBuilder().WithScheme(testenv.Scheme()).WithObjects(server, leftover).Build()
+	require.NoError(t, c.Get(ctx, client.ObjectKeyFromObject(server), server))
+	pb := ProbeBoot{Namespace: "system", Image: "metalprobe:test", RegistryURL: "https://registry.example:8443",
+		Token: func(_, boot string) string { return boot + ".token" }}
+
+	_, err := ensureProbeBoot(ctx, c, pb, server, m.BootPurposeCleanup)
+	require.NoError(t, err)
+	require.NoError(t, c.Get(ctx, client.ObjectKeyFromObject(server), server))
+	boot := server.Annotations[m.AnnotationProbeBoot]
+	assert.NotEqual(t, "earlier", boot, "a new boot has a new name")
+	var secret corev1.Secret
+	require.NoError(t, c.Get(ctx, client.ObjectKeyFromObject(leftover), &secret))
+	cfg, err := ignition.Parse(secret.Data[ignition.SecretKey])
+	require.NoError(t, err)
+	assert.Equal(t, boot+".token", cfg.Token, "the Secret carries this boot's token")
+	assert.Equal(t, ignition.ModeWipe, cfg.Mode)
+}

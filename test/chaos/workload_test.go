@@ -1,0 +1,364 @@
+package chaos
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"sync"
+	"time"
+
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	m "github.com/ironfleet/ironfleet/apis/metal/v1alpha1"
+	"github.com/ironfleet/ironfleet/internal/controller"
+)
+
+const (
+	claimNamespace = "default"
+	waveLength     = 15 * time.Second
+)
+
+// workload plays the fleet's users: it creates claims and deletes them in waves, and takes
+// free and claimed servers into maintenance and gives them back, all drawn from its own seeded
+// random source.
+type workload struct {
+	c   client.Client
+	rng *rand.Rand
+	// obs picks servers for maintenance from what it has seen.
+	obs *observer
+
+	// targetClaims is how many claims it keeps around at the crest of a wave (a fifth of that
+	// in the trough); targetMaints how many maintenances.
+	targetClaims, targetMaints int
+	started                    time.Time
+
+	mu      sync.Mutex
+	deleted map[types.UID]time.Time // claim UID → when its deletion was asked for
+	claims  map[string]*claimInfo
+	maints  map[string]*maintInfo
+	seq     int
+	stats   workloadStats
+}
+
+type claimInfo struct {
+	uid     types.UID
+	created time.Time
+	bound   time.Time
+	hold    time.Duration
+	deleted bool
+	// ready is set when the claim was first seen Ready with an image to boot and power On:
+	// the server it names must have PXE-booted while it held the claim.
+	ready   time.Time
+	server  string
+	boundAt time.Time
+}
+
+type maintInfo struct {
+	created time.Time
+	hold    time.Duration
+	deleted bool
+}
+
+type workloadStats struct {
+	ClaimsCreated, ClaimsDeleted, FlashClaims, MaintsCreated, MaintsDeleted, MaintsOnClaimed, Approvals, Errors int
+}
+
+func newWorkload(c client.Client, seed uint64, targetClaims, targetMaints int) *workload {
+	return &workload{c: c, rng: rand.New(rand.NewPCG(seed, 0x636c61696d73)),
+		targetClaims: targetClaims, targetMaints: targetMaints, started: time.Now(),
+		deleted: map[types.UID]time.Time{}, claims: map[string]*claimInfo{}, maints: map[string]*maintInfo{}}
+}
+
+// claimDeleted says when the workload asked to delete the claim with this UID.
+func (w *workload) claimDeleted(uid string) (time.Time, bool) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	at, ok := w.deleted[types.UID(uid)]
+	return at, ok
+}
+
+func (w *workload) statsNow() workloadStats {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.stats
+}
+
+// run acts every 100–250 ms until ctx ends.
+func (w *workload) run(ctx context.Context) {
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(time.Duration(100+w.rng.IntN(150)) * time.Millisecond):
+		}
+		w.step(ctx)
+	}
+}
+
+func (w *workload) step(ctx context.Context) {
+	var claims m.ServerClaimList
+	if err := w.c.List(ctx, &claims, client.InNamespace(claimNamespace)); err != nil {
+		w.countError()
+		return
+	}
+	now := time.Now()
+	active := 0
+	for i := range claims.Items {
+		c := &claims.Items[i]
+		info := w.claims[c.Name]
+		if info == nil || info.deleted {
+			continue
+		}
+		active++
+		if c.Status.Phase == m.ClaimPhaseBound && info.bound.IsZero() {
+			info.bound = now
+		}
+		if info.ready.IsZero() && c.Spec.Image != "" && c.Spec.Power != m.PowerOff && c.Status.ServerRef != nil && c.Status.BoundAt != nil &&
+			meta.IsStatusConditionTrue(c.Status.Conditions, m.ConditionReady) {
+			w.mu.Lock()
+			info.ready, info.server, info.boundAt = now, c.Status.ServerRef.Name, c.Status.BoundAt.Time
+			w.mu.Unlock()
+		}
+		// Bound claims are held for a while (a flash claim not at all); a claim that found no
+		// server for long is given up.
+		if (!info.bound.IsZero() && now.Sub(info.bound) >= info.hold) || now.Sub(info.created) > 30*time.Second {
+			w.deleteClaim(ctx, c)
+			active--
+		}
+	}
+	// Waves: for 15 s it wants many claims, then few (held ones run out and are deleted, new
+	// ones are not made), so releases and bindings come in bursts.
+	target := w.targetClaims
+	if int(now.Sub(w.started)/waveLength)%2 == 1 {
+		target /= 5
+	}
+	for n := 0; active < target && n < 3; n++ {
+		w.createClaim(ctx)
+		active++
+	}
+	w.maintenance(ctx, claims.Items)
+}
+
+func (w *workload) countError() {
+	w.mu.Lock()
+	w.stats.Errors++
+	w.mu.Unlock()
+}
+
+func (w *workload) createClaim(ctx context.Context) {
+	w.seq++
+	name := fmt.Sprintf("chaos-%04d", w.seq)
+	claim := &m.ServerClaim{ObjectMeta: metav1.ObjectMeta{Namespace: claimNamespace, Name: name},
+		Spec: m.ServerClaimSpec{Power: m.PowerOn, Image: "ghcr.io/ironfleet/examples/flatcar:stable"}}
+	switch p := w.rng.IntN(10); {
+	case p == 0:
+		claim.Spec.Power = m.PowerOff
+	case p == 1:
+		claim.Spec.Image = ""
+	case p == 2:
+		claim.Spec.MinCPUCores = ptrTo(int32(8)) // two fixtures in three have as many
+	case p == 3:
+		// The owner approves maintenance up front.
+		claim.Annotations = map[string]string{m.AnnotationApproveMaintenance: "true"}
+	}
+	hold := time.Duration(1000+w.rng.IntN(5000)) * time.Millisecond
+	flash := w.rng.IntN(10) == 0
+	if flash {
+		hold = 0 // deleted as soon as it is seen Bound
+	}
+	if err := w.c.Create(ctx, claim); err != nil {
+		w.countError()
+		return
+	}
+	w.mu.Lock()
+	w.claims[name] = &claimInfo{uid: claim.UID, created: time.Now(), hold: hold}
+	w.stats.ClaimsCreated++
+	if flash {
+		w.stats.FlashClaims++
+	}
+	w.mu.Unlock()
+}
+
+// deleteClaim deletes a claim, noting when first: the server it held cannot have been released
+// before that moment.
+func (w *workload) deleteClaim(ctx context.Context, c *m.ServerClaim) {
+	w.mu.Lock()
+	info := w.claims[c.Name]
+	if info == nil || info.deleted {
+		w.mu.Unlock()
+		return
+	}
+	info.deleted = true
+	w.deleted[c.UID] = time.Now()
+	w.stats.ClaimsDeleted++
+	w.mu.Unlock()
+	uid := c.UID
+	if err := w.c.Delete(ctx, c, client.Preconditions{UID: &uid}); client.IgnoreNotFound(err) != nil {
+		w.countError()
+	}
+}
+
+// maintenance gives back maintenances that were held long enough, takes a new server now and
+// then (free, claimed, or whatever it is doing), and has owners approve pending ones.
+func (w *workload) maintenance(ctx context.Context, claims []m.ServerClaim) {
+	var list m.ServerMaintenanceList
+	if err := w.c.List(ctx, &list, client.InNamespace(claimNamespace)); err != nil {
+		w.countError()
+		return
+	}
+	now := time.Now()
+	active := 0
+	for i := range list.Items {
+		sm := &list.Items[i]
+		info := w.maints[sm.Name]
+		if info == nil || info.deleted {
+			continue
+		}
+		if now.Sub(info.created) >= info.hold {
+			info.deleted = true
+			w.mu.Lock()
+			w.stats.MaintsDeleted++
+			w.mu.Unlock()
+			if err := w.c.Delete(ctx, sm); client.IgnoreNotFound(err) != nil {
+				w.countError()
+			}
+			continue
+		}
+		active++
+		if c := meta.FindStatusCondition(sm.Status.Conditions, m.ConditionReady); c != nil && c.Reason == controller.ReasonWaitingForApproval && w.rng.IntN(8) == 0 {
+			w.approve(ctx, sm, claims)
+		}
+	}
+	if active >= w.targetMaints || w.rng.IntN(4) != 0 {
+		return
+	}
+	target := w.pickServer()
+	if target == nil {
+		return
+	}
+	w.seq++
+	sm := &m.ServerMaintenance{ObjectMeta: metav1.ObjectMeta{Namespace: claimNamespace, Name: fmt.Sprintf("maint-%04d", w.seq)},
+		Spec: m.ServerMaintenanceSpec{ServerRef: m.LocalObjectReference{Name: target.Name}, Reason: "chaos", Policy: m.MaintenanceEnforced, Power: m.PowerOff}}
+	if w.rng.IntN(2) == 0 {
+		sm.Spec.Policy = m.MaintenanceOwnerApproval
+	}
+	if w.rng.IntN(5) == 0 {
+		sm.Spec.Power = m.PowerOn
+	}
+	if err := w.c.Create(ctx, sm); err != nil {
+		w.countError()
+		return
+	}
+	w.maints[sm.Name] = &maintInfo{created: time.Now(), hold: time.Duration(1000+w.rng.IntN(6000)) * time.Millisecond}
+	w.mu.Lock()
+	w.stats.MaintsCreated++
+	if target.Spec.ServerClaimRef != nil {
+		w.stats.MaintsOnClaimed++
+	}
+	w.mu.Unlock()
+}
+
+// pickServer picks a free server, a claimed one, or any, from the observer's latest versions.
+func (w *workload) pickServer() *m.Server {
+	servers := w.obs.servers()
+	var free, claimed []*m.Server
+	for _, s := range servers {
+		switch {
+		case s.Spec.MaintenanceRef != nil:
+		case s.Status.State == m.ServerStateAvailable && s.Spec.ServerClaimRef == nil:
+			free = append(free, s)
+		case s.Status.State == m.ServerStateReserved:
+			claimed = append(claimed, s)
+		}
+	}
+	pool := servers
+	switch p := w.rng.IntN(10); {
+	case p < 4 && len(free) > 0:
+		pool = free
+	case p < 8 && len(claimed) > 0:
+		pool = claimed
+	}
+	if len(pool) == 0 {
+		return nil
+	}
+	return pool[w.rng.IntN(len(pool))]
+}
+
+// approve has the owner of the claimed server approve its maintenance.
+func (w *workload) approve(ctx context.Context, sm *m.ServerMaintenance, claims []m.ServerClaim) {
+	for i := range claims {
+		c := &claims[i]
+		if c.Status.ServerRef == nil || c.Status.ServerRef.Name != sm.Spec.ServerRef.Name || c.Annotations[m.AnnotationApproveMaintenance] == "true" {
+			continue
+		}
+		patch := client.RawPatch(types.MergePatchType, []byte(`{"metadata":{"annotations":{"`+m.AnnotationApproveMaintenance+`":"true"}}}`))
+		if err := w.c.Patch(ctx, c, patch); client.IgnoreNotFound(err) != nil {
+			w.countError()
+			return
+		}
+		w.mu.Lock()
+		w.stats.Approvals++
+		w.mu.Unlock()
+		return
+	}
+}
+
+// finish leaves the defined end state: no maintenance, no claim that is not Bound, and every
+// third Bound claim deleted too; the rest stay, so the end has both released and held servers.
+func (w *workload) finish(ctx context.Context) (kept int, err error) {
+	var maints m.ServerMaintenanceList
+	if err := w.c.List(ctx, &maints, client.InNamespace(claimNamespace)); err != nil {
+		return 0, err
+	}
+	for i := range maints.Items {
+		if err := w.c.Delete(ctx, &maints.Items[i]); client.IgnoreNotFound(err) != nil {
+			return 0, err
+		}
+	}
+	var claims m.ServerClaimList
+	if err := w.c.List(ctx, &claims, client.InNamespace(claimNamespace)); err != nil {
+		return 0, err
+	}
+	bound := 0
+	for i := range claims.Items {
+		c := &claims.Items[i]
+		if !c.DeletionTimestamp.IsZero() {
+			continue
+		}
+		keep := c.Status.Phase == m.ClaimPhaseBound && bound%3 != 2
+		if c.Status.Phase == m.ClaimPhaseBound {
+			bound++
+		}
+		if keep {
+			kept++
+			continue
+		}
+		w.deleteClaim(ctx, c)
+	}
+	return kept, nil
+}
+
+func ptrTo[T any](v T) *T { return &v }
+
+// readyClaim is a claim seen Ready with its image booted, as the workload saw it.
+type readyClaim struct {
+	name, uid, server string
+	boundAt, ready    time.Time
+	deleted           time.Time // zero while it exists
+}
+
+func (w *workload) readyClaims() []readyClaim {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	var out []readyClaim
+	for name, info := range w.claims {
+		if info.ready.IsZero() {
+			continue
+		}
+		out = append(out, readyClaim{name: name, uid: string(info.uid), server: info.server, boundAt: info.boundAt, ready: info.ready, deleted: w.deleted[info.uid]})
+	}
+	return out
+}

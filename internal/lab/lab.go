@@ -150,7 +150,7 @@ func Start(ctx context.Context, opts Options) (l *Lab, err error) {
 	if err != nil {
 		return nil, err
 	}
-	registryAddr, err := freeLoopbackAddr()
+	registryAddr, err := FreeLoopbackAddr()
 	if err != nil {
 		return nil, err
 	}
@@ -165,7 +165,7 @@ func Start(ctx context.Context, opts Options) (l *Lab, err error) {
 		if opts.ManagerConfig != nil {
 			return nil, errors.New("lab: ManagerConfig is for in-process managers only")
 		}
-		if o.MetricsAddr, err = freeLoopbackAddr(); err != nil {
+		if o.MetricsAddr, err = FreeLoopbackAddr(); err != nil {
 			return nil, err
 		}
 		o.InProcess = false
@@ -471,7 +471,8 @@ func resetDir(dir string) error {
 	return os.WriteFile(filepath.Join(dir, labMarker), []byte("made by metal-lab; emptied on the next start\n"), 0o644)
 }
 
-func freeLoopbackAddr() (string, error) {
+// FreeLoopbackAddr is a free TCP address on 127.0.0.1 (free when asked; bind it soon).
+func FreeLoopbackAddr() (string, error) {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		return "", err

@@ -65,7 +65,7 @@ func summarize(counts map[metalv1alpha1.ServerState]int, total int) string {
 
 // WaitForServers waits until n servers are in state.
 func (l *Lab) WaitForServers(ctx context.Context, n int, state metalv1alpha1.ServerState, timeout time.Duration) error {
-	return poll(ctx, timeout, fmt.Sprintf("%d servers %s", n, state), func() (bool, error) {
+	return Poll(ctx, timeout, fmt.Sprintf("%d servers %s", n, state), func() (bool, error) {
 		var servers metalv1alpha1.ServerList
 		if err := l.Client.List(ctx, &servers); err != nil {
 			return false, err
@@ -80,8 +80,9 @@ func (l *Lab) WaitForServers(ctx context.Context, n int, state metalv1alpha1.Ser
 	})
 }
 
-// poll checks cond until it holds, the timeout passes (an error naming what), or ctx ends.
-func poll(ctx context.Context, timeout time.Duration, what string, cond func() (bool, error)) error {
+// Poll checks cond every 100 ms until it holds, the timeout passes (an error naming what), or
+// ctx ends.
+func Poll(ctx context.Context, timeout time.Duration, what string, cond func() (bool, error)) error {
 	deadline := time.Now().Add(timeout)
 	for {
 		ok, err := cond()
@@ -122,7 +123,7 @@ func (l *Lab) ClaimAndWait(ctx context.Context, claim *metalv1alpha1.ServerClaim
 		return "", err
 	}
 	key := client.ObjectKeyFromObject(claim)
-	err := poll(ctx, timeout, "claim "+key.String()+" Bound and Ready", func() (bool, error) {
+	err := Poll(ctx, timeout, "claim "+key.String()+" Bound and Ready", func() (bool, error) {
 		if err := l.Client.Get(ctx, key, claim); err != nil {
 			return false, err
 		}
@@ -157,7 +158,7 @@ func (l *Lab) Tour(ctx context.Context, out io.Writer) error {
 		return fmt.Errorf("release: %w", err)
 	}
 	var s metalv1alpha1.Server
-	err = poll(ctx, 2*time.Minute, "server "+server+" wiped and Available", func() (bool, error) {
+	err = Poll(ctx, 2*time.Minute, "server "+server+" wiped and Available", func() (bool, error) {
 		if err := l.Client.Get(ctx, client.ObjectKey{Name: server}, &s); err != nil {
 			return false, err
 		}

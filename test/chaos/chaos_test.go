@@ -192,7 +192,7 @@ func startLab(ctx context.Context, t *testing.T, cfg config) (*lab.Lab, string, 
 	}
 	// pprof on the manager: a goroutine dump says what a manager that is not getting anywhere
 	// is doing.
-	pprofAddr, err := freeAddr()
+	pprofAddr, err := lab.FreeLoopbackAddr()
 	require.NoError(t, err)
 	l, err := lab.Start(ctx, lab.Options{
 		Dir: dir, Servers: cfg.servers, BMCs: cfg.bmcs, ManagerBinary: bin, InstantProbes: true, ManualStart: true,

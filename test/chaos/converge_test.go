@@ -23,7 +23,7 @@ func converge(ctx context.Context, t *testing.T, l *lab.Lab, obs *observer, cfg 
 	start := time.Now()
 	var last []string
 	lastLog, dumped := start, false
-	err := poll(ctx, cfg.convergeTimeout, func() (bool, error) {
+	err := lab.Poll(ctx, cfg.convergeTimeout, "every server to converge", func() (bool, error) {
 		if !dumped && time.Since(start) > 20*time.Second {
 			dumped = true
 			dump := filepath.Join(l.Opts.Dir, "manager-goroutines.txt")

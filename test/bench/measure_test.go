@@ -19,6 +19,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/watch"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/ironfleet/ironfleet/internal/lab"
 )
 
 // tracker mirrors one kind through a watch (re-listing when the watch expires), so that the
@@ -127,26 +129,19 @@ func (t *tracker[T]) count(pred func(T) bool) int {
 	return n
 }
 
-// waitFor polls the tracker (in memory) until cond holds, or fails after timeout saying what
-// it waited for and where things stood.
+// waitFor polls (lab.Poll) until status says done, or fails after timeout saying what it
+// waited for and where things stood.
 func waitFor(ctx context.Context, timeout time.Duration, what string, status func() (bool, string)) error {
-	deadline := time.Now().Add(timeout)
-	tick := time.NewTicker(50 * time.Millisecond)
-	defer tick.Stop()
-	for {
-		ok, state := status()
-		if ok {
-			return nil
-		}
-		if time.Now().After(deadline) {
-			return fmt.Errorf("timed out after %s waiting for %s (%s)", timeout, what, state)
-		}
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-tick.C:
-		}
+	var state string
+	err := lab.Poll(ctx, timeout, what, func() (bool, error) {
+		var ok bool
+		ok, state = status()
+		return ok, nil
+	})
+	if err != nil && ctx.Err() == nil {
+		return fmt.Errorf("%w (%s)", err, state)
 	}
+	return err
 }
 
 // metrics is one scrape of a Prometheus text endpoint.

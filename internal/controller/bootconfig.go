@@ -1,6 +1,7 @@
 package controller
 
 import (
+	"bytes"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
@@ -47,15 +48,40 @@ func probeBootName(server *metalv1alpha1.Server, purpose metalv1alpha1.BootPurpo
 // Each probe boot configuration is a boot of its own, named in an annotation on it and on the
 // Server, and its ignition carries that boot's token: the registry takes reports only for the
 // boot the Server names, so a probe of an earlier boot that reports late (it kept retrying
-// while the registry was away) cannot pass its wipe off as this one's. The boot configuration
-// is the record; the Server's annotation is put back from it when it is missing or stale.
-func ensureProbeBoot(ctx context.Context, c client.Client, pb ProbeBoot, server *metalv1alpha1.Server, purpose metalv1alpha1.BootPurpose) (*metalv1alpha1.ServerBootConfiguration, error) {
+// while the registry was away) cannot pass its wipe off as this one's.
+//
+// The boot configuration is the record. A manager killed while making or renaming a boot can
+// leave the Server and the ignition Secret naming another boot than the configuration; when
+// the Server's name differs from the configuration's, the Secret is read through api (around
+// the cache: Secrets are not cached) and rewritten for the configuration's boot before the
+// Server is named after it. A configuration is only named after a boot once that boot's Secret
+// is written, and so is the Server here, so a Server and configuration that agree have a Secret
+// that agrees too: only a disagreement costs the read.
+func ensureProbeBoot(ctx context.Context, c client.Client, api client.Reader, pb ProbeBoot, server *metalv1alpha1.Server, purpose metalv1alpha1.BootPurpose) (*metalv1alpha1.ServerBootConfiguration, error) {
 	name := probeBootName(server, purpose)
 	key := client.ObjectKey{Namespace: pb.Namespace, Name: name}
 	var sbc metalv1alpha1.ServerBootConfiguration
 	err := c.Get(ctx, key, &sbc)
 	if err == nil {
-		return &sbc, nameProbeBoot(ctx, c, server, sbc.Annotations[metalv1alpha1.AnnotationProbeBoot])
+		boot := sbc.Annotations[metalv1alpha1.AnnotationProbeBoot]
+		if boot == "" || server.Annotations[metalv1alpha1.AnnotationProbeBoot] == boot {
+			return &sbc, nil
+		}
+		secret, err := probeIgnition(c, pb, server, purpose, name, boot)
+		if err != nil {
+			return nil, err
+		}
+		var have corev1.Secret
+		err = api.Get(ctx, client.ObjectKeyFromObject(secret), &have)
+		if client.IgnoreNotFound(err) != nil {
+			return nil, fmt.Errorf("reading ignition Secret %s: %w", secret.Name, err)
+		}
+		if err != nil || !bytes.Equal(have.Data[ignition.SecretKey], secret.Data[ignition.SecretKey]) {
+			if err := writeProbeIgnition(ctx, c, secret); err != nil {
+				return nil, err
+			}
+		}
+		return &sbc, nameProbeBoot(ctx, c, server, boot)
 	}
 	if !apierrors.IsNotFound(err) {
 		return nil, err
@@ -68,6 +94,46 @@ func ensureProbeBoot(ctx context.Context, c client.Client, pb ProbeBoot, server 
 	if err := nameProbeBoot(ctx, c, server, boot); err != nil {
 		return nil, err
 	}
+	secret, err := probeIgnition(c, pb, server, purpose, name, boot)
+	if err != nil {
+		return nil, err
+	}
+	if err := writeProbeIgnition(ctx, c, secret); err != nil {
+		return nil, err
+	}
+	sbc = metalv1alpha1.ServerBootConfiguration{
+		ObjectMeta: metav1.ObjectMeta{Namespace: pb.Namespace, Name: name,
+			Labels:      map[string]string{LabelServer: server.Name},
+			Annotations: map[string]string{metalv1alpha1.AnnotationProbeBoot: boot}},
+		Spec: metalv1alpha1.ServerBootConfigurationSpec{
+			ServerRef:         metalv1alpha1.LocalObjectReference{Name: server.Name},
+			Image:             pb.Image,
+			IgnitionSecretRef: &metalv1alpha1.LocalObjectReference{Name: secret.Name},
+			Purpose:           purpose,
+		},
+	}
+	if err := controllerutil.SetOwnerReference(server, &sbc, c.Scheme()); err != nil {
+		return nil, err
+	}
+	if err := c.Create(ctx, &sbc); err != nil {
+		if !apierrors.IsAlreadyExists(err) {
+			return nil, fmt.Errorf("creating boot configuration %s: %w", name, err)
+		}
+		// The cache had not seen it yet. Its Secret now carries this boot's token, so it is
+		// this boot now; and the caller gets it (or an error), never nil and nil. Killed
+		// before this rename, the next look finds the configuration naming its old boot and
+		// puts the Secret back to that one.
+		patch := client.RawPatch(types.MergePatchType, fmt.Appendf(nil, `{"metadata":{"annotations":{%q:%q}}}`, metalv1alpha1.AnnotationProbeBoot, boot))
+		if err := c.Patch(ctx, &sbc, patch); err != nil {
+			return nil, fmt.Errorf("renaming the boot of %s: %w", name, err)
+		}
+	}
+	return &sbc, nil
+}
+
+// probeIgnition is the ignition Secret of one probe boot of a server: its token is the boot's,
+// so the same boot always renders the same Secret.
+func probeIgnition(c client.Client, pb ProbeBoot, server *metalv1alpha1.Server, purpose metalv1alpha1.BootPurpose, name, boot string) (*corev1.Secret, error) {
 	cfg := ignition.Config{
 		RegistryURL: pb.RegistryURL, RegistryCA: pb.RegistryCA, Token: pb.Token(server.Spec.SystemUUID, boot),
 		SystemUUID: server.Spec.SystemUUID, Mode: ignition.ModeDiscovery,
@@ -90,41 +156,23 @@ func ensureProbeBoot(ctx context.Context, c client.Client, pb ProbeBoot, server 
 	if err := controllerutil.SetOwnerReference(server, secret, c.Scheme()); err != nil {
 		return nil, err
 	}
-	if err := c.Create(ctx, secret); apierrors.IsAlreadyExists(err) {
-		// Left by an attempt that died half way, with another boot's token: this one's
-		// replaces it.
+	return secret, nil
+}
+
+// writeProbeIgnition creates a probe boot's ignition Secret, or replaces the ignition of one
+// left with another boot's token by an attempt that died half way.
+func writeProbeIgnition(ctx context.Context, c client.Client, secret *corev1.Secret) error {
+	err := c.Create(ctx, secret)
+	if apierrors.IsAlreadyExists(err) {
 		if err := c.Patch(ctx, secret, client.Merge); err != nil {
-			return nil, fmt.Errorf("updating ignition Secret %s: %w", secret.Name, err)
+			return fmt.Errorf("updating ignition Secret %s: %w", secret.Name, err)
 		}
-	} else if err != nil {
-		return nil, fmt.Errorf("creating ignition Secret %s: %w", secret.Name, err)
+		return nil
 	}
-	sbc = metalv1alpha1.ServerBootConfiguration{
-		ObjectMeta: metav1.ObjectMeta{Namespace: pb.Namespace, Name: name,
-			Labels:      map[string]string{LabelServer: server.Name},
-			Annotations: map[string]string{metalv1alpha1.AnnotationProbeBoot: boot}},
-		Spec: metalv1alpha1.ServerBootConfigurationSpec{
-			ServerRef:         metalv1alpha1.LocalObjectReference{Name: server.Name},
-			Image:             pb.Image,
-			IgnitionSecretRef: &metalv1alpha1.LocalObjectReference{Name: secret.Name},
-			Purpose:           purpose,
-		},
+	if err != nil {
+		return fmt.Errorf("creating ignition Secret %s: %w", secret.Name, err)
 	}
-	if err := controllerutil.SetOwnerReference(server, &sbc, c.Scheme()); err != nil {
-		return nil, err
-	}
-	if err := c.Create(ctx, &sbc); err != nil {
-		if !apierrors.IsAlreadyExists(err) {
-			return nil, fmt.Errorf("creating boot configuration %s: %w", name, err)
-		}
-		// The cache had not seen it yet. Its Secret now carries this boot's token, so it is
-		// this boot now; and the caller gets it (or an error), never nil and nil.
-		patch := client.RawPatch(types.MergePatchType, fmt.Appendf(nil, `{"metadata":{"annotations":{%q:%q}}}`, metalv1alpha1.AnnotationProbeBoot, boot))
-		if err := c.Patch(ctx, &sbc, patch); err != nil {
-			return nil, fmt.Errorf("renaming the boot of %s: %w", name, err)
-		}
-	}
-	return &sbc, nil
+	return nil
 }
 
 // nameProbeBoot records on the Server the probe boot the registry takes its reports for.

@@ -38,7 +38,7 @@ func TestEnsureProbeBootFindsOneTheCacheHadNotSeen(t *testing.T) {
 
 	require.NoError(t, c.Get(context.Background(), client.ObjectKeyFromObject(server), server))
 
-	sbc, err := ensureProbeBoot(context.Background(), c, pb, server, m.BootPurposeDiscovery)
+	sbc, err := ensureProbeBoot(context.Background(), c, c, pb, server, m.BootPurposeDiscovery)
 	require.NoError(t, err)
 	require.NotNil(t, sbc)
 	assert.Equal(t, "s1-discovery", sbc.Name)
@@ -50,7 +50,7 @@ func TestEnsureProbeBootFindsOneTheCacheHadNotSeen(t *testing.T) {
 	// Someone replaces the Server's annotations: the next look puts the boot's name back.
 	server.Annotations = map[string]string{"note": "replaced"}
 	require.NoError(t, c.Update(context.Background(), server))
-	_, err = ensureProbeBoot(context.Background(), c, pb, server, m.BootPurposeDiscovery)
+	_, err = ensureProbeBoot(context.Background(), c, c, pb, server, m.BootPurposeDiscovery)
 	require.NoError(t, err)
 	require.NoError(t, c.Get(context.Background(), client.ObjectKeyFromObject(server), server))
 	assert.Equal(t, sbc.Annotations[m.AnnotationProbeBoot], server.Annotations[m.AnnotationProbeBoot])
@@ -69,7 +69,7 @@ func TestEnsureProbeBootNamesTheBootItsTokenIsFor(t *testing.T) {
 	pb := ProbeBoot{Namespace: "system", Image: "metalprobe:test", RegistryURL: "https://registry.example:8443",
 		Token: func(_, boot string) string { return boot + ".token" }}
 
-	_, err := ensureProbeBoot(ctx, c, pb, server, m.BootPurposeCleanup)
+	_, err := ensureProbeBoot(ctx, c, c, pb, server, m.BootPurposeCleanup)
 	require.NoError(t, err)
 	require.NoError(t, c.Get(ctx, client.ObjectKeyFromObject(server), server))
 	boot := server.Annotations[m.AnnotationProbeBoot]
@@ -80,4 +80,42 @@ func TestEnsureProbeBootNamesTheBootItsTokenIsFor(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, boot+".token", cfg.Token, "the Secret carries this boot's token")
 	assert.Equal(t, ignition.ModeWipe, cfg.Mode)
+}
+
+// A manager killed between writing a new boot's Secret and renaming the boot configuration
+// it found leaves the Server and Secret naming boot "b2" and the configuration "b1". The
+// configuration is the record: the Secret is put back to b1's token (or made, if it is gone)
+// and the Server named b1, so the probe's reports are taken.
+func TestEnsureProbeBootPutsTheSecretBackToTheConfigurationsBoot(t *testing.T) {
+	for _, secretLeft := range []bool{true, false} {
+		ctx := context.Background()
+		server := &m.Server{ObjectMeta: metav1.ObjectMeta{Name: "s1", UID: "uid-s1", Annotations: map[string]string{m.AnnotationProbeBoot: "b2"}},
+			Spec: m.ServerSpec{SystemUUID: "4c4c4544-0000-1000-8000-000000000001"}}
+		sbc := &m.ServerBootConfiguration{ObjectMeta: metav1.ObjectMeta{Namespace: "system", Name: "s1-cleanup", Annotations: map[string]string{m.AnnotationProbeBoot: "b1"}},
+			Spec: m.ServerBootConfigurationSpec{ServerRef: m.LocalObjectReference{Name: "s1"}, Purpose: m.BootPurposeCleanup}}
+		pb := ProbeBoot{Namespace: "system", Image: "metalprobe:test", RegistryURL: "https://registry.example:8443",
+			Token: func(_, boot string) string { return boot + ".token" }}
+		objs := []client.Object{server, sbc}
+		if secretLeft {
+			b2, err := ignition.Render(ignition.Config{RegistryURL: pb.RegistryURL, Token: "b2.token", SystemUUID: server.Spec.SystemUUID,
+				Mode: ignition.ModeWipe, WipePolicy: m.WipeMetadata})
+			require.NoError(t, err)
+			objs = append(objs, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: "system", Name: "s1-cleanup-ignition"},
+				Data: map[string][]byte{ignition.SecretKey: b2}})
+		}
+		c := fake.NewClientBuilder().WithScheme(testenv.Scheme()).WithObjects(objs...).Build()
+		require.NoError(t, c.Get(ctx, client.ObjectKeyFromObject(server), server))
+
+		got, err := ensureProbeBoot(ctx, c, c, pb, server, m.BootPurposeCleanup)
+		require.NoError(t, err)
+		assert.Equal(t, "b1", got.Annotations[m.AnnotationProbeBoot], "the configuration keeps its boot")
+		var secret corev1.Secret
+		require.NoError(t, c.Get(ctx, client.ObjectKey{Namespace: "system", Name: "s1-cleanup-ignition"}, &secret), "secret left: %v", secretLeft)
+		cfg, err := ignition.Parse(secret.Data[ignition.SecretKey])
+		require.NoError(t, err)
+		assert.Equal(t, "b1.token", cfg.Token, "the Secret carries the configuration's boot's token (secret left: %v)", secretLeft)
+		assert.Equal(t, ignition.ModeWipe, cfg.Mode)
+		require.NoError(t, c.Get(ctx, client.ObjectKeyFromObject(server), server))
+		assert.Equal(t, "b1", server.Annotations[m.AnnotationProbeBoot], "the Server names the configuration's boot")
+	}
 }

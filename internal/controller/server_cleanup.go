@@ -117,7 +117,7 @@ func (r *ServerReconciler) bootWipe(ctx context.Context, server *metalv1alpha1.S
 		return step{event: fsm.EventFail, reason: ReasonWipeAttemptsUsedUp,
 			message: fmt.Sprintf("no wipe report after %d boots of %v each; set the %s annotation to try again", attempts, r.Discovery.Timeout, AnnotationRetry)}, nil
 	}
-	sbc, err := ensureProbeBoot(ctx, r.Client, r.Probe, server, metalv1alpha1.BootPurposeCleanup)
+	sbc, err := ensureProbeBoot(ctx, r.Client, r.APIReader, r.Probe, server, metalv1alpha1.BootPurposeCleanup)
 	if err != nil {
 		return step{}, err
 	}

@@ -159,7 +159,7 @@ func TestBench(t *testing.T) {
 	start := time.Now()
 	require.NoError(t, l.StartManager())
 	require.NoError(t, l.CreateEndpoints(ctx))
-	require.NoError(t, waitFor(ctx, scaled(n, 300*time.Millisecond), fmt.Sprintf("%d servers Available", n), func() (bool, string) {
+	require.NoError(t, waitFor(ctx, scaled(n, time.Second), fmt.Sprintf("%d servers Available", n), func() (bool, string) {
 		return servers.count(available) == n, serverSummary()
 	}))
 	enrollment := time.Since(start)
@@ -197,7 +197,7 @@ func TestBench(t *testing.T) {
 		mu.Unlock()
 		return c.Create(ctx, claim)
 	}))
-	require.NoError(t, waitFor(ctx, scaled(claims, 200*time.Millisecond), fmt.Sprintf("%d claims Bound", claims), func() (bool, string) {
+	require.NoError(t, waitFor(ctx, scaled(claims, time.Second), fmt.Sprintf("%d claims Bound", claims), func() (bool, string) {
 		mu.Lock()
 		defer mu.Unlock()
 		return len(bound) == claims, fmt.Sprintf("%d Bound", len(bound))
@@ -221,7 +221,7 @@ func TestBench(t *testing.T) {
 	logf("release: deleting %d claims", claims)
 	releaseStart := time.Now()
 	require.NoError(t, c.DeleteAllOf(ctx, &metalv1alpha1.ServerClaim{}, client.InNamespace("default")))
-	require.NoError(t, waitFor(ctx, scaled(claims, 300*time.Millisecond), fmt.Sprintf("%d servers Available again", n), func() (bool, string) {
+	require.NoError(t, waitFor(ctx, scaled(claims, time.Second), fmt.Sprintf("%d servers Available again", n), func() (bool, string) {
 		return servers.count(available) == n && claimTracker.count(func(*metalv1alpha1.ServerClaim) bool { return true }) == 0, serverSummary()
 	}))
 	res.ReleaseSeconds = time.Since(releaseStart).Seconds()

@@ -43,36 +43,58 @@ type Client struct {
 var _ bmc.Client = (*Client)(nil)
 
 // Connector returns a bmc.Connector that logs in with a Redfish session (one per BMC, kept by
-// bmc.Cache and reused across reconciles).
+// bmc.Cache and reused across reconciles). Its clients share two HTTP transports, one that
+// verifies BMC certificates and one for BMCs that opt out: one transport per BMC would cost a
+// fleet of ten thousand tens of MiB of buffers for connections it mostly does not have.
 func Connector(opts Options) bmc.Connector {
-	if opts.Timeout == 0 {
-		opts.Timeout = 30 * time.Second
-	}
-	if opts.MaxConcurrentRequests == 0 {
-		opts.MaxConcurrentRequests = 2
-	}
+	opts = opts.withDefaults()
+	verify, insecure := newTransport(opts, false), newTransport(opts, true)
 	return func(ctx context.Context, t bmc.Target) (bmc.Client, error) {
-		return Connect(ctx, t, opts)
+		transport := verify
+		if t.InsecureSkipVerify {
+			transport = insecure
+		}
+		return connect(ctx, t, opts, transport)
 	}
 }
 
-// Connect opens a session to the target.
+// Connect opens a session to the target, over a transport of its own.
 func Connect(ctx context.Context, t bmc.Target, opts Options) (*Client, error) {
-	if err := ctx.Err(); err != nil {
-		return nil, err
+	opts = opts.withDefaults()
+	return connect(ctx, t, opts, newTransport(opts, t.InsecureSkipVerify))
+}
+
+func (o Options) withDefaults() Options {
+	if o.Timeout == 0 {
+		o.Timeout = 30 * time.Second
 	}
+	if o.MaxConcurrentRequests == 0 {
+		o.MaxConcurrentRequests = 2
+	}
+	return o
+}
+
+// newTransport is an HTTP transport to BMCs; its connections are pooled per BMC.
+func newTransport(opts Options, insecureSkipVerify bool) http.RoundTripper {
 	transport := http.DefaultTransport.(*http.Transport).Clone()
 	transport.TLSClientConfig = &tls.Config{
 		MinVersion:         tls.VersionTLS12,
 		RootCAs:            opts.RootCAs,
-		InsecureSkipVerify: t.InsecureSkipVerify, //nolint:gosec // only when the BMC opts out
+		InsecureSkipVerify: insecureSkipVerify, //nolint:gosec // only when the BMC opts out
 	}
 	transport.MaxIdleConnsPerHost = int(max(opts.MaxConcurrentRequests, 1))
 	// A connection outlives a burst of requests (a PXE boot is three), not the minutes between
 	// polls: ten thousand idle TLS connections would cost the manager hundreds of MiB. The
 	// session is not tied to the connection and survives.
 	transport.IdleConnTimeout = idleConnTimeout
-	httpClient := &http.Client{Timeout: opts.Timeout, Transport: keepAlive{transport}}
+	return keepAlive{transport}
+}
+
+func connect(ctx context.Context, t bmc.Target, opts Options, transport http.RoundTripper) (*Client, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	httpClient := &http.Client{Timeout: opts.Timeout, Transport: transport}
 
 	// The client's context is the connection's, not the reconcile's: the client outlives the
 	// reconcile that opened it. Each request is bounded by opts.Timeout instead.

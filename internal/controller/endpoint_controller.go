@@ -150,7 +150,8 @@ func (r *EndpointReconciler) createBMC(ctx context.Context, ep *metalv1alpha1.En
 	if err := r.Client.Create(ctx, secret); err != nil && !apierrors.IsAlreadyExists(err) {
 		return fmt.Errorf("creating BMCSecret %s: %w", secret.Name, err)
 	}
-	b := &metalv1alpha1.BMC{ObjectMeta: metav1.ObjectMeta{Name: ep.Name, Labels: ep.Labels}, Spec: metalv1alpha1.BMCSpec{
+	// Made with its finalizer, so the BMC reconciler need not write it again to add it.
+	b := &metalv1alpha1.BMC{ObjectMeta: metav1.ObjectMeta{Name: ep.Name, Labels: ep.Labels, Finalizers: []string{BMCFinalizer}}, Spec: metalv1alpha1.BMCSpec{
 		EndpointRef:  &metalv1alpha1.LocalObjectReference{Name: ep.Name},
 		BMCSecretRef: metalv1alpha1.LocalObjectReference{Name: secret.Name},
 	}}

@@ -52,9 +52,9 @@ func probeBootName(server *metalv1alpha1.Server, purpose metalv1alpha1.BootPurpo
 //
 // The boot configuration is the record. A manager killed while making or renaming a boot can
 // leave the Server and the ignition Secret naming another boot than the configuration; when
-// the Server's name differs from the configuration's, the Secret is read through api (around
-// the cache: Secrets are not cached) and rewritten for the configuration's boot before the
-// Server is named after it. A configuration is only named after a boot once that boot's Secret
+// the Server's name differs from the configuration's, the configuration and the Secret are read
+// through api (around the cache, which may lag: Secrets are not cached at all) and the Secret is
+// rewritten for the configuration's boot before the Server is named after it. A configuration is only named after a boot once that boot's Secret
 // is written, and so is the Server here, so a Server and configuration that agree have a Secret
 // that agrees too: only a disagreement costs the read.
 func ensureProbeBoot(ctx context.Context, c client.Client, api client.Reader, pb ProbeBoot, server *metalv1alpha1.Server, purpose metalv1alpha1.BootPurpose) (*metalv1alpha1.ServerBootConfiguration, error) {
@@ -62,11 +62,18 @@ func ensureProbeBoot(ctx context.Context, c client.Client, api client.Reader, pb
 	key := client.ObjectKey{Namespace: pb.Namespace, Name: name}
 	var sbc metalv1alpha1.ServerBootConfiguration
 	err := c.Get(ctx, key, &sbc)
+	if err == nil && disagree(server, &sbc) {
+		// The cache may not have seen a rename (or a deletion) yet: only the configuration as
+		// it is may say which boot the Secret is for.
+		var fresh metalv1alpha1.ServerBootConfiguration
+		err = api.Get(ctx, key, &fresh)
+		sbc = fresh
+	}
 	if err == nil {
-		boot := sbc.Annotations[metalv1alpha1.AnnotationProbeBoot]
-		if boot == "" || server.Annotations[metalv1alpha1.AnnotationProbeBoot] == boot {
+		if !disagree(server, &sbc) {
 			return &sbc, nil
 		}
+		boot := sbc.Annotations[metalv1alpha1.AnnotationProbeBoot]
 		secret, err := probeIgnition(c, pb, server, purpose, name, boot)
 		if err != nil {
 			return nil, err
@@ -129,6 +136,13 @@ func ensureProbeBoot(ctx context.Context, c client.Client, api client.Reader, pb
 		}
 	}
 	return &sbc, nil
+}
+
+// disagree says whether the Server names another boot than its probe boot configuration (one
+// from before boots were named has none, and nothing to disagree with).
+func disagree(server *metalv1alpha1.Server, sbc *metalv1alpha1.ServerBootConfiguration) bool {
+	boot := sbc.Annotations[metalv1alpha1.AnnotationProbeBoot]
+	return boot != "" && server.Annotations[metalv1alpha1.AnnotationProbeBoot] != boot
 }
 
 // probeIgnition is the ignition Secret of one probe boot of a server: its token is the boot's,
@@ -205,7 +219,7 @@ func deleteProbeBoot(ctx context.Context, c client.Client, pb ProbeBoot, server 
 		&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: pb.Namespace, Name: name + "-ignition"}},
 	} {
 		if err := c.Delete(ctx, obj); client.IgnoreNotFound(err) != nil {
-			return fmt.Errorf("deleting %s: %w", name, err)
+			return fmt.Errorf("deleting %s: %w", obj.GetName(), err)
 		}
 	}
 	return nil

@@ -119,3 +119,38 @@ func TestEnsureProbeBootPutsTheSecretBackToTheConfigurationsBoot(t *testing.T) {
 		assert.Equal(t, "b1", server.Annotations[m.AnnotationProbeBoot], "the Server names the configuration's boot")
 	}
 }
+
+// The cache may lag a rename: the Server, Secret and configuration all name boot "b2", but the
+// cached configuration still says "b1". Nothing is rewritten to the stale boot.
+func TestEnsureProbeBootTrustsTheConfigurationNotTheCache(t *testing.T) {
+	ctx := context.Background()
+	server := &m.Server{ObjectMeta: metav1.ObjectMeta{Name: "s1", UID: "uid-s1", Annotations: map[string]string{m.AnnotationProbeBoot: "b2"}},
+		Spec: m.ServerSpec{SystemUUID: "4c4c4544-0000-1000-8000-000000000001"}}
+	sbc := &m.ServerBootConfiguration{ObjectMeta: metav1.ObjectMeta{Namespace: "system", Name: "s1-cleanup", Annotations: map[string]string{m.AnnotationProbeBoot: "b2"}},
+		Spec: m.ServerBootConfigurationSpec{ServerRef: m.LocalObjectReference{Name: "s1"}, Purpose: m.BootPurposeCleanup}}
+	pb := ProbeBoot{Namespace: "system", Image: "metalprobe:test", RegistryURL: "https://registry.example:8443",
+		Token: func(_, boot string) string { return boot + ".token" }}
+	b2, err := ignition.Render(ignition.Config{RegistryURL: pb.RegistryURL, Token: "b2.token", SystemUUID: server.Spec.SystemUUID,
+		Mode: ignition.ModeWipe, WipePolicy: m.WipeMetadata})
+	require.NoError(t, err)
+	secret := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: "system", Name: "s1-cleanup-ignition"}, Data: map[string][]byte{ignition.SecretKey: b2}}
+	api := fake.NewClientBuilder().WithScheme(testenv.Scheme()).WithObjects(server, sbc, secret).Build()
+	cache := interceptor.NewClient(api, interceptor.Funcs{Get: func(ctx context.Context, c client.WithWatch, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
+		if err := c.Get(ctx, key, obj, opts...); err != nil {
+			return err
+		}
+		if sbc, ok := obj.(*m.ServerBootConfiguration); ok {
+			sbc.Annotations[m.AnnotationProbeBoot] = "b1" // not yet renamed, as far as the cache knows
+		}
+		return nil
+	}})
+	require.NoError(t, api.Get(ctx, client.ObjectKeyFromObject(server), server))
+
+	got, err := ensureProbeBoot(ctx, cache, api, pb, server, m.BootPurposeCleanup)
+	require.NoError(t, err)
+	assert.Equal(t, "b2", got.Annotations[m.AnnotationProbeBoot])
+	require.NoError(t, api.Get(ctx, client.ObjectKeyFromObject(secret), secret))
+	assert.Equal(t, b2, secret.Data[ignition.SecretKey], "the Secret keeps the boot's token")
+	require.NoError(t, api.Get(ctx, client.ObjectKeyFromObject(server), server))
+	assert.Equal(t, "b2", server.Annotations[m.AnnotationProbeBoot])
+}

@@ -301,6 +301,13 @@ func listAt(ctx context.Context, c client.Client, s *snapshot) error {
 	return nil
 }
 
+// releases is how many releases were followed to Available so far.
+func (o *observer) releases() int {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return len(o.wipes.Releases)
+}
+
 // states counts the servers by state, from the watch's latest versions.
 func (o *observer) states() map[m.ServerState]int {
 	o.mu.Lock()

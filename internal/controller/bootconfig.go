@@ -194,11 +194,27 @@ func nameProbeBoot(ctx context.Context, c client.Client, server *metalv1alpha1.S
 	if boot == "" || server.Annotations[metalv1alpha1.AnnotationProbeBoot] == boot {
 		return nil
 	}
-	named := server.DeepCopy()
-	metav1.SetMetaDataAnnotation(&named.ObjectMeta, metalv1alpha1.AnnotationProbeBoot, boot)
-	if err := c.Patch(ctx, named, client.MergeFromWithOptions(server, client.MergeFromWithOptimisticLock{})); err != nil {
+	if err := patchProbeBootName(ctx, c, server, boot); err != nil {
 		return fmt.Errorf("naming the probe boot of server %s: %w", server.Name, err)
 	}
+	return nil
+}
+
+// patchProbeBootName sets (or, with "", removes) the Server's probe boot annotation under an
+// optimistic lock, and moves server on to the version that wrote: the status the caller
+// goes on to write (under the same lock) builds on it instead of failing on our own change.
+// Only the metadata is taken from the answer; the caller's status changes are kept.
+func patchProbeBootName(ctx context.Context, c client.Client, server *metalv1alpha1.Server, boot string) error {
+	named := server.DeepCopy()
+	if boot == "" {
+		delete(named.Annotations, metalv1alpha1.AnnotationProbeBoot)
+	} else {
+		metav1.SetMetaDataAnnotation(&named.ObjectMeta, metalv1alpha1.AnnotationProbeBoot, boot)
+	}
+	if err := c.Patch(ctx, named, client.MergeFromWithOptions(server, client.MergeFromWithOptimisticLock{})); err != nil {
+		return err
+	}
+	server.ResourceVersion, server.Annotations = named.ResourceVersion, named.Annotations
 	return nil
 }
 
@@ -207,11 +223,9 @@ func nameProbeBoot(ctx context.Context, c client.Client, server *metalv1alpha1.S
 // Server, but garbage collection is not relied on: the server may live on for years.
 func deleteProbeBoot(ctx context.Context, c client.Client, pb ProbeBoot, server *metalv1alpha1.Server, purpose metalv1alpha1.BootPurpose) error {
 	if _, ok := server.Annotations[metalv1alpha1.AnnotationProbeBoot]; ok {
-		patch := client.RawPatch(types.MergePatchType, fmt.Appendf(nil, `{"metadata":{"annotations":{%q:null}}}`, metalv1alpha1.AnnotationProbeBoot))
-		if err := c.Patch(ctx, server.DeepCopy(), patch); err != nil {
+		if err := patchProbeBootName(ctx, c, server, ""); err != nil {
 			return fmt.Errorf("ending the probe boot of server %s: %w", server.Name, err)
 		}
-		delete(server.Annotations, metalv1alpha1.AnnotationProbeBoot)
 	}
 	name := probeBootName(server, purpose)
 	for _, obj := range []client.Object{

@@ -71,7 +71,10 @@ func TestEnsureProbeBootNamesTheBootItsTokenIsFor(t *testing.T) {
 
 	_, err := ensureProbeBoot(ctx, c, c, pb, server, m.BootPurposeCleanup)
 	require.NoError(t, err)
+	named := server.DeepCopy()
 	require.NoError(t, c.Get(ctx, client.ObjectKeyFromObject(server), server))
+	assert.Equal(t, server.ResourceVersion, named.ResourceVersion, "the caller's Server moved on to the version that named the boot, so its status write is not refused for our own change")
+	assert.Equal(t, server.Annotations, named.Annotations)
 	boot := server.Annotations[m.AnnotationProbeBoot]
 	assert.NotEqual(t, "earlier", boot, "a new boot has a new name")
 	var secret corev1.Secret

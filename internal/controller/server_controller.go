@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -149,6 +150,12 @@ func (r *ServerReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctr
 		setCondition(&server.Status.Conditions, server.Generation, metalv1alpha1.ConditionReady, metav1.ConditionFalse, st.reason, st.message)
 	}
 	server.Status.ObservedGeneration = server.Generation
+	if server.ResourceVersion != original.ResourceVersion {
+		// The handler named or ended a probe boot (under the same lock): the status write
+		// builds on that version, and the next reconcile knows the cache may not have it yet.
+		original.ResourceVersion, original.Annotations = server.ResourceVersion, maps.Clone(server.Annotations)
+		r.fresh.wrote(&server)
+	}
 
 	// Nothing changed and nothing to do: no write (a waiting or resting server costs no API
 	// request).

@@ -13,6 +13,7 @@ import (
 	"net/url"
 	"os"
 	"strings"
+	"unicode/utf8"
 
 	metalv1alpha1 "github.com/ironfleet/ironfleet/apis/metal/v1alpha1"
 )
@@ -42,6 +43,15 @@ type Config struct {
 
 // Validate says what is wrong with a complete config, naming the field.
 func (c Config) Validate() error {
+	// JSON cannot carry other bytes: they would be rendered as U+FFFD, another config.
+	for _, f := range []struct{ name, value string }{
+		{"registryURL", c.RegistryURL}, {"registryCA", c.RegistryCA}, {"token", c.Token},
+		{"systemUUID", c.SystemUUID}, {"mode", string(c.Mode)}, {"wipePolicy", string(c.WipePolicy)},
+	} {
+		if !utf8.ValidString(f.value) {
+			return fmt.Errorf("%s is not valid UTF-8", f.name)
+		}
+	}
 	if err := CheckURL(c.RegistryURL); err != nil {
 		return fmt.Errorf("registryURL: %w", err)
 	}

@@ -44,7 +44,11 @@ func TestInvalidConfigsNameTheField(t *testing.T) {
 		_, err := Render(c)
 		assert.ErrorContains(t, err, field)
 	}
-	_, err := Parse([]byte(`{"registryURL":"https://x","systemUUID":"u","mode":"discovery"}`))
+	c := valid()
+	c.Token += "\xc6"
+	_, err := Render(c)
+	assert.ErrorContains(t, err, "token is not valid UTF-8", "JSON cannot carry it (found by FuzzRender)")
+	_, err = Parse([]byte(`{"registryURL":"https://x","systemUUID":"u","mode":"discovery"}`))
 	assert.ErrorContains(t, err, "token is required", "a rendered config must be complete")
 }
 

@@ -17,7 +17,9 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/client-go/util/retry"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/ironfleet/ironfleet/internal/lab"
@@ -127,6 +129,16 @@ func (t *tracker[T]) count(pred func(T) bool) int {
 		}
 	}
 	return n
+}
+
+// persist sends a request until the apiserver takes it. At 10,000 servers on 2 cores the
+// apiserver sheds load (a 429, or a request timing out while it may still be working on it):
+// what the benchmark itself sends must not fail the run for that.
+func persist(request func() error) error {
+	overloaded := func(err error) bool {
+		return apierrors.IsServerTimeout(err) || apierrors.IsTimeout(err) || apierrors.IsTooManyRequests(err)
+	}
+	return retry.OnError(wait.Backoff{Duration: time.Second, Factor: 2, Steps: 8, Cap: 30 * time.Second}, overloaded, request)
 }
 
 // waitFor polls (lab.Poll) until status says done, or fails after timeout saying what it

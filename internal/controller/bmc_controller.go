@@ -12,7 +12,6 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/log"
@@ -227,10 +226,7 @@ func (r *BMCReconciler) SetupWithManager(mgr ctrl.Manager) error {
 		For(&metalv1alpha1.BMC{}, builder.WithPredicates(predicate.GenerationChangedPredicate{})).
 		Watches(&metalv1alpha1.BMCSecret{}, r.enqueueBMCsBy(indexBMCBySecret)).
 		Watches(&metalv1alpha1.Endpoint{}, r.enqueueBMCsBy(indexBMCByEndpoint)).
-		WithOptions(controller.Options{
-			MaxConcurrentReconciles: r.Settings.Concurrency("bmc"),
-			RateLimiter:             r.Settings.rateLimiter(),
-		}).
+		WithOptions(r.Settings.controllerOptions("bmc")).
 		Complete(r)
 }
 

@@ -11,7 +11,6 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 	"sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
@@ -170,9 +169,6 @@ func (r *EndpointReconciler) SetupWithManager(mgr ctrl.Manager) error {
 		Named("endpoint").
 		For(&metalv1alpha1.Endpoint{}, builder.WithPredicates(predicate.GenerationChangedPredicate{})).
 		Owns(&metalv1alpha1.BMC{}, builder.WithPredicates(deletedOnly())).
-		WithOptions(controller.Options{
-			MaxConcurrentReconciles: r.Settings.Concurrency("endpoint"),
-			RateLimiter:             r.Settings.rateLimiter(),
-		}).
+		WithOptions(r.Settings.controllerOptions("endpoint")).
 		Complete(r)
 }

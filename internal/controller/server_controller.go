@@ -15,7 +15,6 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
@@ -409,10 +408,7 @@ func (r *ServerReconciler) SetupWithManager(mgr ctrl.Manager) error {
 		For(&metalv1alpha1.Server{}, builder.WithPredicates(serverChanged())).
 		Watches(&metalv1alpha1.ServerBootConfiguration{}, handler.EnqueueRequestsFromMapFunc(bootConfigServer)).
 		Watches(&metalv1alpha1.ServerMaintenance{}, handler.EnqueueRequestsFromMapFunc(maintenanceServer)).
-		WithOptions(controller.Options{
-			MaxConcurrentReconciles: r.Settings.Concurrency("server"),
-			RateLimiter:             r.Settings.rateLimiter(),
-		}).
+		WithOptions(r.Settings.controllerOptions("server")).
 		Complete(r)
 }
 

@@ -21,7 +21,6 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
@@ -415,10 +414,7 @@ func (r *ServerClaimReconciler) SetupWithManager(mgr ctrl.Manager) error {
 		For(&metalv1alpha1.ServerClaim{}, builder.WithPredicates(predicate.Or(predicate.GenerationChangedPredicate{}, predicate.AnnotationChangedPredicate{}))).
 		Owns(&metalv1alpha1.ServerBootConfiguration{}).
 		Watches(&metalv1alpha1.Server{}, handler.EnqueueRequestsFromMapFunc(r.claimsForServer), builder.WithPredicates(claimRelevantServerChange())).
-		WithOptions(controller.Options{
-			MaxConcurrentReconciles: r.Settings.Concurrency("serverclaim"),
-			RateLimiter:             r.Settings.rateLimiter(),
-		}).
+		WithOptions(r.Settings.controllerOptions("serverclaim")).
 		Complete(r)
 }
 

@@ -9,7 +9,6 @@ import (
 	"k8s.io/client-go/tools/events"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
@@ -157,10 +156,7 @@ func (r *ServerMaintenanceReconciler) SetupWithManager(mgr ctrl.Manager) error {
 			}
 			return r.maintenancesOf(ctx, claim.Status.ServerRef.Name)
 		})).
-		WithOptions(controller.Options{
-			MaxConcurrentReconciles: r.Settings.Concurrency("servermaintenance"),
-			RateLimiter:             r.Settings.rateLimiter(),
-		}).
+		WithOptions(r.Settings.controllerOptions("servermaintenance")).
 		Complete(r)
 }
 

@@ -5,6 +5,8 @@ import (
 	"time"
 
 	"k8s.io/client-go/util/workqueue"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
@@ -47,6 +49,19 @@ func (s Settings) jitteredResync() time.Duration {
 		period = DefaultSettings().ResyncPeriod
 	}
 	return period - period/10 + time.Duration(rand.Int64N(int64(period/5)+1))
+}
+
+// controllerOptions are the options of the named controller: its workers, its backoff, and the
+// classic work queue. controller-runtime v0.24's priority queue can deadlock on shutdown (a
+// ready item is handed to a worker that has already left, with the queue's lock held:
+// kubernetes-sigs/controller-runtime#3538, fixed in v0.25.2, which needs k8s.io v0.37); the
+// manager then never stops, and a restarted one in the same process never starts.
+func (s Settings) controllerOptions(name string) controller.Options {
+	return controller.Options{
+		MaxConcurrentReconciles: s.Concurrency(name),
+		RateLimiter:             s.rateLimiter(),
+		UsePriorityQueue:        ptr.To(false),
+	}
 }
 
 // rateLimiter retries failed reconciles with per-object exponential backoff, so a dead BMC is

@@ -174,7 +174,7 @@ macPrefixes:
 	// The boot service is an external system: a manager of its own, which outlives operator
 	// restarts.
 	bootMgr, err := ctrl.NewManager(env.Config, ctrl.Options{Scheme: env.Scheme, Metrics: metricsserver.Options{BindAddress: "0"},
-		Controller: ctrlconfig.Controller{SkipNameValidation: ptr.To(true)}})
+		Controller: ctrlconfig.Controller{SkipNameValidation: ptr.To(true), UsePriorityQueue: ptr.To(false)}})
 	if err != nil {
 		return 0, err
 	}

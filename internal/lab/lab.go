@@ -215,7 +215,8 @@ func (l *Lab) writeKubeconfig() error {
 // outlives operator restarts.
 func (l *Lab) startBootService() error {
 	mgr, err := ctrl.NewManager(l.Env.Config, ctrl.Options{Scheme: l.Env.Scheme, Metrics: metricsserver.Options{BindAddress: "0"}, HealthProbeBindAddress: "0",
-		Controller: ctrlconfig.Controller{SkipNameValidation: ptr.To(true)}})
+		// The classic queue: see controller.Settings.controllerOptions (a shutdown deadlock).
+		Controller: ctrlconfig.Controller{SkipNameValidation: ptr.To(true), UsePriorityQueue: ptr.To(false)}})
 	if err != nil {
 		return err
 	}

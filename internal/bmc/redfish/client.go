@@ -83,6 +83,10 @@ func newTransport(opts Options, insecureSkipVerify bool) http.RoundTripper {
 		InsecureSkipVerify: insecureSkipVerify, //nolint:gosec // only when the BMC opts out
 	}
 	transport.MaxIdleConnsPerHost = int(max(opts.MaxConcurrentRequests, 1))
+	// No cap across BMCs: the transport is shared by the whole fleet, and the default (100)
+	// would close the connections of all but 100 BMCs, so most requests would pay a TLS
+	// handshake. Idle connections still close after idleConnTimeout.
+	transport.MaxIdleConns = 0
 	// A connection outlives a burst of requests (a PXE boot is three), not the minutes between
 	// polls: ten thousand idle TLS connections would cost the manager hundreds of MiB. The
 	// session is not tied to the connection and survives.

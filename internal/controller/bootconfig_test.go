@@ -33,8 +33,7 @@ func TestEnsureProbeBootFindsOneTheCacheHadNotSeen(t *testing.T) {
 			}
 			return c.Get(ctx, key, obj, opts...)
 		}}).Build()
-	pb := ProbeBoot{Namespace: "system", Image: "metalprobe:test", RegistryURL: "https://registry.example:8443",
-		Token: func(_, boot string) string { return boot + ".token" }}
+	pb := testProbeBoot
 
 	require.NoError(t, c.Get(context.Background(), client.ObjectKeyFromObject(server), server))
 
@@ -66,8 +65,7 @@ func TestEnsureProbeBootNamesTheBootItsTokenIsFor(t *testing.T) {
 		Data: map[string][]byte{ignition.SecretKey: []byte("an earlier boot's")}}
 	c := fake.NewClientBuilder().WithScheme(testenv.Scheme()).WithObjects(server, leftover).Build()
 	require.NoError(t, c.Get(ctx, client.ObjectKeyFromObject(server), server))
-	pb := ProbeBoot{Namespace: "system", Image: "metalprobe:test", RegistryURL: "https://registry.example:8443",
-		Token: func(_, boot string) string { return boot + ".token" }}
+	pb := testProbeBoot
 
 	_, err := ensureProbeBoot(ctx, c, c, pb, server, m.BootPurposeCleanup)
 	require.NoError(t, err)
@@ -92,19 +90,11 @@ func TestEnsureProbeBootNamesTheBootItsTokenIsFor(t *testing.T) {
 func TestEnsureProbeBootPutsTheSecretBackToTheConfigurationsBoot(t *testing.T) {
 	for _, secretLeft := range []bool{true, false} {
 		ctx := context.Background()
-		server := &m.Server{ObjectMeta: metav1.ObjectMeta{Name: "s1", UID: "uid-s1", Annotations: map[string]string{m.AnnotationProbeBoot: "b2"}},
-			Spec: m.ServerSpec{SystemUUID: "4c4c4544-0000-1000-8000-000000000001"}}
-		sbc := &m.ServerBootConfiguration{ObjectMeta: metav1.ObjectMeta{Namespace: "system", Name: "s1-cleanup", Annotations: map[string]string{m.AnnotationProbeBoot: "b1"}},
-			Spec: m.ServerBootConfigurationSpec{ServerRef: m.LocalObjectReference{Name: "s1"}, Purpose: m.BootPurposeCleanup}}
-		pb := ProbeBoot{Namespace: "system", Image: "metalprobe:test", RegistryURL: "https://registry.example:8443",
-			Token: func(_, boot string) string { return boot + ".token" }}
+		server, sbc := cleanupBoot("b2", "b1")
+		pb := testProbeBoot
 		objs := []client.Object{server, sbc}
 		if secretLeft {
-			b2, err := ignition.Render(ignition.Config{RegistryURL: pb.RegistryURL, Token: "b2.token", SystemUUID: server.Spec.SystemUUID,
-				Mode: ignition.ModeWipe, WipePolicy: m.WipeMetadata})
-			require.NoError(t, err)
-			objs = append(objs, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: "system", Name: "s1-cleanup-ignition"},
-				Data: map[string][]byte{ignition.SecretKey: b2}})
+			objs = append(objs, cleanupIgnition(t, "b2"))
 		}
 		c := fake.NewClientBuilder().WithScheme(testenv.Scheme()).WithObjects(objs...).Build()
 		require.NoError(t, c.Get(ctx, client.ObjectKeyFromObject(server), server))
@@ -127,16 +117,10 @@ func TestEnsureProbeBootPutsTheSecretBackToTheConfigurationsBoot(t *testing.T) {
 // cached configuration still says "b1". Nothing is rewritten to the stale boot.
 func TestEnsureProbeBootTrustsTheConfigurationNotTheCache(t *testing.T) {
 	ctx := context.Background()
-	server := &m.Server{ObjectMeta: metav1.ObjectMeta{Name: "s1", UID: "uid-s1", Annotations: map[string]string{m.AnnotationProbeBoot: "b2"}},
-		Spec: m.ServerSpec{SystemUUID: "4c4c4544-0000-1000-8000-000000000001"}}
-	sbc := &m.ServerBootConfiguration{ObjectMeta: metav1.ObjectMeta{Namespace: "system", Name: "s1-cleanup", Annotations: map[string]string{m.AnnotationProbeBoot: "b2"}},
-		Spec: m.ServerBootConfigurationSpec{ServerRef: m.LocalObjectReference{Name: "s1"}, Purpose: m.BootPurposeCleanup}}
-	pb := ProbeBoot{Namespace: "system", Image: "metalprobe:test", RegistryURL: "https://registry.example:8443",
-		Token: func(_, boot string) string { return boot + ".token" }}
-	b2, err := ignition.Render(ignition.Config{RegistryURL: pb.RegistryURL, Token: "b2.token", SystemUUID: server.Spec.SystemUUID,
-		Mode: ignition.ModeWipe, WipePolicy: m.WipeMetadata})
-	require.NoError(t, err)
-	secret := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: "system", Name: "s1-cleanup-ignition"}, Data: map[string][]byte{ignition.SecretKey: b2}}
+	server, sbc := cleanupBoot("b2", "b2")
+	pb := testProbeBoot
+	secret := cleanupIgnition(t, "b2")
+	b2 := append([]byte(nil), secret.Data[ignition.SecretKey]...)
 	api := fake.NewClientBuilder().WithScheme(testenv.Scheme()).WithObjects(server, sbc, secret).Build()
 	cache := interceptor.NewClient(api, interceptor.Funcs{Get: func(ctx context.Context, c client.WithWatch, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
 		if err := c.Get(ctx, key, obj, opts...); err != nil {
@@ -156,4 +140,23 @@ func TestEnsureProbeBootTrustsTheConfigurationNotTheCache(t *testing.T) {
 	assert.Equal(t, b2, secret.Data[ignition.SecretKey], "the Secret keeps the boot's token")
 	require.NoError(t, api.Get(ctx, client.ObjectKeyFromObject(server), server))
 	assert.Equal(t, "b2", server.Annotations[m.AnnotationProbeBoot])
+}
+
+var testProbeBoot = ProbeBoot{Namespace: "system", Image: "metalprobe:test", RegistryURL: "https://registry.example:8443",
+	Token: func(_, boot string) string { return boot + ".token" }}
+
+// cleanupBoot is server s1 and its cleanup probe boot configuration, naming the boots given.
+func cleanupBoot(serverBoot, configBoot string) (*m.Server, *m.ServerBootConfiguration) {
+	return &m.Server{ObjectMeta: metav1.ObjectMeta{Name: "s1", UID: "uid-s1", Annotations: map[string]string{m.AnnotationProbeBoot: serverBoot}},
+			Spec: m.ServerSpec{SystemUUID: "4c4c4544-0000-1000-8000-000000000001"}},
+		&m.ServerBootConfiguration{ObjectMeta: metav1.ObjectMeta{Namespace: "system", Name: "s1-cleanup", Annotations: map[string]string{m.AnnotationProbeBoot: configBoot}},
+			Spec: m.ServerBootConfigurationSpec{ServerRef: m.LocalObjectReference{Name: "s1"}, Purpose: m.BootPurposeCleanup}}
+}
+
+// cleanupIgnition is s1's cleanup ignition Secret as a boot of that name has it.
+func cleanupIgnition(t *testing.T, boot string) *corev1.Secret {
+	data, err := ignition.Render(ignition.Config{RegistryURL: testProbeBoot.RegistryURL, Token: testProbeBoot.Token("", boot),
+		SystemUUID: "4c4c4544-0000-1000-8000-000000000001", Mode: ignition.ModeWipe, WipePolicy: m.WipeMetadata})
+	require.NoError(t, err)
+	return &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: "system", Name: "s1-cleanup-ignition"}, Data: map[string][]byte{ignition.SecretKey: data}}
 }

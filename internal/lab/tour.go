@@ -27,10 +27,7 @@ func (l *Lab) Watch(ctx context.Context, out io.Writer) {
 		if err := l.Client.List(ctx, &servers); err == nil {
 			counts := map[metalv1alpha1.ServerState]int{}
 			for _, s := range servers.Items {
-				state := s.Status.State
-				if state == "" {
-					state = "New"
-				}
+				state := StateOf(&s)
 				counts[state]++
 				if prev, ok := seen[s.Name]; !ok || prev != state {
 					from := string(prev)
@@ -176,4 +173,15 @@ func (l *Lab) Tour(ctx context.Context, out io.Writer) error {
 	}
 	step("tour complete: all %d servers Available", n)
 	return nil
+}
+
+// StateNew is how the lab names the state of a Server the operator has not given one yet.
+const StateNew metalv1alpha1.ServerState = "New"
+
+// StateOf is a Server's state as the lab reports it: StateNew until the operator sets one.
+func StateOf(s *metalv1alpha1.Server) metalv1alpha1.ServerState {
+	if s.Status.State == "" {
+		return StateNew
+	}
+	return s.Status.State
 }

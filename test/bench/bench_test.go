@@ -153,7 +153,7 @@ func TestBench(t *testing.T) {
 	available := func(s *metalv1alpha1.Server) bool { return s.Status.State == metalv1alpha1.ServerStateAvailable }
 	serverSummary := func() string {
 		counts := map[metalv1alpha1.ServerState]int{}
-		servers.count(func(s *metalv1alpha1.Server) bool { counts[s.Status.State]++; return false })
+		servers.count(func(s *metalv1alpha1.Server) bool { counts[lab.StateOf(s)]++; return false })
 		return fmt.Sprint(counts)
 	}
 	logf("enrollment: %d Endpoints", n)

@@ -281,7 +281,7 @@ func killLoop(ctx context.Context, t *testing.T, l *lab.Lab, obs *observer, cfg 
 		}
 		states := obs.states()
 		k := kill{at: time.Now(), states: states,
-			transitioning: states[m.ServerStateInitial] + states[m.ServerStateDiscovery] + states[m.ServerStateCleanup] + states["New"]}
+			transitioning: states[m.ServerStateInitial] + states[m.ServerStateDiscovery] + states[m.ServerStateCleanup] + states[lab.StateNew]}
 		if err := l.KillManager(); err != nil {
 			return kills, fmt.Errorf("kill %d: %w", i+1, err)
 		}

@@ -314,11 +314,7 @@ func (o *observer) states() map[m.ServerState]int {
 	defer o.mu.Unlock()
 	counts := map[m.ServerState]int{}
 	for _, s := range o.current {
-		st := s.Status.State
-		if st == "" {
-			st = "New"
-		}
-		counts[st]++
+		counts[lab.StateOf(s)]++
 	}
 	return counts
 }

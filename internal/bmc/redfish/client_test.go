@@ -2,10 +2,13 @@ package redfish_test
 
 import (
 	"context"
+	"crypto/tls"
 	"crypto/x509"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
+	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
@@ -223,6 +226,31 @@ func TestConnectorSharesTransportsPerTLSSetting(t *testing.T) {
 	_, err = connect(ctx, target(t, untrusted, password))
 	require.Error(t, err, "the same BMC without the opt-out is still verified")
 	assert.Contains(t, err.Error(), "not trusted")
+}
+
+// A connection closed between polls is reopened without a full handshake: the transport
+// resumes the BMC's TLS session.
+func TestReconnectResumesTheTLSSession(t *testing.T) {
+	ctx := context.Background()
+	sim := startSim(t, bmcsim.Options{})
+	c, err := redfish.Connector(trusting(sim))(ctx, target(t, sim, password))
+	require.NoError(t, err)
+	t.Cleanup(c.Close)
+	transport := redfish.TransportOf(c.(*redfish.Client))
+	get := func() *tls.ConnectionState {
+		t.Helper()
+		req, err := http.NewRequestWithContext(ctx, http.MethodGet, sim.URL()+"/redfish/v1/", nil)
+		require.NoError(t, err)
+		resp, err := transport.RoundTrip(req)
+		require.NoError(t, err)
+		_, _ = io.Copy(io.Discard, resp.Body)
+		require.NoError(t, resp.Body.Close())
+		require.NotNil(t, resp.TLS)
+		return resp.TLS
+	}
+	get()
+	transport.CloseIdleConnections()
+	assert.True(t, get().DidResume, "the second connection resumes the first one's session")
 }
 
 func TestOneSessionPerClient(t *testing.T) {

@@ -4,45 +4,68 @@ import (
 	"context"
 	"sync"
 
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 )
 
 // freshness remembers the resourceVersion a reconciler last wrote for each object, so that a
 // reconcile that starts before the cache has caught up with that write can tell, and wait
-// instead of repeating side effects (a second PXE boot, a second power cycle). It asks the API
-// only when the cached version is not the one it wrote: usually never.
+// instead of repeating side effects (a second PXE boot, a second power cycle).
+//
+// It asks the API only when the cache shows a version it cannot place: not the one written,
+// and not one already known to be behind (the version the writing reconcile read, or the one
+// the cache showed when the API was last asked). So a reconcile woken before the cache has
+// its write waits for the cache without a request, however often it is woken.
 type freshness struct {
 	mu      sync.Mutex
-	written map[string]string
+	written map[string]versions
 }
 
-func newFreshness() *freshness { return &freshness{written: map[string]string{}} }
+// versions are what the cache must reach, and a version it may show that is known to be
+// older.
+type versions struct{ want, behind string }
 
-// wrote records the version our own write produced.
-func (f *freshness) wrote(obj client.Object) {
+func newFreshness() *freshness { return &freshness{written: map[string]versions{}} }
+
+// wrote records the version our own write produced; behind is the version the write was based
+// on (the one the reconcile read), which the cache may go on showing for a while.
+func (f *freshness) wrote(obj client.Object, behind string) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	f.written[obj.GetName()] = obj.GetResourceVersion()
+	f.written[obj.GetName()] = versions{want: obj.GetResourceVersion(), behind: behind}
 }
 
-// stale reports whether cached predates our last write of the object.
+// stale reports whether cached predates our last write of the object (or a later one).
 func (f *freshness) stale(ctx context.Context, api client.Reader, cached client.Object, fresh client.Object) (bool, error) {
+	name, rv := cached.GetName(), cached.GetResourceVersion()
 	f.mu.Lock()
-	rv, ok := f.written[cached.GetName()]
+	v, ok := f.written[name]
 	f.mu.Unlock()
-	if !ok || rv == cached.GetResourceVersion() {
-		f.forget(cached.GetName())
+	switch {
+	case !ok:
 		return false, nil
-	}
-	// Someone wrote since (or the cache lags): the API knows which.
-	if err := api.Get(ctx, client.ObjectKeyFromObject(cached), fresh); err != nil {
-		return false, client.IgnoreNotFound(err)
-	}
-	if fresh.GetResourceVersion() != cached.GetResourceVersion() {
+	case rv == v.want:
+		f.forget(name)
+		return false, nil
+	case rv == v.behind:
 		return true, nil
 	}
-	f.forget(cached.GetName())
-	return false, nil
+	// Someone wrote since (or the cache shows a version between ours): the API knows which.
+	if err := api.Get(ctx, client.ObjectKeyFromObject(cached), fresh); err != nil {
+		if apierrors.IsNotFound(err) {
+			f.forget(name) // gone: the cache will show that soon enough
+			return false, nil
+		}
+		return false, err
+	}
+	if fresh.GetResourceVersion() == rv {
+		f.forget(name)
+		return false, nil
+	}
+	f.mu.Lock()
+	f.written[name] = versions{want: fresh.GetResourceVersion(), behind: rv}
+	f.mu.Unlock()
+	return true, nil
 }
 
 func (f *freshness) forget(name string) {

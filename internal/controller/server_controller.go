@@ -120,6 +120,7 @@ func (r *ServerReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctr
 	// began, before any side effect, so a probe that reports instantly is never "too early".
 	start := r.now()
 	original := server.DeepCopy()
+	read := server.ResourceVersion // our writes below leave the cache behind on this one
 	from := server.Status.State
 	var st step
 	var err error
@@ -153,7 +154,7 @@ func (r *ServerReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctr
 		// The handler named or ended a probe boot (under the same lock): the status write
 		// builds on that version, and the next reconcile knows the cache may not have it yet.
 		original.ResourceVersion, original.Annotations = server.ResourceVersion, maps.Clone(server.Annotations)
-		r.fresh.wrote(&server)
+		r.fresh.wrote(&server, read)
 	}
 
 	// Nothing changed and nothing to do: no write (a waiting or resting server costs no API
@@ -172,6 +173,7 @@ func (r *ServerReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctr
 	}
 	if patchErr == nil {
 		effErr := r.afterWrite(ctx, &server, from, &st, err)
+		r.fresh.wrote(&server, read) // the status write's version, or the power record's after it
 		if effErr != nil {
 			return ctrl.Result{}, effErr
 		}
@@ -208,7 +210,6 @@ func (r *ServerReconciler) handle(ctx context.Context, server *metalv1alpha1.Ser
 // afterWrite runs once a reconcile's status write has won: it records the transition, performs
 // the step's BMC action, and shows a requested power change as Powering* until it is observed.
 func (r *ServerReconciler) afterWrite(ctx context.Context, server *metalv1alpha1.Server, from metalv1alpha1.ServerState, st *step, stepErr error) error {
-	r.fresh.wrote(server)
 	if server.Status.State != from {
 		if from != "" {
 			r.recordTransition(server, from, *st)
@@ -235,13 +236,9 @@ func (r *ServerReconciler) afterWrite(ctx context.Context, server *metalv1alpha1
 	if st.effect.done != nil {
 		st.effect.done(server)
 	}
-	if err := r.Client.Status().Patch(ctx, server, client.MergeFrom(before)); err != nil {
-		if st.effect.done != nil {
-			return fmt.Errorf("recording the BMC action on server %s: %w", server.Name, err)
-		}
-		return nil
+	if err := r.Client.Status().Patch(ctx, server, client.MergeFrom(before)); err != nil && st.effect.done != nil {
+		return fmt.Errorf("recording the BMC action on server %s: %w", server.Name, err)
 	}
-	r.fresh.wrote(server)
 	return nil
 }
 

@@ -39,9 +39,12 @@ type Boot struct {
 // real metalprobe, in-process, on that host's hardware tree, for discovery and wipe; for
 // provisioning it records the image (there is nothing to run).
 type BootService struct {
-	// Client talks to the API directly; the boot service is not the operator and keeps no
-	// cache of its own to go stale.
+	// Client talks to the API directly: a PXE request is answered with the configuration and
+	// ignition as they are, not as a cache last saw them.
 	Client client.Client
+	// watched reads the configurations the reconciler watches, from its cache: marking one
+	// Ready needs no fresher copy (a stale one is marked again, a deleted one is not found).
+	watched client.Reader
 	Log    logr.Logger
 	// Probe boots metalprobe on a host with the ignition served: runProbe (the real command
 	// line, the default) or InstantProbes (the benchmark's).
@@ -250,7 +253,7 @@ func lastLines(s string, n int) string {
 // Reconcile marks a boot configuration Ready: the lab's boot service can serve any image.
 func (b *BootService) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
 	var sbc metalv1alpha1.ServerBootConfiguration
-	if err := b.Client.Get(ctx, req.NamespacedName, &sbc); err != nil {
+	if err := b.watched.Get(ctx, req.NamespacedName, &sbc); err != nil {
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
 	if sbc.Status.State == metalv1alpha1.BootConfigurationStateReady || !sbc.DeletionTimestamp.IsZero() {
@@ -266,5 +269,6 @@ func (b *BootService) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Res
 // SetupWithManager runs the boot service's reconciler on mgr (a manager of its own, not the
 // operator's: the boot service is an external system).
 func (b *BootService) SetupWithManager(mgr ctrl.Manager) error {
+	b.watched = mgr.GetClient()
 	return ctrl.NewControllerManagedBy(mgr).Named("lab-boot-service").For(&metalv1alpha1.ServerBootConfiguration{}).Complete(b)
 }

@@ -48,6 +48,9 @@ type Options struct {
 	Manager func(*manager.Options)
 	// InstantProbes boots hosts without a hardware tree or disk I/O each (see InstantProbes).
 	InstantProbes bool
+	// ControlPlane tunes the control plane's processes (the benchmark's garbage-collection
+	// target); the zero value runs them as envtest does.
+	ControlPlane testenv.Options
 	// ManualStart leaves starting the operator (StartManager) and creating the Endpoints
 	// (CreateEndpoints) to the caller, e.g. to measure from that moment.
 	ManualStart bool
@@ -130,7 +133,7 @@ func Start(ctx context.Context, opts Options) (l *Lab, err error) {
 	if err := resetDir(opts.Dir); err != nil {
 		return nil, err
 	}
-	if l.Env, err = testenv.Start(); err != nil {
+	if l.Env, err = testenv.StartWith(opts.ControlPlane); err != nil {
 		return nil, err
 	}
 	l.Client = l.Env.Client

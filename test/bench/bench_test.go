@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"runtime/debug"
 	"strconv"
 	"sync"
 	"testing"
@@ -32,12 +33,16 @@ type config struct {
 	servers            int
 	qps                float64
 	burst, concurrency int
-	resync, idle       time.Duration
-	out, pprof         string
+	// labGOGC is the garbage-collection target of the lab's processes (kube-apiserver, etcd
+	// and this one, which simulates the fleet and the boot service), not the manager's: the
+	// floor and the operator run against the same lab, so it moves both.
+	labGOGC      int
+	resync, idle time.Duration
+	out, pprof   string
 }
 
 func configFromEnv(t *testing.T, root string) config {
-	c := config{servers: 1000, qps: 300, burst: 600, concurrency: 16, resync: 5 * time.Minute, idle: 5 * time.Minute,
+	c := config{servers: 1000, qps: 300, burst: 600, concurrency: 16, labGOGC: 400, resync: 5 * time.Minute, idle: 5 * time.Minute,
 		out: filepath.Join(root, "docs", "bench"), pprof: os.Getenv("BENCH_PPROF")}
 	intVar := func(name string, v *int) {
 		if s := os.Getenv(name); s != "" {
@@ -57,6 +62,7 @@ func configFromEnv(t *testing.T, root string) config {
 	intVar("BENCH_SERVERS", &c.servers)
 	intVar("BENCH_BURST", &c.burst)
 	intVar("BENCH_CONCURRENCY", &c.concurrency)
+	intVar("BENCH_LAB_GOGC", &c.labGOGC)
 	if s := os.Getenv("BENCH_QPS"); s != "" {
 		q, err := strconv.ParseFloat(s, 64)
 		require.NoError(t, err, "BENCH_QPS")
@@ -90,12 +96,14 @@ func TestBench(t *testing.T) {
 	logf := func(format string, args ...any) {
 		fmt.Printf("%s  bench: %s\n", time.Now().Format("15:04:05"), fmt.Sprintf(format, args...))
 	}
+	defer debug.SetGCPercent(debug.SetGCPercent(cfg.labGOGC))
 	logf("building the manager; starting the lab with %d BMCs and servers", n)
 	bin, err := lab.BuildManager(t.TempDir())
 	require.NoError(t, err)
 	l, err := lab.Start(ctx, lab.Options{
 		Dir: filepath.Join(t.TempDir(), "lab"), Servers: n, BMCs: n,
 		ManagerBinary: bin, InstantProbes: true, ManualStart: true, DiscoveryTimeout: 5 * time.Minute,
+		ControlPlane: testenv.Options{GOGC: cfg.labGOGC},
 		Manager: func(o *manager.Options) {
 			o.KubeQPS, o.KubeBurst = cfg.qps, cfg.burst
 			o.Settings.DefaultConcurrency = cfg.concurrency
@@ -128,7 +136,7 @@ func TestBench(t *testing.T) {
 	res := Result{
 		Servers: n, Date: time.Now().UTC().Format(time.RFC3339), Commit: commit(root), Machine: thisMachine(),
 		Settings: Settings{KubeAPIQPS: cfg.qps, KubeAPIBurst: cfg.burst, DefaultConcurrency: cfg.concurrency,
-			ResyncPeriod: cfg.resync.String(), IdleWindow: cfg.idle.String(), BMCs: len(l.BMCs), ManagerFlags: l.ManagerOptions.Args()},
+			ResyncPeriod: cfg.resync.String(), IdleWindow: cfg.idle.String(), BMCs: len(l.BMCs), LabGOGC: cfg.labGOGC, ManagerFlags: l.ManagerOptions.Args()},
 	}
 
 	// After each phase the figures so far are written, with the manager's cost up to then.

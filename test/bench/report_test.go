@@ -61,13 +61,23 @@ type Machine struct {
 
 // Settings are the knobs the run used; the manager flags are the ones it was started with.
 type Settings struct {
-	KubeAPIQPS         float64  `json:"kubeApiQPS"`
-	KubeAPIBurst       int      `json:"kubeApiBurst"`
-	DefaultConcurrency int      `json:"defaultConcurrency"`
-	ResyncPeriod       string   `json:"bmcResyncPeriod"`
-	IdleWindow         string   `json:"idleWindow"`
-	BMCs               int      `json:"bmcs"`
-	ManagerFlags       []string `json:"managerFlags"`
+	KubeAPIQPS         float64 `json:"kubeApiQPS"`
+	KubeAPIBurst       int     `json:"kubeApiBurst"`
+	DefaultConcurrency int     `json:"defaultConcurrency"`
+	ResyncPeriod       string  `json:"bmcResyncPeriod"`
+	IdleWindow         string  `json:"idleWindow"`
+	BMCs               int     `json:"bmcs"`
+	// LabGOGC is the garbage-collection target of kube-apiserver, etcd and the simulated fleet,
+	// not the manager's (0: Go's default, 100).
+	LabGOGC      int      `json:"labGOGC,omitempty"`
+	ManagerFlags []string `json:"managerFlags"`
+}
+
+func (s Settings) labGOGC() int {
+	if s.LabGOGC <= 0 {
+		return 100
+	}
+	return s.LabGOGC
 }
 
 // Enrollment is N Endpoints → N Servers Available.
@@ -291,9 +301,9 @@ func figuresMarkdown(results []Result) string {
 	}
 	for _, r := range results {
 		fmt.Fprintf(&b, "\n**N = %d**: %s, commit `%s`. Machine: %s, %d cores, %d GiB, %s, %s. "+
-			"Settings: kube-api-qps %g, burst %d, default-concurrency %d, BMC resync %s, idle window %s (every manager flag: %d.json).\n",
+			"Settings: kube-api-qps %g, burst %d, default-concurrency %d, BMC resync %s, idle window %s, lab GOGC %d (every manager flag: %d.json).\n",
 			r.Servers, r.Date, r.Commit, r.Machine.CPU, r.Machine.Cores, r.Machine.MemoryGiB, r.Machine.Kernel, r.Machine.Go,
-			r.Settings.KubeAPIQPS, r.Settings.KubeAPIBurst, r.Settings.DefaultConcurrency, r.Settings.ResyncPeriod, r.Settings.IdleWindow, r.Servers)
+			r.Settings.KubeAPIQPS, r.Settings.KubeAPIBurst, r.Settings.DefaultConcurrency, r.Settings.ResyncPeriod, r.Settings.IdleWindow, r.Settings.labGOGC(), r.Servers)
 	}
 	return b.String()
 }

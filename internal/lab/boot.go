@@ -45,7 +45,7 @@ type BootService struct {
 	// watched reads the configurations the reconciler watches, from its cache: marking one
 	// Ready needs no fresher copy (a stale one is marked again, a deleted one is not found).
 	watched client.Reader
-	Log    logr.Logger
+	Log     logr.Logger
 	// Probe boots metalprobe on a host with the ignition served: runProbe (the real command
 	// line, the default) or InstantProbes (the benchmark's).
 	Probe func(ctx context.Context, ign []byte, host Host) error

@@ -99,6 +99,9 @@ func wait(reason, message string, after time.Duration) step {
 func (r *ServerReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
 	var server metalv1alpha1.Server
 	if err := r.Client.Get(ctx, req.NamespacedName, &server); err != nil {
+		if apierrors.IsNotFound(err) {
+			r.fresh.forget(req.Name)
+		}
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
 	if !server.DeletionTimestamp.IsZero() {

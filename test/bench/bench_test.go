@@ -257,7 +257,14 @@ func TestBench(t *testing.T) {
 	logf("release: %.1f s", res.ReleaseSeconds)
 	checkpoint(phaseRelease)
 
-	// 4. Idle: what a quiet fleet costs.
+	// 4. Idle: what a quiet fleet costs, from when the release's last power-offs have been
+	// seen (until then the manager looks every few seconds, which is not idling).
+	powerSettled := func(s *metalv1alpha1.Server) bool {
+		return s.Status.PowerState != metalv1alpha1.PowerStatePoweringOn && s.Status.PowerState != metalv1alpha1.PowerStatePoweringOff
+	}
+	require.NoError(t, waitFor(ctx, scaled(n, 10*time.Millisecond), "every server's last power change observed", func() (bool, string) {
+		return servers.count(powerSettled) == n, serverSummary()
+	}))
 	logf("idle: measuring for %s", cfg.idle)
 	for _, b := range l.BMCs {
 		b.ResetStats()

@@ -123,9 +123,10 @@ func connect(ctx context.Context, t bmc.Target, opts Options, transport http.Rou
 // idleConnTimeout closes a BMC connection nobody used for this long.
 const idleConnTimeout = 15 * time.Second
 
-// tlsSessions is how many BMCs' TLS sessions a transport keeps for resumption: the BMCs busy
-// in the last minutes of a large fleet, at a few hundred bytes each.
-const tlsSessions = 4096
+// tlsSessions is how many BMCs' TLS sessions a transport keeps for resumption: more than the
+// BMCs a fleet's reconcilers are busy with at once. A session holds the BMC's parsed
+// certificate chain (a few KiB), so this bounds them to a few MiB.
+const tlsSessions = 1024
 
 // keepAlive re-enables connection reuse, which gofish turns off (Request.Close) whenever it is
 // given its own http.Client: a TLS handshake per request would triple a BMC's load.

@@ -110,6 +110,7 @@ func (r *ServerReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctr
 	if stale, err := r.fresh.stale(ctx, r.APIReader, &server, &metalv1alpha1.Server{}); err != nil || stale {
 		return ctrl.Result{RequeueAfter: 20 * time.Millisecond}, err
 	}
+	read := server.ResourceVersion // our writes below leave the cache behind on this one
 	// Spec and metadata fixes come first, so that the status patch below, with its optimistic
 	// lock, is based on the object as it then is.
 	if err := r.dropStaleRetry(ctx, &server); err != nil {
@@ -123,7 +124,6 @@ func (r *ServerReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctr
 	// began, before any side effect, so a probe that reports instantly is never "too early".
 	start := r.now()
 	original := server.DeepCopy()
-	read := server.ResourceVersion // our writes below leave the cache behind on this one
 	from := server.Status.State
 	var st step
 	var err error

@@ -253,7 +253,11 @@ func lastLines(s string, n int) string {
 // Reconcile marks a boot configuration Ready: the lab's boot service can serve any image.
 func (b *BootService) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
 	var sbc metalv1alpha1.ServerBootConfiguration
-	if err := b.watched.Get(ctx, req.NamespacedName, &sbc); err != nil {
+	watched := b.watched
+	if watched == nil { // not set up on a manager: no cache to read
+		watched = b.Client
+	}
+	if err := watched.Get(ctx, req.NamespacedName, &sbc); err != nil {
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
 	if sbc.Status.State == metalv1alpha1.BootConfigurationStateReady || !sbc.DeletionTimestamp.IsZero() {

@@ -69,8 +69,10 @@ type Settings struct {
 	BMCs               int     `json:"bmcs"`
 	// LabGOGC is the garbage-collection target of kube-apiserver, etcd and the simulated fleet,
 	// not the manager's (0: Go's default, 100).
-	LabGOGC      int      `json:"labGOGC,omitempty"`
-	ManagerFlags []string `json:"managerFlags"`
+	LabGOGC int `json:"labGOGC,omitempty"`
+	// LabMemoryLimitMiB is their soft memory limit (GOMEMLIMIT; 0: none).
+	LabMemoryLimitMiB int      `json:"labMemoryLimitMiB,omitempty"`
+	ManagerFlags      []string `json:"managerFlags"`
 }
 
 func (s Settings) labGOGC() int {
@@ -78,6 +80,13 @@ func (s Settings) labGOGC() int {
 		return 100
 	}
 	return s.LabGOGC
+}
+
+func (s Settings) memoryLimit() string {
+	if s.LabMemoryLimitMiB <= 0 {
+		return ""
+	}
+	return fmt.Sprintf(" with a %d MiB soft memory limit", s.LabMemoryLimitMiB)
 }
 
 // Enrollment is N Endpoints → N Servers Available.
@@ -301,9 +310,9 @@ func figuresMarkdown(results []Result) string {
 	}
 	for _, r := range results {
 		fmt.Fprintf(&b, "\n**N = %d**: %s, commit `%s`. Machine: %s, %d cores, %d GiB, %s, %s. "+
-			"Settings: kube-api-qps %g, burst %d, default-concurrency %d, BMC resync %s, idle window %s, lab GOGC %d (every manager flag: %d.json).\n",
+			"Settings: kube-api-qps %g, burst %d, default-concurrency %d, BMC resync %s, idle window %s, lab GOGC %d%s (every manager flag: %d.json).\n",
 			r.Servers, r.Date, r.Commit, r.Machine.CPU, r.Machine.Cores, r.Machine.MemoryGiB, r.Machine.Kernel, r.Machine.Go,
-			r.Settings.KubeAPIQPS, r.Settings.KubeAPIBurst, r.Settings.DefaultConcurrency, r.Settings.ResyncPeriod, r.Settings.IdleWindow, r.Settings.labGOGC(), r.Servers)
+			r.Settings.KubeAPIQPS, r.Settings.KubeAPIBurst, r.Settings.DefaultConcurrency, r.Settings.ResyncPeriod, r.Settings.IdleWindow, r.Settings.labGOGC(), r.Settings.memoryLimit(), r.Servers)
 	}
 	return b.String()
 }

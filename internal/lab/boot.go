@@ -42,8 +42,9 @@ type BootService struct {
 	// Client talks to the API directly: a PXE request is answered with the configuration and
 	// ignition as they are, not as a cache last saw them.
 	Client client.Client
-	// watched reads the configurations the reconciler watches, from its cache: marking one
-	// Ready needs no fresher copy (a stale one is marked again, a deleted one is not found).
+	// watched reads the configurations the reconciler watches: the cache of the manager it is
+	// set up on (Client until then). Marking one Ready needs no fresher copy: a stale one is
+	// marked again, a deleted one is not found.
 	watched client.Reader
 	Log     logr.Logger
 	// Probe boots metalprobe on a host with the ignition served: runProbe (the real command
@@ -61,7 +62,7 @@ type BootService struct {
 
 // NewBootService returns a boot service whose probe runs end when ctx does.
 func NewBootService(ctx context.Context, c client.Client, log logr.Logger) *BootService {
-	return &BootService{Client: c, Log: log, Probe: runProbe, ctx: ctx, hosts: map[string]Host{}, held: map[string][]func(){}, hold: map[string]bool{}}
+	return &BootService{Client: c, watched: c, Log: log, Probe: runProbe, ctx: ctx, hosts: map[string]Host{}, held: map[string][]func(){}, hold: map[string]bool{}}
 }
 
 // AddHost makes a host bootable: its probe runs on its tree.
@@ -253,11 +254,7 @@ func lastLines(s string, n int) string {
 // Reconcile marks a boot configuration Ready: the lab's boot service can serve any image.
 func (b *BootService) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
 	var sbc metalv1alpha1.ServerBootConfiguration
-	watched := b.watched
-	if watched == nil { // not set up on a manager: no cache to read
-		watched = b.Client
-	}
-	if err := watched.Get(ctx, req.NamespacedName, &sbc); err != nil {
+	if err := b.watched.Get(ctx, req.NamespacedName, &sbc); err != nil {
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
 	if sbc.Status.State == metalv1alpha1.BootConfigurationStateReady || !sbc.DeletionTimestamp.IsZero() {

@@ -47,6 +47,9 @@ const (
 	ReasonProvisioning     = "Provisioning"
 	ReasonServerReady      = "ServerReady"
 	ReasonWaitingForServer = "WaitingForServer"
+	// ReasonStaleBootConfiguration: the claim's boot configuration was for a server it does not
+	// hold, and was deleted.
+	ReasonStaleBootConfiguration = "StaleBootConfiguration"
 )
 
 // ServerClaimReconciler binds claims to servers, asks the boot service for their image, and
@@ -73,7 +76,13 @@ type ServerClaimReconciler struct {
 func (r *ServerClaimReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
 	var claim metalv1alpha1.ServerClaim
 	if err := r.Client.Get(ctx, req.NamespacedName, &claim); err != nil {
-		return ctrl.Result{}, client.IgnoreNotFound(err)
+		if apierrors.IsNotFound(err) {
+			return ctrl.Result{}, r.dropOrphanBootConfig(ctx, req.NamespacedName, nil)
+		}
+		return ctrl.Result{}, err
+	}
+	if err := r.dropOrphanBootConfig(ctx, req.NamespacedName, &claim); err != nil {
+		return ctrl.Result{}, err
 	}
 	if !claim.DeletionTimestamp.IsZero() {
 		return ctrl.Result{}, r.release(ctx, &claim)
@@ -106,6 +115,9 @@ func (r *ServerClaimReconciler) sync(ctx context.Context, claim *metalv1alpha1.S
 	}
 	if server == nil {
 		if server, err = r.bind(ctx, claim); err != nil || server == nil {
+			if err == nil {
+				err = r.dropStrayBootConfig(ctx, claim)
+			}
 			return ctrl.Result{}, err
 		}
 	}
@@ -268,7 +280,7 @@ func (r *ServerClaimReconciler) ensureBootConfig(ctx context.Context, claim *met
 	var sbc metalv1alpha1.ServerBootConfiguration
 	err := r.Client.Get(ctx, key, &sbc)
 	if err == nil {
-		return &sbc, nil
+		return r.usableBootConfig(ctx, &sbc, claim, server)
 	}
 	if !apierrors.IsNotFound(err) {
 		return nil, err
@@ -287,11 +299,95 @@ func (r *ServerClaimReconciler) ensureBootConfig(ctx context.Context, claim *met
 	}
 	if err := r.Client.Create(ctx, &sbc); err != nil {
 		if apierrors.IsAlreadyExists(err) {
-			return &sbc, r.Client.Get(ctx, key, &sbc)
+			if err := r.Client.Get(ctx, key, &sbc); err != nil {
+				return nil, err
+			}
+			return r.usableBootConfig(ctx, &sbc, claim, server)
 		}
 		return nil, fmt.Errorf("creating boot configuration %s: %w", key, err)
 	}
 	return &sbc, nil
+}
+
+// usableBootConfig passes the boot configuration at the claim's name when it is this claim's and
+// for this server. One of an earlier claim of the name is refused (dropOrphanBootConfig deletes
+// it); one this claim made for a server it does not hold now (it lost that server, or the create
+// landed after it had) is deleted, for it would boot the claim's image into that server. Either
+// way the claim is tried again.
+func (r *ServerClaimReconciler) usableBootConfig(ctx context.Context, sbc *metalv1alpha1.ServerBootConfiguration, claim *metalv1alpha1.ServerClaim, server *metalv1alpha1.Server) (*metalv1alpha1.ServerBootConfiguration, error) {
+	if !metav1.IsControlledBy(sbc, claim) {
+		return nil, fmt.Errorf("boot configuration %s/%s belongs to an earlier claim of this name; waiting until it is deleted", sbc.Namespace, sbc.Name)
+	}
+	if sbc.Spec.ServerRef.Name == server.Name {
+		return sbc, nil
+	}
+	if err := deleteBootConfig(ctx, r.Client, sbc); err != nil {
+		return nil, err
+	}
+	r.Events.Eventf(claim, sbc, corev1.EventTypeWarning, ReasonStaleBootConfiguration, "Delete",
+		"deleted boot configuration %s, made for server %s, which the claim does not hold", sbc.Name, sbc.Spec.ServerRef.Name)
+	return nil, fmt.Errorf("boot configuration %s/%s was for server %s, which the claim does not hold: deleted, to make one for server %s",
+		sbc.Namespace, sbc.Name, sbc.Spec.ServerRef.Name, server.Name)
+}
+
+// dropOrphanBootConfig deletes the boot configuration at a claim's name when the claim that
+// made it is gone: live is the claim as cached, nil when the cache has none.
+//
+// release deletes it before the claim goes, but a create sent by a manager that was then killed
+// can land after its successor released the claim. Garbage collection removes such a
+// configuration in time, if the cluster runs it; until then the boot service would serve the
+// old tenant's image to whatever network-boots that server next — the wipe of its next
+// release, or the next tenant. The owner is looked up in the API before anything is deleted:
+// the cache may not have seen a claim created a moment ago.
+func (r *ServerClaimReconciler) dropOrphanBootConfig(ctx context.Context, key client.ObjectKey, live *metalv1alpha1.ServerClaim) error {
+	var sbc metalv1alpha1.ServerBootConfiguration
+	if err := r.Client.Get(ctx, key, &sbc); err != nil {
+		return client.IgnoreNotFound(err)
+	}
+	owner := metav1.GetControllerOf(&sbc)
+	if owner == nil || owner.Kind != "ServerClaim" || owner.APIVersion != metalv1alpha1.GroupVersion.String() || !sbc.DeletionTimestamp.IsZero() {
+		return nil
+	}
+	if live != nil && live.UID == owner.UID {
+		return nil
+	}
+	var claim metalv1alpha1.ServerClaim
+	err := r.APIReader.Get(ctx, key, &claim)
+	if err == nil && claim.UID == owner.UID {
+		return nil
+	}
+	if client.IgnoreNotFound(err) != nil {
+		return err
+	}
+	if err := deleteBootConfig(ctx, r.Client, &sbc); err != nil {
+		return err
+	}
+	ctrl.LoggerFrom(ctx).Info("deleted the boot configuration of a claim that is gone", "bootConfiguration", key.String(), "server", sbc.Spec.ServerRef.Name, "claimUID", owner.UID)
+	return nil
+}
+
+// dropStrayBootConfig deletes the boot configuration of a claim that holds no server (it lost
+// the server the configuration was made for, or a killed manager's create landed late): there is
+// nothing it may boot.
+func (r *ServerClaimReconciler) dropStrayBootConfig(ctx context.Context, claim *metalv1alpha1.ServerClaim) error {
+	var sbc metalv1alpha1.ServerBootConfiguration
+	if err := r.Client.Get(ctx, client.ObjectKeyFromObject(claim), &sbc); err != nil {
+		return client.IgnoreNotFound(err)
+	}
+	if !metav1.IsControlledBy(&sbc, claim) || !sbc.DeletionTimestamp.IsZero() {
+		return nil
+	}
+	return deleteBootConfig(ctx, r.Client, &sbc)
+}
+
+// deleteBootConfig deletes this boot configuration: not one made in its place since it was read.
+func deleteBootConfig(ctx context.Context, c client.Client, sbc *metalv1alpha1.ServerBootConfiguration) error {
+	uid := sbc.UID
+	err := c.Delete(ctx, sbc, client.Preconditions{UID: &uid})
+	if err == nil || apierrors.IsNotFound(err) || apierrors.IsConflict(err) {
+		return nil
+	}
+	return fmt.Errorf("deleting boot configuration %s/%s (server %s): %w", sbc.Namespace, sbc.Name, sbc.Spec.ServerRef.Name, err)
 }
 
 // release gives the server back (it goes to Cleanup) and lets the claim go.

@@ -13,11 +13,14 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 
 	m "github.com/ironfleet/ironfleet/apis/metal/v1alpha1"
 	"github.com/ironfleet/ironfleet/internal/bmcsim"
@@ -466,4 +469,119 @@ func TestMaintenanceWaitsForOwnerApproval(t *testing.T) {
 	require.NotNil(t, s.Spec.ServerClaimRef)
 	assert.Equal(t, "db", s.Spec.ServerClaimRef.Name, "back to its claim")
 	eventually(t, 10*time.Second, func() bool { return p.sim.PowerState(id) == "On" }, "the claim's power again")
+}
+
+// TestBootConfigurationOfAGoneClaimIsDeleted: a boot configuration whose claim is gone (a create
+// sent by a killed manager can land after its successor released the claim) is deleted, and so
+// is one that an earlier claim of the same name made; neither may be served to a server again.
+func TestBootConfigurationOfAGoneClaimIsDeleted(t *testing.T) {
+	ctx := context.Background()
+	ns := "orphan-boots"
+	createNamespace(t, ns)
+	claimed := func(name string, uid types.UID) *m.ServerBootConfiguration {
+		sbc := &m.ServerBootConfiguration{
+			ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, OwnerReferences: []metav1.OwnerReference{{
+				APIVersion: m.GroupVersion.String(), Kind: "ServerClaim", Name: name, UID: uid, Controller: ptr.To(true)}}},
+			Spec: m.ServerBootConfigurationSpec{ServerRef: m.LocalObjectReference{Name: "a-released-server"},
+				Image: "ghcr.io/example/old-tenant:1", Purpose: m.BootPurposeProvisioning},
+		}
+		require.NoError(t, k8s.Create(ctx, sbc))
+		return sbc
+	}
+	gone := claimed("gone", "6f0c1f9e-0000-4000-8000-000000000001")
+
+	// A claim named "again" is there now (waiting: no server matches it); the configuration
+	// is an earlier one's.
+	again := poolClaim(ns, "again", "no-such-pool")
+	again.Spec.Image = "ghcr.io/example/new-tenant:1"
+	require.NoError(t, k8s.Create(ctx, again))
+	earlier := claimed("again", "6f0c1f9e-0000-4000-8000-000000000002")
+
+	for _, sbc := range []*m.ServerBootConfiguration{gone, earlier} {
+		eventually(t, 30*time.Second, func() bool {
+			var now m.ServerBootConfiguration
+			err := k8s.Get(ctx, client.ObjectKeyFromObject(sbc), &now)
+			return apierrors.IsNotFound(err) || (err == nil && now.UID != sbc.UID)
+		}, "boot configuration %s of a claim that is gone deleted", sbc.Name)
+	}
+	var waiting m.ServerClaim
+	require.NoError(t, k8s.Get(ctx, client.ObjectKeyFromObject(again), &waiting))
+	assert.Equal(t, m.ClaimPhasePending, waiting.Status.Phase, "the claim of that name is untouched")
+}
+
+// TestBootConfigurationForAnotherServerIsReplaced: a claim's boot configuration for a server it
+// does not hold (a create that landed after the claim lost that server) is deleted, whether the
+// claim is waiting or bound, and the claim's image is booted only on the server it holds.
+func TestBootConfigurationForAnotherServerIsReplaced(t *testing.T) {
+	ctx := context.Background()
+	p := startPool(t, "boot-elsewhere", 240, []string{"small-vm"})
+	createNamespace(t, "boot-elsewhere")
+	var name string
+	for name = range p.hosts {
+	}
+	// The claim waits for a server that does not exist, so nothing binds it yet.
+	claim := &m.ServerClaim{ObjectMeta: metav1.ObjectMeta{Namespace: "boot-elsewhere", Name: "web"},
+		Spec: m.ServerClaimSpec{ServerRef: &m.LocalObjectReference{Name: "a-server-it-lost"}, Image: "registry.example/os:2.0"}}
+	require.NoError(t, k8s.Create(ctx, claim))
+	key := client.ObjectKeyFromObject(claim)
+	stale := func() *m.ServerBootConfiguration {
+		sbc := &m.ServerBootConfiguration{
+			ObjectMeta: metav1.ObjectMeta{Namespace: claim.Namespace, Name: claim.Name, Labels: map[string]string{controller.LabelServer: "a-server-it-lost"}},
+			Spec: m.ServerBootConfigurationSpec{ServerRef: m.LocalObjectReference{Name: "a-server-it-lost"},
+				Image: claim.Spec.Image, Purpose: m.BootPurposeProvisioning},
+		}
+		require.NoError(t, controllerutil.SetControllerReference(claim, sbc, k8s.Scheme()))
+		return sbc
+	}
+	replaced := func(old *m.ServerBootConfiguration) func() bool {
+		return func() bool {
+			var sbc m.ServerBootConfiguration
+			err := k8s.Get(ctx, key, &sbc)
+			return apierrors.IsNotFound(err) || (err == nil && sbc.UID != old.UID && sbc.Spec.ServerRef.Name == name)
+		}
+	}
+	waiting := stale()
+	require.NoError(t, k8s.Create(ctx, waiting))
+	eventually(t, 30*time.Second, replaced(waiting), "the waiting claim's configuration for another server deleted")
+
+	before := claim.DeepCopy()
+	claim.Spec.ServerRef = &m.LocalObjectReference{Name: name}
+	require.NoError(t, k8s.Patch(ctx, claim, client.MergeFrom(before)))
+	eventually(t, 30*time.Second, func() bool {
+		var now m.ServerClaim
+		return k8s.Get(ctx, key, &now) == nil && meta.IsStatusConditionTrue(now.Status.Conditions, m.ConditionReady)
+	}, "the claim is Ready once its image is booted")
+	eventually(t, 10*time.Second, func() bool {
+		for _, b := range boots.Boots() {
+			if b.Server == name && b.Purpose == m.BootPurposeProvisioning && b.Image == "registry.example/os:2.0" {
+				return true
+			}
+		}
+		return false
+	}, "the boot service served the claim's image to the server it holds")
+
+	// Bound: a configuration for another server appears in place of its own (the claim makes
+	// its own again as soon as it is deleted, so the swap is tried until it lands first).
+	bound := stale()
+	for deadline := time.Now().Add(30 * time.Second); ; {
+		require.True(t, time.Now().Before(deadline), "the claim's own configuration was always made again first")
+		var own m.ServerBootConfiguration
+		if err := k8s.Get(ctx, key, &own); err == nil {
+			require.NoError(t, client.IgnoreNotFound(k8s.Delete(ctx, &own)))
+		}
+		err := k8s.Create(ctx, bound)
+		if err == nil {
+			break
+		}
+		require.True(t, apierrors.IsAlreadyExists(err), "creating the stale configuration: %v", err)
+		bound = stale()
+	}
+	eventually(t, 30*time.Second, func() bool {
+		var sbc m.ServerBootConfiguration
+		var s m.Server
+		if k8s.Get(ctx, key, &sbc) != nil || sbc.UID == bound.UID || sbc.Spec.ServerRef.Name != name || k8s.Get(ctx, client.ObjectKey{Name: name}, &s) != nil {
+			return false
+		}
+		return s.Spec.BootConfigurationRef != nil && s.Spec.BootConfigurationRef.UID == string(sbc.UID)
+	}, "the bound claim's configuration made again for its server, and the server names it")
 }

@@ -178,6 +178,8 @@ func TestCrashConsistency(t *testing.T) {
 			details += v.Detail + "\n"
 		}
 		explainServers(t, l, obs, details)
+		explainClaims(t, wl, details)
+		t.Logf("kills → restarts: %s", formatKills(kills))
 	}
 }
 
@@ -259,7 +261,7 @@ func (w *wipeRuns) all() []wipeRun {
 
 // kill is one SIGKILL and what the fleet was doing at that moment.
 type kill struct {
-	at            time.Time
+	at, restarted time.Time
 	states        map[m.ServerState]int
 	transitioning int // servers in Initial, Discovery or Cleanup (or not yet enrolled)
 }
@@ -294,6 +296,7 @@ func killLoop(ctx context.Context, t *testing.T, l *lab.Lab, obs *observer, cfg 
 		if err := l.StartManager(); err != nil {
 			return kills, fmt.Errorf("restart %d: %w", i+1, err)
 		}
+		kills[len(kills)-1].restarted = time.Now()
 		if (i+1)%10 == 0 {
 			t.Logf("kill %d (of at least %d) at %s: %s", i+1, cfg.kills, k.at.Format("15:04:05.000"), formatStates(states))
 		}

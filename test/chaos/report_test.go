@@ -148,3 +148,27 @@ func explainServers(t *testing.T, l *lab.Lab, obs *observer, text string) {
 		}
 	}
 }
+
+// claimNames finds the workload's claims a message names.
+var claimNames = regexp.MustCompile(`(chaos-[0-9]{4})`)
+
+// explainClaims tells what the workload did with the first few claims the text names.
+func explainClaims(t *testing.T, wl *workload, text string) {
+	t.Helper()
+	seen := map[string]bool{}
+	for _, name := range claimNames.FindAllStringSubmatch(text, -1) {
+		if !seen[name[1]] && len(seen) < 5 {
+			seen[name[1]] = true
+			t.Logf("claim %s: %s", name[1], wl.history(name[1]))
+		}
+	}
+}
+
+// formatKills lists when the manager was killed and when it was started again.
+func formatKills(kills []kill) string {
+	parts := make([]string, len(kills))
+	for i, k := range kills {
+		parts[i] = k.at.Format("15:04:05.000") + " → " + k.restarted.Format("05.000")
+	}
+	return strings.Join(parts, ", ")
+}

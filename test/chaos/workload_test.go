@@ -80,6 +80,24 @@ func (w *workload) claimDeleted(uid string) (time.Time, bool) {
 	return at, ok
 }
 
+// history says when the workload made a claim, saw it Bound and Ready, and asked to delete it.
+func (w *workload) history(name string) string {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	info := w.claims[name]
+	if info == nil {
+		return "not made by the workload"
+	}
+	at := func(t time.Time) string {
+		if t.IsZero() {
+			return "never"
+		}
+		return t.Format("15:04:05.000")
+	}
+	return fmt.Sprintf("uid %s, created %s, seen Bound %s (hold %v), Ready %s on %q, deleted %s",
+		info.uid, at(info.created), at(info.bound), info.hold, at(info.ready), info.server, at(w.deleted[info.uid]))
+}
+
 func (w *workload) statsNow() workloadStats {
 	w.mu.Lock()
 	defer w.mu.Unlock()

@@ -22,6 +22,7 @@ const (
 	ReasonImageBooting    = "ImageBooting"
 	ReasonClaimGone       = "ClaimGone"
 	ReasonWaitingForImage = "WaitingForImage"
+	ReasonWaitingForClaim = "WaitingForClaim"
 )
 
 // available waits for a claim, powered off: the claim controller binds by setting
@@ -43,6 +44,13 @@ func (r *ServerReconciler) available(server *metalv1alpha1.Server) step {
 func (r *ServerReconciler) reserved(ctx context.Context, server *metalv1alpha1.Server) (step, error) {
 	if server.Spec.ServerClaimRef == nil {
 		return r.release(server), nil
+	}
+	// The claim hands over its power and boot configuration in one write after binding; until
+	// then there is nothing to do (powering on by default would boot a claim that wants its
+	// server off, and one whose image waits, from disk).
+	if server.Spec.Power == "" {
+		ref := server.Spec.ServerClaimRef
+		return wait(ReasonWaitingForClaim, fmt.Sprintf("waiting for claim %s/%s to hand over its power and boot configuration", ref.Namespace, ref.Name), 0), nil
 	}
 	// A claim with an image has it network-booted once; after that, or without an image, the
 	// server's power follows the claim, booting from disk.
@@ -72,13 +80,18 @@ func (r *ServerReconciler) provision(ctx context.Context, server *metalv1alpha1.
 	if sbc.Status.State != metalv1alpha1.BootConfigurationStateReady {
 		return step{}, nil // the boot configuration's watch brings us back
 	}
-	// Power On boots the image now; power Off leaves the one-time PXE boot for the first
-	// power-on the claim asks for.
+	// Power On boots the image now; power Off powers the server off (whatever powered it on
+	// meanwhile) and leaves the one-time PXE boot for the first power-on the claim asks for.
 	eff := pxeBoot(server.Spec.SystemURI)
 	if server.Spec.Power == metalv1alpha1.PowerOff {
-		eff = effect{run: func(ctx context.Context, c bmc.Client) error {
+		eff = setPower(server.Spec.SystemURI, bmc.PowerOff)
+		powerOff := eff.run
+		eff.run = func(ctx context.Context, c bmc.Client) error {
+			if err := powerOff(ctx, c); err != nil {
+				return err
+			}
 			return c.SetBootOnce(ctx, server.Spec.SystemURI, bmc.BootPXE)
-		}}
+		}
 	}
 	// Provisioned turns True only once the BMC took the boot: a manager that dies between this
 	// status write and the BMC call boots the image again rather than never.

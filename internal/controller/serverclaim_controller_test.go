@@ -585,3 +585,36 @@ func TestBootConfigurationForAnotherServerIsReplaced(t *testing.T) {
 		return s.Spec.BootConfigurationRef != nil && s.Spec.BootConfigurationRef.UID == string(sbc.UID)
 	}, "the bound claim's configuration made again for its server, and the server names it")
 }
+
+// TestPowerOffClaimLeavesItsServerOff: a claim that wants its server off gets it off — even one
+// powered on meanwhile from outside — with the image's PXE boot left for its first power-on.
+func TestPowerOffClaimLeavesItsServerOff(t *testing.T) {
+	ctx := context.Background()
+	p := startPool(t, "claim-off", 250, []string{"small-vm"})
+	createNamespace(t, "claim-off")
+	var name string
+	for name = range p.hosts {
+	}
+	var s m.Server
+	require.NoError(t, k8s.Get(ctx, client.ObjectKey{Name: name}, &s))
+	id := systemID(t, &s)
+	p.sim.SetPowerState(id, "On") // someone at the rack
+	eventually(t, 30*time.Second, func() bool {
+		return k8s.Get(ctx, client.ObjectKey{Name: name}, &s) == nil && s.Status.PowerState == m.PowerStateOn
+	}, "the BMC's poll sees the server On")
+
+	claim := claimServer(t, "claim-off", "cold", name, func(c *m.ServerClaim) {
+		c.Spec.Power, c.Spec.Image = m.PowerOff, "registry.example/os:3.0"
+	})
+	eventually(t, 30*time.Second, func() bool {
+		var now m.ServerClaim
+		return k8s.Get(ctx, client.ObjectKeyFromObject(claim), &now) == nil && meta.IsStatusConditionTrue(now.Status.Conditions, m.ConditionReady)
+	}, "the claim is Ready")
+	eventually(t, 30*time.Second, func() bool {
+		target, once := p.sim.BootOverride(id)
+		return p.sim.PowerState(id) == "Off" && target == bmcsim.BootPxe && once == "Once"
+	}, "the server is off, its next boot PXE once")
+	for _, b := range boots.Boots() {
+		assert.False(t, b.Server == name && b.Purpose == m.BootPurposeProvisioning, "the image waits for the first power-on: it was served at %s", b.Time)
+	}
+}

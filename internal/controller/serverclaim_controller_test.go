@@ -272,6 +272,16 @@ func waitServer(t *testing.T, name string, state m.ServerState, timeout time.Dur
 	return &s
 }
 
+// servedImage says whether the lab's boot service has served the image to the server.
+func servedImage(server, image string) bool {
+	for _, b := range boots.Boots() {
+		if b.Server == server && b.Purpose == m.BootPurposeProvisioning && b.Image == image {
+			return true
+		}
+	}
+	return false
+}
+
 func releaseAndWait(t *testing.T, claim *m.ServerClaim) {
 	t.Helper()
 	require.NoError(t, k8s.Delete(context.Background(), claim))
@@ -405,14 +415,7 @@ func TestProvisionedServerBootsFromDiskAfterPowerCycle(t *testing.T) {
 		return len(log) > 0 && log[len(log)-1].Boot == bmcsim.BootPxe && p.sim.PowerState(id) == "On"
 	}, "the image is network-booted once")
 	provisioningBoots := len(p.sim.BootLog(id))
-	eventually(t, 10*time.Second, func() bool {
-		for _, b := range boots.Boots() {
-			if b.Server == name && b.Purpose == m.BootPurposeProvisioning && b.Image == "registry.example/os:1.0" {
-				return true
-			}
-		}
-		return false
-	}, "the boot service served the claim's image")
+	eventually(t, 10*time.Second, func() bool { return servedImage(name, "registry.example/os:1.0") }, "the boot service served the claim's image")
 
 	for _, power := range []m.Power{m.PowerOff, m.PowerOn} {
 		require.NoError(t, k8s.Get(ctx, client.ObjectKeyFromObject(claim), claim))
@@ -551,14 +554,8 @@ func TestBootConfigurationForAnotherServerIsReplaced(t *testing.T) {
 		var now m.ServerClaim
 		return k8s.Get(ctx, key, &now) == nil && meta.IsStatusConditionTrue(now.Status.Conditions, m.ConditionReady)
 	}, "the claim is Ready once its image is booted")
-	eventually(t, 10*time.Second, func() bool {
-		for _, b := range boots.Boots() {
-			if b.Server == name && b.Purpose == m.BootPurposeProvisioning && b.Image == "registry.example/os:2.0" {
-				return true
-			}
-		}
-		return false
-	}, "the boot service served the claim's image to the server it holds")
+	eventually(t, 10*time.Second, func() bool { return servedImage(name, "registry.example/os:2.0") },
+		"the boot service served the claim's image to the server it holds")
 
 	// Bound: a configuration for another server appears in place of its own (the claim makes
 	// its own again as soon as it is deleted, so the swap is tried until it lands first).

@@ -63,6 +63,19 @@ func startPool(t *testing.T, name string, first int, fixtureOf []string) *pool {
 	return p
 }
 
+// startOneServer starts a pool of one small server, and a namespace of the same name for its
+// claims; it returns the pool and the server's name.
+func startOneServer(t *testing.T, name string, system int) (*pool, string) {
+	t.Helper()
+	p := startPool(t, name, system, []string{"small-vm"})
+	createNamespace(t, name)
+	for server := range p.hosts {
+		return p, server
+	}
+	t.Fatalf("pool %s has no server", name)
+	return nil, ""
+}
+
 func poolServers(t *testing.T, name string) []m.Server {
 	t.Helper()
 	var list m.ServerList
@@ -364,12 +377,8 @@ func contains(list []string, s string) bool {
 // Error, naming the disk; it is never Available.
 func TestFailedWipeKeepsTheServerOutOfThePool(t *testing.T) {
 	ctx := context.Background()
-	p := startPool(t, "badwipe", 210, []string{"small-vm"})
-	createNamespace(t, "badwipe")
-	var name string
-	var host lab.Host
-	for name, host = range p.hosts {
-	}
+	p, name := startOneServer(t, "badwipe", 210)
+	host := p.hosts[name]
 	claim := claimServer(t, "badwipe", "tenant", name, nil)
 	// The disk disappears while the tenant has the server: the probe cannot wipe it.
 	require.NoError(t, os.Remove(filepath.Join(host.Root, "dev", host.Disks[0])))
@@ -397,11 +406,7 @@ func TestFailedWipeKeepsTheServerOutOfThePool(t *testing.T) {
 // the server off and on through the claim boots it from disk.
 func TestProvisionedServerBootsFromDiskAfterPowerCycle(t *testing.T) {
 	ctx := context.Background()
-	p := startPool(t, "provision", 220, []string{"small-vm"})
-	createNamespace(t, "provision")
-	var name string
-	for name = range p.hosts {
-	}
+	p, name := startOneServer(t, "provision", 220)
 	claim := claimServer(t, "provision", "web", name, func(c *m.ServerClaim) { c.Spec.Image = "registry.example/os:1.0" })
 	eventually(t, 30*time.Second, func() bool {
 		require.NoError(t, k8s.Get(ctx, client.ObjectKeyFromObject(claim), claim))
@@ -433,11 +438,7 @@ func TestProvisionedServerBootsFromDiskAfterPowerCycle(t *testing.T) {
 // the server (power per the maintenance); ending it returns the server to its claim.
 func TestMaintenanceWaitsForOwnerApproval(t *testing.T) {
 	ctx := context.Background()
-	p := startPool(t, "maint", 230, []string{"small-vm"})
-	createNamespace(t, "maint")
-	var name string
-	for name = range p.hosts {
-	}
+	p, name := startOneServer(t, "maint", 230)
 	claim := claimServer(t, "maint", "db", name, nil)
 	var s m.Server
 	require.NoError(t, k8s.Get(ctx, client.ObjectKey{Name: name}, &s))
@@ -517,11 +518,7 @@ func TestBootConfigurationOfAGoneClaimIsDeleted(t *testing.T) {
 // claim is waiting or bound, and the claim's image is booted only on the server it holds.
 func TestBootConfigurationForAnotherServerIsReplaced(t *testing.T) {
 	ctx := context.Background()
-	p := startPool(t, "boot-elsewhere", 240, []string{"small-vm"})
-	createNamespace(t, "boot-elsewhere")
-	var name string
-	for name = range p.hosts {
-	}
+	_, name := startOneServer(t, "boot-elsewhere", 240)
 	// The claim waits for a server that does not exist, so nothing binds it yet.
 	claim := &m.ServerClaim{ObjectMeta: metav1.ObjectMeta{Namespace: "boot-elsewhere", Name: "web"},
 		Spec: m.ServerClaimSpec{ServerRef: &m.LocalObjectReference{Name: "a-server-it-lost"}, Image: "registry.example/os:2.0"}}
@@ -587,11 +584,7 @@ func TestBootConfigurationForAnotherServerIsReplaced(t *testing.T) {
 // powered on meanwhile from outside — with the image's PXE boot left for its first power-on.
 func TestPowerOffClaimLeavesItsServerOff(t *testing.T) {
 	ctx := context.Background()
-	p := startPool(t, "claim-off", 250, []string{"small-vm"})
-	createNamespace(t, "claim-off")
-	var name string
-	for name = range p.hosts {
-	}
+	p, name := startOneServer(t, "claim-off", 250)
 	var s m.Server
 	require.NoError(t, k8s.Get(ctx, client.ObjectKey{Name: name}, &s))
 	id := systemID(t, &s)

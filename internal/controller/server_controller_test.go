@@ -169,3 +169,34 @@ func TestSilentProbeEndsInErrorAndRetryBringsItBack(t *testing.T) {
 	}
 	assert.True(t, retried, "an event records Error → Initial on retry")
 }
+
+// TestProbeTroubleShowsOnTheServer: a probe that booted but cannot reach the registry tells the
+// boot service, which records it on the boot configuration (BootProgress False); the Server,
+// still in Discovery, says why it waits in its Ready condition, and the discovery is retried
+// until a report arrives.
+func TestProbeTroubleShowsOnTheServer(t *testing.T) {
+	ctx := context.Background()
+	host := enrollHost(t, "small-vm", 14)
+	boots.Hold(host.UUID)
+	createSecret(t, "unreachable", goodUser, goodPassword)
+	createDirectBMC(t, "unreachable", simAddress(sims["unreachable"]), "unreachable")
+	s := waitForState(t, 14, m.ServerStateDiscovery, 30*time.Second)
+	sbcs := probeBoots(t, s.Name)
+	require.Len(t, sbcs, 1)
+
+	sbc := sbcs[0].DeepCopy()
+	before := sbc.DeepCopy()
+	meta.SetStatusCondition(&sbc.Status.Conditions, metav1.Condition{Type: m.ConditionBootProgress, Status: metav1.ConditionFalse,
+		Reason: "RegistryUnreachable", Message: "https://10.0.0.1:8443: connection refused"})
+	require.NoError(t, k8s.Status().Patch(ctx, sbc, client.MergeFrom(before)))
+
+	eventually(t, 10*time.Second, func() bool {
+		cur := serverOf(t, 14)
+		ready := meta.FindStatusCondition(cur.Status.Conditions, m.ConditionReady)
+		return cur.Status.State == m.ServerStateDiscovery && ready != nil && ready.Reason == "RegistryUnreachable" &&
+			strings.Contains(ready.Message, "connection refused")
+	}, "the server in Discovery says the probe cannot reach the registry")
+
+	boots.Release(host.UUID)
+	waitForState(t, 14, m.ServerStateAvailable, 30*time.Second)
+}

@@ -5,7 +5,9 @@ import (
 	"fmt"
 	"time"
 
+	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	metalv1alpha1 "github.com/ironfleet/ironfleet/apis/metal/v1alpha1"
 	"github.com/ironfleet/ironfleet/internal/bmc"
@@ -107,7 +109,11 @@ func (r *ServerReconciler) discovery(ctx context.Context, server *metalv1alpha1.
 	}
 	deadline := started.Add(r.Discovery.Timeout)
 	if remaining := deadline.Sub(r.now()); remaining > 0 {
-		return wait(ReasonAwaitingReport, fmt.Sprintf("waiting for the probe's report until %s", deadline.UTC().Format(time.RFC3339)), remaining), nil
+		until := deadline.UTC().Format(time.RFC3339)
+		if trouble := r.probeTrouble(ctx, server, started); trouble != nil {
+			return wait(trouble.Reason, fmt.Sprintf("the probe booted but says: %s; waiting for its report until %s, then booting it again", trouble.Message, until), remaining), nil
+		}
+		return wait(ReasonAwaitingReport, fmt.Sprintf("waiting for the probe's report until %s", until), remaining), nil
 	}
 	// Power off but keep the boot configuration: the next attempt reuses it.
 	return step{event: fsm.EventDiscoveryTimedOut, reason: ReasonDiscoveryTimedOut, effect: setPower(server.Spec.SystemURI, bmc.PowerOff),
@@ -115,6 +121,23 @@ func (r *ServerReconciler) discovery(ctx context.Context, server *metalv1alpha1.
 		apply: func(s *metalv1alpha1.Server) {
 			setCondition(&s.Status.Conditions, s.Generation, metalv1alpha1.ConditionDiscovered, metav1.ConditionFalse, ReasonDiscoveryTimedOut, "the probe did not report in time")
 		}}, nil
+}
+
+// probeTrouble is what went wrong in this attempt's probe boot before it could report, as the
+// boot service heard it from the host (the BootProgress condition of the boot configuration,
+// False since this attempt began): a probe that cannot reach the registry can still tell the
+// boot service it booted from. Nil when nothing went wrong, or nothing is known.
+func (r *ServerReconciler) probeTrouble(ctx context.Context, server *metalv1alpha1.Server, started time.Time) *metav1.Condition {
+	var sbc metalv1alpha1.ServerBootConfiguration
+	key := client.ObjectKey{Namespace: r.Probe.Namespace, Name: probeBootName(server, discoveryPurpose(server))}
+	if err := r.Client.Get(ctx, key, &sbc); err != nil {
+		return nil
+	}
+	cond := apimeta.FindStatusCondition(sbc.Status.Conditions, metalv1alpha1.ConditionBootProgress)
+	if cond == nil || cond.Status != metav1.ConditionFalse || cond.LastTransitionTime.Time.Before(started.Truncate(time.Second)) {
+		return nil
+	}
+	return cond
 }
 
 // discoveryPurpose is the probe boot discovery uses: a wipe for a dirty server.

@@ -63,6 +63,11 @@ const (
 	ConditionPowered = "Powered"
 	// ConditionProvisioned says whether a claimed Server was booted into its claim's image.
 	ConditionProvisioned = "Provisioned"
+	// ConditionBootProgress, on a ServerBootConfiguration, is how far the boot it serves has
+	// got, as the booted host reports it to the boot service: the reason is the stage
+	// (InitStarted, NetworkUp, IgnitionFetched, ProbeRunning, Reported, or RegistryUnreachable
+	// and Failed, which are False), the message what the host said.
+	ConditionBootProgress = "BootProgress"
 )
 
 // Annotations people set.

@@ -55,10 +55,10 @@ func (b *BMC) resetSystem(s *system) http.HandlerFunc {
 			return
 		}
 		m.mu.Lock()
-		events := m.reset(s, resetType, time.Now())
+		change := m.reset(s, resetType, time.Now())
 		m.mu.Unlock()
 		b.stats.resets.Add(1)
-		m.fire(events)
+		m.fireChange(change)
 		writeNoContent(w)
 	}
 }

@@ -24,6 +24,8 @@ type system struct {
 	bootMode   string
 	bootGen    uint64 // bumped on every Boot change; the ETag of the system
 	bootLog    []PowerOnEvent
+
+	hostShutsDown bool // GracefulShutdown is left to the host, which reports Off (SetHostShutsDown)
 }
 
 // maxBootLog bounds the per-system boot log so a long-running lab does not grow without end.
@@ -42,8 +44,9 @@ type model struct {
 	id      identity
 	systems []*system
 
-	mu    sync.Mutex // guards the mutable fields of systems and hooks
-	hooks []func(PowerOnEvent)
+	mu          sync.Mutex // guards the mutable fields of systems and hooks
+	hooks       []func(PowerOnEvent)
+	actionHooks []func(PowerAction)
 }
 
 var idPattern = regexp.MustCompile(`^[A-Za-z0-9._:-]+$`)

@@ -58,26 +58,66 @@ func (m *model) boot(s *system, now time.Time) PowerOnEvent {
 }
 
 // reset applies a ComputerSystem.Reset type the profile offers. Restarts and power cycles
-// boot the host again even when it was already on, so they record a power-on too.
-func (m *model) reset(s *system, resetType string, now time.Time) []PowerOnEvent {
+// boot the host again even when it was already on, so they record a power-on too. The
+// returned change carries the power-on events and the action for the power hooks.
+func (m *model) reset(s *system, resetType string, now time.Time) powerChange {
 	lag := m.q.PowerStateLag
+	from := s.power
+	var boots []PowerOnEvent
 	switch resetType {
 	case "On", "ForceOn":
-		return m.setPower(s, "On", lag, now)
-	case "ForceOff", "GracefulShutdown":
-		return m.setPower(s, "Off", lag, now)
-	case "PushPowerButton":
-		if s.power == "On" {
-			return m.setPower(s, "Off", lag, now)
+		boots = m.setPower(s, "On", lag, now)
+	case "ForceOff":
+		boots = m.setPower(s, "Off", lag, now)
+	case "GracefulShutdown":
+		// A host that shuts itself down (a VM) decides whether and when it goes off; it
+		// reports Off through SetPowerState once it really is, so the state stays honest.
+		if !s.hostShutsDown {
+			boots = m.setPower(s, "Off", lag, now)
 		}
-		return m.setPower(s, "On", lag, now)
+	case "PushPowerButton":
+		switch {
+		case s.power != "On":
+			boots = m.setPower(s, "On", lag, now)
+		case !s.hostShutsDown: // a short press asks the OS to shut down, like GracefulShutdown
+			boots = m.setPower(s, "Off", lag, now)
+		}
 	case "ForceRestart", "GracefulRestart", "PowerCycle":
 		if s.power == "On" {
-			return []PowerOnEvent{m.boot(s, now)}
+			boots = []PowerOnEvent{m.boot(s, now)}
+		} else {
+			boots = m.setPower(s, "On", lag, now)
 		}
-		return m.setPower(s, "On", lag, now)
 	}
-	return nil // Nmi: the host gets an interrupt, its power does not change
+	// Nmi: the host gets an interrupt, its power does not change.
+	action := PowerAction{SystemID: s.spec.ID, UUID: s.spec.UUID, ResetType: resetType, From: from, To: s.power, Time: now}
+	if len(boots) > 0 {
+		action.Boot = boots[0].Boot
+	}
+	return powerChange{boots: boots, actions: []PowerAction{action}}
+}
+
+// powerChange is what one reset or SetPowerState produced, for the hooks to see once the
+// BMC's lock is released.
+type powerChange struct {
+	boots   []PowerOnEvent
+	actions []PowerAction
+}
+
+// fireChange calls the power-on hooks, then the power-action hooks, outside every lock.
+func (m *model) fireChange(c powerChange) {
+	m.fire(c.boots)
+	if len(c.actions) == 0 {
+		return
+	}
+	m.mu.Lock()
+	hooks := slices.Clone(m.actionHooks)
+	m.mu.Unlock()
+	for _, a := range c.actions {
+		for _, h := range hooks {
+			h(a)
+		}
+	}
 }
 
 // fire calls the power-on hooks outside every lock, so a hook may call back into the BMC.
@@ -112,19 +152,26 @@ func (b *BMC) PowerState(systemID string) string {
 
 // SetPowerState changes a system's power as the environment would (a host shutting itself
 // down, a lab powering it): immediately visible, and a transition to On boots the host and
-// fires the power-on hooks. Unknown systems and states other than "On"/"Off" are ignored.
+// fires the power-on hooks. Every transition fires the power-action hooks with an empty
+// ResetType. Unknown systems and states other than "On"/"Off" are ignored.
 func (b *BMC) SetPowerState(systemID, state string) {
 	m := b.model
 	if m == nil || (state != "On" && state != "Off") {
 		return
 	}
 	m.mu.Lock()
-	var events []PowerOnEvent
-	if s := m.findSystem(systemID); s != nil {
-		events = m.setPower(s, state, 0, time.Now())
+	var change powerChange
+	if s := m.findSystem(systemID); s != nil && s.power != state {
+		now, from := time.Now(), s.power
+		change.boots = m.setPower(s, state, 0, now)
+		action := PowerAction{SystemID: s.spec.ID, UUID: s.spec.UUID, From: from, To: state, Time: now}
+		if len(change.boots) > 0 {
+			action.Boot = change.boots[0].Boot
+		}
+		change.actions = []PowerAction{action}
 	}
 	m.mu.Unlock()
-	m.fire(events)
+	m.fireChange(change)
 }
 
 // BootOverride reports a system's boot source override as a client would set it.
@@ -166,4 +213,37 @@ func (b *BMC) OnPowerOn(hook func(PowerOnEvent)) {
 	m.mu.Lock()
 	m.hooks = append(m.hooks, hook)
 	m.mu.Unlock()
+}
+
+// OnPowerAction adds a hook called for every accepted ComputerSystem.Reset (whether or not
+// it changed the power) and every transition SetPowerState makes, so a real host behind the
+// system (a VM) can start, stop or reset. Like OnPowerOn it runs on the goroutine that caused
+// the action, outside the BMC's locks, after the power-on hooks; hand long work off.
+func (b *BMC) OnPowerAction(hook func(PowerAction)) {
+	m := b.model
+	if m == nil || hook == nil {
+		return
+	}
+	m.mu.Lock()
+	m.actionHooks = append(m.actionHooks, hook)
+	m.mu.Unlock()
+}
+
+// SetHostShutsDown says whether a system's host carries out graceful shutdowns itself. When
+// true, GracefulShutdown (and PushPowerButton on a running system) leave the power On and
+// only reach the host through the power-action hooks; the host reports Off with
+// SetPowerState once it has stopped, and a host that ignores the request stays On, as a
+// real server without an OS does. It reports whether the system exists.
+func (b *BMC) SetHostShutsDown(systemID string, hostShutsDown bool) bool {
+	m := b.model
+	if m == nil {
+		return false
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	s := m.findSystem(systemID)
+	if s != nil {
+		s.hostShutsDown = hostShutsDown
+	}
+	return s != nil
 }

@@ -76,6 +76,17 @@ type PowerOnEvent struct {
 	Time           time.Time
 }
 
+// PowerAction is one reset a client asked for, or one power transition SetPowerState made,
+// as the host behind the system must carry it out: a VM starts, stops, resets or is asked to
+// shut down accordingly.
+type PowerAction struct {
+	SystemID, UUID string
+	ResetType      string     // the Redfish ResetType; "" for a SetPowerState transition
+	From, To       string     // actual power before and after the action: "On" or "Off"
+	Boot           BootTarget // when the action (re)booted the host, what it boots from; else ""
+	Time           time.Time
+}
+
 // Stats counts what clients did to a BMC. ActiveSessions is a gauge (sessions ended by
 // SetCredentials or expiry leave it without counting as deleted); the rest are counters that
 // ResetStats zeroes. Requests includes faulted ones; AuthFailures counts requests refused for

@@ -1,0 +1,168 @@
+package vm
+
+import (
+	"fmt"
+	"strconv"
+	"strings"
+)
+
+// BootDevice is what the machine boots from first. QEMU fixes the boot order when it
+// starts, so a VM is started (or restarted) for one boot device.
+type BootDevice string
+
+// The boot devices a VM can start with.
+const (
+	BootNetwork BootDevice = "network" // iPXE from the NIC's option ROM
+	BootDisk    BootDevice = "disk"
+)
+
+// Debian's OVMF without Secure Boot: the 4 MiB build that Debian 12 ships as the default.
+const (
+	DefaultOVMFCode = "/usr/share/OVMF/OVMF_CODE_4M.fd"
+	DefaultOVMFVars = "/usr/share/OVMF/OVMF_VARS_4M.fd"
+)
+
+// Layout is everything the command line names besides the Definition: where the VM's files
+// are and which descriptors QEMU inherits for the NICs' taps.
+type Layout struct {
+	QMPSocket    string
+	ConsoleLog   string
+	FirmwareCode string   // UEFI only; empty: DefaultOVMFCode
+	FirmwareVars string   // UEFI only: this VM's writable copy of the OVMF variable store
+	DiskFiles    []string // one raw file per Definition.Disks entry
+	NICFDs       []int    // QEMU's descriptor number of each NIC's open tap, one per Definition.NICs
+}
+
+// Args builds the qemu-system-x86_64 arguments (without the program name) for a definition
+// booting from boot. It is pure: it touches no file and starts nothing.
+//
+// QEMU runs with TCG only: /dev/kvm on these machines is a stub that hangs guests. -cpu max
+// gives the guest RDRAND, so its getrandom does not block for minutes, and virtio-rng adds
+// an entropy source for kernels that load the module. -nodefaults drops QEMU's default VGA,
+// NIC and serial, so the machine has exactly the defined devices; the serial console goes to
+// a file opened in append mode, so a tailer's offset stays valid across restarts.
+func Args(def Definition, l Layout, boot BootDevice) ([]string, error) {
+	if err := def.Validate(); err != nil {
+		return nil, fmt.Errorf("invalid definition: %w", err)
+	}
+	if boot != BootNetwork && boot != BootDisk {
+		return nil, fmt.Errorf("boot device %q must be %s or %s", boot, BootNetwork, BootDisk)
+	}
+	if len(l.DiskFiles) != len(def.Disks) || len(l.NICFDs) != len(def.NICs) {
+		return nil, fmt.Errorf("layout has %d disk files and %d NIC descriptors for %d disks and %d NICs",
+			len(l.DiskFiles), len(l.NICFDs), len(def.Disks), len(def.NICs))
+	}
+	if l.QMPSocket == "" || l.ConsoleLog == "" {
+		return nil, fmt.Errorf("layout needs a QMP socket and a console log path")
+	}
+	machine := "pc"
+	if def.Firmware == UEFI {
+		machine = "q35"
+		if l.FirmwareVars == "" {
+			return nil, fmt.Errorf("a UEFI machine needs its own copy of the OVMF variable store")
+		}
+	}
+	args := []string{
+		"-name", "guest=" + escape(def.Name),
+		"-machine", machine,
+		"-accel", "tcg",
+		"-cpu", "max",
+		// One socket of CPUs cores, spelled out so the guest sees what the BMC reports.
+		"-smp", fmt.Sprintf("%d,sockets=1,cores=%d,threads=1", def.CPUs, def.CPUs),
+		"-m", strconv.Itoa(def.MemoryMiB),
+		"-nographic",
+		"-no-user-config",
+		"-nodefaults",
+		"-smbios", smbiosType1(def.SMBIOS),
+		"-chardev", "file,id=console,append=on,path=" + escape(l.ConsoleLog),
+		"-serial", "chardev:console",
+		"-qmp", "unix:" + escape(l.QMPSocket) + ",server=on,wait=off",
+		"-device", "virtio-rng-pci",
+	}
+	if def.Firmware == UEFI {
+		code := l.FirmwareCode
+		if code == "" {
+			code = DefaultOVMFCode
+		}
+		args = append(args,
+			"-drive", "if=pflash,format=raw,unit=0,readonly=on,file="+escape(code),
+			"-drive", "if=pflash,format=raw,unit=1,file="+escape(l.FirmwareVars))
+	}
+	order := bootOrder{firmware: def.Firmware, boot: boot, nics: len(def.NICs), disks: len(def.Disks)}
+	if def.Firmware == BIOS {
+		// SeaBIOS takes the legacy order: n is the first NIC's ROM, c the first hard disk.
+		// Devices not named still follow, so a PXE failure falls through to the disk.
+		args = append(args, "-boot", map[BootDevice]string{BootNetwork: "order=n", BootDisk: "order=c"}[boot])
+	}
+	args = append(args, diskArgs(def.Disks, l.DiskFiles, order)...)
+	args = append(args, nicArgs(def.NICs, l.NICFDs, order)...)
+	return args, nil
+}
+
+// bootOrder gives UEFI machines a bootindex per device: OVMF ignores -boot order and walks
+// the devices by bootindex, so the boot device's class comes first.
+type bootOrder struct {
+	firmware    Firmware
+	boot        BootDevice
+	nics, disks int
+}
+
+func (o bootOrder) suffix(class BootDevice, i int) string {
+	if o.firmware != UEFI {
+		return ""
+	}
+	index := i + 1
+	if class != o.boot { // after every device of the boot class
+		index += map[BootDevice]int{BootNetwork: o.nics, BootDisk: o.disks}[o.boot]
+	}
+	return ",bootindex=" + strconv.Itoa(index)
+}
+
+func diskArgs(disks []Disk, files []string, order bootOrder) []string {
+	var args []string
+	sataPort := 0
+	for i, d := range disks {
+		drive := fmt.Sprintf("drive%d", i)
+		args = append(args, "-drive", fmt.Sprintf("file=%s,format=raw,if=none,id=%s,discard=unmap", escape(files[i]), drive))
+		boot := order.suffix(BootDisk, i)
+		switch d.Bus {
+		case Virtio:
+			args = append(args, "-device", fmt.Sprintf("virtio-blk-pci,id=disk%d,drive=%s,serial=%s%s", i, drive, d.Serial, boot))
+		case NVMe:
+			args = append(args, "-device", fmt.Sprintf("nvme,id=disk%d,drive=%s,serial=%s%s", i, drive, d.Serial, boot))
+		case SATA:
+			if sataPort == 0 {
+				args = append(args, "-device", "ahci,id=sata")
+			}
+			args = append(args, "-device", fmt.Sprintf("ide-hd,id=disk%d,bus=sata.%d,drive=%s,serial=%s%s", i, sataPort, drive, d.Serial, boot))
+			sataPort++
+		}
+	}
+	return args
+}
+
+func nicArgs(nics []NIC, fds []int, order bootOrder) []string {
+	var args []string
+	for i, n := range nics {
+		// virtio-net has no speed of its own; giving it one makes the guest and the BMC agree.
+		device := map[NICModel]string{VirtioNet: "virtio-net-pci,speed=10000,duplex=full", E1000: "e1000"}[n.Model]
+		args = append(args,
+			"-netdev", fmt.Sprintf("tap,id=net%d,fd=%d", i, fds[i]),
+			"-device", fmt.Sprintf("%s,id=nic%d,netdev=net%d,mac=%s%s", device, i, i, strings.ToLower(n.MAC), order.suffix(BootNetwork, i)))
+	}
+	return args
+}
+
+// smbiosType1 renders the system identity; empty fields are left to QEMU's defaults.
+func smbiosType1(s SMBIOS) string {
+	parts := []string{"type=1"}
+	for _, kv := range [][2]string{{"manufacturer", s.Manufacturer}, {"product", s.Product}, {"serial", s.Serial}, {"uuid", s.UUID}} {
+		if kv[1] != "" {
+			parts = append(parts, kv[0]+"="+escape(kv[1]))
+		}
+	}
+	return strings.Join(parts, ",")
+}
+
+// escape doubles commas, QEMU's way of putting one inside an option value.
+func escape(v string) string { return strings.ReplaceAll(v, ",", ",,") }

@@ -1,0 +1,183 @@
+package vm
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+
+	"github.com/ironfleet/ironfleet/internal/bmcsim"
+)
+
+// Binding is a VM acting as the host of a simulated Redfish system: Redfish resets power the
+// VM, and the VM powering itself off turns the system Off.
+type Binding struct {
+	bmc      *bmcsim.BMC
+	systemID string
+	machine  *VM
+
+	mu      sync.Mutex
+	queue   []bmcsim.PowerAction
+	wake    chan struct{}
+	done    chan struct{}
+	closed  bool
+	errs    []error
+	applied int
+}
+
+// Attach makes machine the host of the BMC's system systemID. Power actions are carried out
+// in order on the binding's own goroutine, so a Redfish request never waits for QEMU and
+// actions never overtake each other:
+//
+//   - On, ForceOn, PowerCycle from Off, any restart: QEMU (re)starts booting what the BMC
+//     chose (its boot override, consumed as firmware would; Pxe and UefiHttp boot the
+//     network, everything else the disk). A restart keeping the boot device resets in place.
+//   - ForceOff, and SetPowerState Off: QEMU is killed.
+//   - GracefulShutdown, and PushPowerButton on a running system: the ACPI power button. The
+//     system stays On until the guest powers off (firmware alone never does).
+//   - Nmi: an NMI.
+//
+// When QEMU exits by itself, the system goes Off. When an action fails (QEMU cannot start),
+// the system goes Off too, so the BMC never shows a host that is not running as On, and the
+// error is kept for Errors. The system's current power is applied at once: On starts the VM
+// booting from disk.
+func Attach(bmc *bmcsim.BMC, systemID string, machine *VM) (*Binding, error) {
+	if !bmc.SetHostShutsDown(systemID, true) {
+		return nil, fmt.Errorf("attach VM %q: the BMC has no system %q", machine.def.Name, systemID)
+	}
+	b := &Binding{bmc: bmc, systemID: systemID, machine: machine, wake: make(chan struct{}, 1), done: make(chan struct{})}
+	machine.OnExit(func(error) {
+		if !b.isClosed() {
+			bmc.SetPowerState(systemID, "Off")
+		}
+	})
+	bmc.OnPowerAction(b.enqueue)
+	if bmc.PowerState(systemID) == "On" {
+		b.enqueue(bmcsim.PowerAction{SystemID: systemID, From: "Off", To: "On", Boot: bmcsim.BootHdd})
+	}
+	go b.work()
+	return b, nil
+}
+
+// BootDeviceFor maps a Redfish boot target to what QEMU can boot. There is no virtual media
+// yet, so Cd and Usb boot the disk, as a server without that media falls through to it.
+func BootDeviceFor(target bmcsim.BootTarget) BootDevice {
+	switch target {
+	case bmcsim.BootPxe, "UefiHttp":
+		return BootNetwork
+	default:
+		return BootDisk
+	}
+}
+
+func (b *Binding) enqueue(a bmcsim.PowerAction) {
+	if !strings.EqualFold(a.SystemID, b.systemID) {
+		return
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.closed {
+		return
+	}
+	b.queue = append(b.queue, a)
+	select {
+	case b.wake <- struct{}{}:
+	default:
+	}
+}
+
+func (b *Binding) work() {
+	defer close(b.done)
+	for {
+		b.mu.Lock()
+		for len(b.queue) == 0 && !b.closed {
+			b.mu.Unlock()
+			<-b.wake
+			b.mu.Lock()
+		}
+		if b.closed {
+			b.mu.Unlock()
+			return
+		}
+		a := b.queue[0]
+		b.queue = b.queue[1:]
+		b.mu.Unlock()
+
+		err := b.apply(a)
+		b.mu.Lock()
+		b.applied++
+		if err != nil {
+			b.errs = append(b.errs, fmt.Errorf("%s %s>%s: %w", or(a.ResetType, "SetPowerState"), a.From, a.To, err))
+		}
+		b.mu.Unlock()
+		if err != nil && !b.machine.Running() {
+			b.bmc.SetPowerState(b.systemID, "Off")
+		}
+	}
+}
+
+// apply carries out one action on the VM.
+func (b *Binding) apply(a bmcsim.PowerAction) error {
+	m := b.machine
+	switch {
+	case a.Boot != "":
+		return m.Reset(BootDeviceFor(a.Boot)) // starts an off VM; restarts a running one
+	case a.From == "On" && a.To == "Off":
+		return m.Kill()
+	case a.To == "On" && (a.ResetType == "GracefulShutdown" || a.ResetType == "PushPowerButton"):
+		err := m.Shutdown()
+		if errors.Is(err, ErrNotRunning) {
+			return nil // already off: the exit hook turns the system Off
+		}
+		return err
+	case a.ResetType == "Nmi" && a.To == "On":
+		return m.NMI()
+	}
+	return nil // nothing for the host to do (On while on, ForceOff while off)
+}
+
+// Applied counts the actions carried out so far, failed ones included; tests wait on it.
+func (b *Binding) Applied() int {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.applied
+}
+
+// Errors are the actions that failed, oldest first.
+func (b *Binding) Errors() []error {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return append([]error(nil), b.errs...)
+}
+
+func (b *Binding) isClosed() bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.closed
+}
+
+// Close detaches the VM: later actions and exits are ignored, and graceful shutdowns are the
+// BMC's own again. It leaves the VM as it is; close the VM to stop it.
+func (b *Binding) Close() error {
+	b.mu.Lock()
+	if b.closed {
+		b.mu.Unlock()
+		return nil
+	}
+	b.closed = true
+	b.mu.Unlock()
+	select {
+	case b.wake <- struct{}{}:
+	default:
+	}
+	<-b.done
+	b.bmc.SetHostShutsDown(b.systemID, false)
+	return nil
+}
+
+func or(v, fallback string) string {
+	if v != "" {
+		return v
+	}
+	return fallback
+}

@@ -15,7 +15,8 @@ import (
 )
 
 // storage fills one StorageDevice per block device (ghw: /sys/block, and /run/udev/data for
-// model, serial, WWN and bus path) and TotalStorage.
+// model, serial, WWN and bus path; without udev data, serial, model and controller come from
+// sysfs, see storage_sysfs.go) and TotalStorage.
 //
 // Devices the kernel calls virtual (their /sys/block link points into /sys/devices/virtual:
 // loop, ram, zram, dm-*, md*) are left out, as virtual NICs are: they are not hardware, and a
@@ -33,6 +34,9 @@ func (c *collector) storage(_ context.Context, rep *report.Report) error {
 			continue
 		}
 		dev := storageDevice(d)
+		if !c.hasUdevData(d.Name) {
+			c.fillFromSysfs(&dev)
+		}
 		inv.Storage = append(inv.Storage, dev)
 		if !dev.Removable && dev.Size != nil {
 			total += dev.Size.Value()

@@ -1,0 +1,73 @@
+package main
+
+import (
+	"fmt"
+	"net"
+	"net/url"
+	"strings"
+
+	"github.com/ironfleet/ironfleet/internal/ignition"
+)
+
+// bootArgs are what the boot service put on the kernel command line.
+type bootArgs struct {
+	// base is the boot URL, http://<host>:<port>/boot/<token>; it holds a secret (the boot
+	// token), so it is only ever printed through redactedURL.
+	base string
+	// bootIf is the MAC of the NIC the server booted from; nil when the line has no BOOTIF.
+	bootIf net.HardwareAddr
+}
+
+// parseCmdline reads ironfleet.boot and BOOTIF from /proc/cmdline's contents. The kernel
+// passes its command line through unquoted words; the boot service's values have no spaces.
+func parseCmdline(cmdline string) (bootArgs, error) {
+	var args bootArgs
+	for _, word := range strings.Fields(cmdline) {
+		key, value, _ := strings.Cut(word, "=")
+		switch key {
+		case ignition.KernelArgBoot:
+			args.base = strings.TrimSuffix(value, "/")
+		case ignition.KernelArgBootIf:
+			mac, err := parseBootIf(value)
+			if err != nil {
+				return bootArgs{}, err
+			}
+			args.bootIf = mac
+		}
+	}
+	if args.base == "" {
+		return bootArgs{}, fmt.Errorf("no %s= on the kernel command line", ignition.KernelArgBoot)
+	}
+	if err := ignition.CheckURL(args.base); err != nil {
+		return bootArgs{}, fmt.Errorf("%s: %s", ignition.KernelArgBoot, redactedURL(args.base))
+	}
+	return args, nil
+}
+
+// parseBootIf reads pxelinux's BOOTIF: the ARP hardware type (01 = Ethernet), then the MAC,
+// all hyphen-separated: 01-aa-bb-cc-dd-ee-ff.
+func parseBootIf(value string) (net.HardwareAddr, error) {
+	hwType, mac, ok := strings.Cut(value, "-")
+	if !ok || hwType != "01" {
+		return nil, fmt.Errorf("%s=%q: want 01-aa-bb-cc-dd-ee-ff (Ethernet)", ignition.KernelArgBootIf, value)
+	}
+	addr, err := net.ParseMAC(strings.ReplaceAll(mac, "-", ":"))
+	if err != nil || len(addr) != 6 {
+		return nil, fmt.Errorf("%s=%q: not a MAC address", ignition.KernelArgBootIf, value)
+	}
+	return addr, nil
+}
+
+// redactedURL is a boot URL fit for the console: the path's last element (the boot token)
+// replaced with "…".
+func redactedURL(raw string) string {
+	u, err := url.Parse(raw)
+	if err != nil || u.Host == "" {
+		return "(unparseable URL)"
+	}
+	path := u.Path
+	if i := strings.LastIndex(path, "/"); i >= 0 && i < len(path)-1 {
+		path = path[:i+1] + "…"
+	}
+	return u.Scheme + "://" + u.Host + path
+}

@@ -1,0 +1,72 @@
+package main
+
+import (
+	"context"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+const testIgnition = `{"registryURL": "https://10.0.2.101", "token": "s3cr3t", "systemUUID": "7e0a5b1c-1d2e-4f30-8a41-5b6c7d8e9f00", "mode": "discovery"}`
+
+func TestFetchIgnitionRetriesUntilServed(t *testing.T) {
+	var calls atomic.Int32
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path != "/boot/tok3n/ignition" {
+			http.NotFound(w, r)
+			return
+		}
+		if calls.Add(1) == 1 {
+			http.Error(w, "starting", http.StatusServiceUnavailable)
+			return
+		}
+		_, _ = w.Write([]byte(testIgnition))
+	}))
+	defer srv.Close()
+	var logged []string
+	data, cfg, err := fetchIgnition(context.Background(), srv.Client(), srv.URL+"/boot/tok3n", func(f string, a ...any) {
+		logged = append(logged, f)
+	})
+	require.NoError(t, err)
+	assert.Equal(t, testIgnition, string(data))
+	assert.Equal(t, "https://10.0.2.101", cfg.RegistryURL)
+	assert.Len(t, logged, 1)
+}
+
+func TestFetchIgnitionRefusesAnIncompleteOne(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		_, _ = w.Write([]byte(`{"registryURL": "https://r", "token": "s3cr3t", "mode": "discovery"}`))
+	}))
+	defer srv.Close()
+	_, _, err := fetchIgnition(context.Background(), srv.Client(), srv.URL+"/boot/tok3n", func(string, ...any) {})
+	require.ErrorContains(t, err, "systemUUID is required")
+	assert.NotContains(t, err.Error(), "s3cr3t")
+}
+
+func TestFetchIgnitionGivesUpWithoutQuotingTheBootToken(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+	defer cancel()
+	_, _, err := fetchIgnition(ctx, http.DefaultClient, "http://127.0.0.1:1/boot/tok3n", func(string, ...any) {})
+	require.Error(t, err)
+	assert.NotContains(t, err.Error(), "tok3n")
+}
+
+func TestCheckRegistry(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	defer func() { _ = ln.Close() }()
+	assert.NoError(t, checkRegistry(context.Background(), "https://"+ln.Addr().String()))
+
+	addr := ln.Addr().String()
+	require.NoError(t, ln.Close())
+	err = checkRegistry(context.Background(), "https://"+addr)
+	require.Error(t, err)
+	assert.True(t, strings.Contains(err.Error(), "refused"), err)
+}

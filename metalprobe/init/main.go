@@ -1,0 +1,134 @@
+// Command init is PID 1 of metalprobe's boot image (metalprobe/image builds it in as /init).
+// It prepares the bare minimum of a Linux system, brings up the NIC the server booted from,
+// fetches the ignition from Ironfleet's boot service and runs /bin/metalprobe on it, reporting
+// each stage to the boot service (ignition.Progress) and on the console; once the report is
+// delivered it powers the machine off.
+//
+// The contract with the boot service is in internal/ignition/boot.go: the kernel command line
+// carries ironfleet.boot=<boot URL> and BOOTIF=01-<mac>.
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"strings"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/ironfleet/ironfleet/internal/ignition"
+)
+
+// How long each step may take before /init gives up on the boot (and waits to be
+// power-cycled). Drivers and DHCP on real servers are slow: link negotiation alone can take
+// seconds.
+const (
+	nicTimeout      = time.Minute
+	networkTimeout  = 3 * time.Minute
+	ignitionTimeout = 5 * time.Minute
+)
+
+// probeBackoff are the waits between metalprobe attempts: a registry that is briefly down
+// (an operator upgrade) gets a minute and a half.
+var probeBackoff = []time.Duration{10 * time.Second, 30 * time.Second, time.Minute}
+
+func main() {
+	console := io.Writer(os.Stdout) // the kernel opened /dev/console for us
+	if err := boot(console); err != nil {
+		_, _ = fmt.Fprintf(console, "ironfleet-init: %v\n", err)
+	}
+	_, _ = fmt.Fprintln(console, "ironfleet-init: waiting for the operator to power-cycle this machine")
+	waitForever()
+}
+
+// boot runs the probe boot; it returns only when the probe could not report (after a
+// successful report the machine powers off).
+func boot(console io.Writer) error {
+	start := time.Now()
+	ctx := context.Background()
+	if err := mountFilesystems(); err != nil {
+		// Carry on: whatever did mount may be enough, and metalprobe says what is missing.
+		_, _ = fmt.Fprintf(console, "ironfleet-init: %v\n", err)
+	}
+	cmdline, err := os.ReadFile("/proc/cmdline")
+	if err != nil {
+		return fmt.Errorf("reading the kernel command line: %w", err)
+	}
+	args, err := parseCmdline(string(cmdline))
+	if err != nil {
+		// Without a boot URL there is no one to report to but the console.
+		_, _ = fmt.Fprintln(console, ignition.Progress{Stage: ignition.StageFailed, Message: err.Error()}.ConsoleLine())
+		return err
+	}
+	rep := newReporter(args.base, console)
+	rep.stage(ctx, ignition.StageInitStarted, "kernel %s, boot service %s", kernelRelease(), redactedURL(args.base))
+
+	if err := loadModules(rep.logf); err != nil {
+		rep.logf("%v", err) // built-in drivers may still do
+	}
+	nicCtx, cancel := context.WithTimeout(ctx, nicTimeout)
+	nic, err := waitForNIC(nicCtx, args.bootIf)
+	cancel()
+	if err != nil {
+		rep.stage(ctx, ignition.StageFailed, "%v", err)
+		return err
+	}
+	netCtx, cancel := context.WithTimeout(ctx, networkTimeout)
+	addr, err := bringUpNetwork(netCtx, nic, rep.logf)
+	cancel()
+	if err != nil {
+		rep.stage(ctx, ignition.StageFailed, "%v", err)
+		return err
+	}
+	rep.goOnline(ctx)
+	rep.stage(ctx, ignition.StageNetworkUp, "%s %s after %s", nic, addr, since(start))
+
+	ignCtx, cancel := context.WithTimeout(ctx, ignitionTimeout)
+	data, cfg, err := fetchIgnition(ignCtx, &http.Client{Timeout: 30 * time.Second}, args.base, rep.logf)
+	cancel()
+	if err == nil {
+		err = writeIgnition(data)
+	}
+	if err != nil {
+		rep.stage(ctx, ignition.StageFailed, "%v", err)
+		return err
+	}
+	rep.stage(ctx, ignition.StageIgnitionFetched, "mode %s, registry %s", cfg.Mode, cfg.RegistryURL)
+
+	rep.stage(ctx, ignition.StageProbeRunning, "metalprobe %s", strings.Join(probeArgs, " "))
+	// After ProbeRunning, so that it stands (False) on the boot configuration until the report
+	// is delivered or the probe fails: metalprobe retries delivery by itself, and the operator
+	// shows on the Server what keeps it waiting.
+	if err := checkRegistry(ctx, cfg.RegistryURL); err != nil {
+		rep.stage(ctx, ignition.StageRegistryUnreachable, "registry %s is unreachable: %v", cfg.RegistryURL, err)
+	}
+	attempts := len(probeBackoff) + 1
+	err = retryProbe(ctx, func(ctx context.Context) error {
+		return runProbe(ctx, metalprobePath, probeArgs, console)
+	}, probeBackoff, func(attempt int, err error) {
+		rep.stage(ctx, ignition.StageFailed, "attempt %d of %d: %v", attempt, attempts, err)
+	})
+	if err != nil {
+		return fmt.Errorf("metalprobe failed %d times; giving up", attempts)
+	}
+	rep.stage(ctx, ignition.StageReported, "report delivered %s after /init started", since(start))
+	rep.logf("powering off")
+	if err := powerOff(); err != nil {
+		return fmt.Errorf("powering off: %w", err)
+	}
+	return nil
+}
+
+func since(t time.Time) time.Duration { return time.Since(t).Round(10 * time.Millisecond) }
+
+// kernelRelease is uname -r, for the console.
+func kernelRelease() string {
+	var u unix.Utsname
+	if err := unix.Uname(&u); err != nil {
+		return "unknown"
+	}
+	return unix.ByteSliceToString(u.Release[:])
+}

@@ -1,0 +1,75 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+func TestLineTailKeepsTheLastLines(t *testing.T) {
+	tail := &lineTail{max: 3}
+	for i := 1; i <= 5; i++ {
+		_, _ = fmt.Fprintf(tail, "line %d\n", i)
+	}
+	_, _ = tail.Write([]byte("\npartial"))
+	assert.Equal(t, "line 4\nline 5\npartial", tail.String())
+}
+
+func TestRunProbeReportsStderrTail(t *testing.T) {
+	// stdout and stderr are written from different goroutines.
+	var console lockedBuffer
+	err := runProbe(context.Background(), "/bin/sh", []string{"-c", "echo report; for i in 1 2 3 4 5 6 7 8 9 10; do echo metalprobe: line $i >&2; done; exit 1"}, &console)
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "exit status 1")
+	assert.Contains(t, err.Error(), "metalprobe: line 10")
+	assert.NotContains(t, err.Error(), "line 2\n", "only the tail")
+	assert.Contains(t, console.String(), "report\n", "stdout goes to the console")
+	assert.Contains(t, console.String(), "metalprobe: line 1\n", "and all of stderr")
+
+	assert.NoError(t, runProbe(context.Background(), "/bin/true", nil, &console))
+}
+
+func TestRetryProbe(t *testing.T) {
+	runs := 0
+	var failures []int
+	err := retryProbe(context.Background(), func(context.Context) error {
+		runs++
+		if runs < 3 {
+			return errors.New("registry down")
+		}
+		return nil
+	}, []time.Duration{0, 0, 0}, func(attempt int, _ error) { failures = append(failures, attempt) })
+	require.NoError(t, err)
+	assert.Equal(t, []int{1, 2}, failures)
+
+	runs = 0
+	err = retryProbe(context.Background(), func(context.Context) error { runs++; return errors.New("no") }, []time.Duration{0, 0}, func(int, error) {})
+	require.Error(t, err)
+	assert.Equal(t, 3, runs, "one attempt, then one per backoff")
+	assert.True(t, strings.Contains(err.Error(), "no"))
+}
+
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}

@@ -1,0 +1,301 @@
+package boot_test
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/insomniacslk/dhcp/dhcpv4"
+	"github.com/insomniacslk/dhcp/iana"
+	tftplib "github.com/pin/tftp/v3"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	corev1 "k8s.io/api/core/v1"
+	eventsv1 "k8s.io/api/events/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	metalv1alpha1 "github.com/ironfleet/ironfleet/apis/metal/v1alpha1"
+	"github.com/ironfleet/ironfleet/internal/boot"
+)
+
+var bootURL = regexp.MustCompile(`ironfleet\.boot=(\S+)/boot/(\S+) `)
+
+// readyBoot makes a server with a Ready discovery boot and returns the MAC it boots from.
+func readyBoot(t *testing.T, name string, mac string) {
+	t.Helper()
+	createServer(t, name, nil, mac)
+	createSecret(t, nsAll, name+"-ignition", ignitionJSON)
+	createSBC(t, nsAll, name+"-discovery", name, metalv1alpha1.BootPurposeDiscovery, name+"-ignition")
+	waitFor(t, nsAll, name+"-discovery", metalv1alpha1.BootConfigurationStateReady, boot.ReasonReady)
+}
+
+func get(t *testing.T, url string) (int, string) {
+	t.Helper()
+	resp, err := http.Get(url)
+	require.NoError(t, err)
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	require.NoError(t, err)
+	return resp.StatusCode, string(body)
+}
+
+func post(t *testing.T, url, body string) int {
+	t.Helper()
+	resp, err := http.Post(url, "application/json", strings.NewReader(body))
+	require.NoError(t, err)
+	_, _ = io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
+	return resp.StatusCode
+}
+
+// script fetches the iPXE script of a MAC and returns it with the boot token it carries.
+func script(t *testing.T, base, mac string) (string, string) {
+	t.Helper()
+	// The service answers from its cache, which may be a moment behind the API server.
+	var body string
+	var m []string
+	require.Eventually(t, func() bool {
+		var code int
+		code, body = get(t, base+"/ipxe/"+mac)
+		m = bootURL.FindStringSubmatch(body)
+		return code == http.StatusOK && m != nil
+	}, wait, poll, "no boot URL for %s", mac)
+	assert.Equal(t, publicURL, m[1])
+	return body, m[2]
+}
+
+func TestScriptBootsTheProbeWithAPerBootURL(t *testing.T) {
+	srv := httptest.NewServer(svc.Handler())
+	defer srv.Close()
+	readyBoot(t, "web-1", "52:54:00:bb:00:01")
+
+	body, token := script(t, srv.URL, "52-54-00-BB-00-01")
+	assert.Equal(t, fmt.Sprintf("#!ipxe\n"+
+		"kernel %[1]s/artifacts/vmlinuz initrd=initramfs.cpio.gz console=ttyS0,115200 quiet ironfleet.boot=%[1]s/boot/%[2]s BOOTIF=01-52-54-00-bb-00-01\n"+
+		"initrd %[1]s/artifacts/initramfs.cpio.gz\n"+
+		"boot\n", publicURL, token), body)
+	assert.Len(t, token, 43)
+
+	// The same boot by SMBIOS UUID; iPXE fills in the NIC.
+	code, byUUID := get(t, srv.URL+"/ipxe?uuid="+strings.ToUpper(uuidOf("web-1")))
+	assert.Equal(t, http.StatusOK, code)
+	assert.Contains(t, byUUID, "/boot/"+token+" BOOTIF=01-${netX/mac:hexhyp}\n")
+	for _, placeholder := range []string{"00000000-0000-0000-0000-000000000000", "FFFFFFFF-FFFF-FFFF-FFFF-FFFFFFFFFFFF",
+		"03000200-0400-0500-0006-000700080009", "not-a-uuid", ""} {
+		code, _ := get(t, srv.URL+"/ipxe?uuid="+placeholder)
+		assert.Equal(t, http.StatusNotFound, code, placeholder)
+	}
+
+	// A MAC with nothing to boot is told so, and iPXE moves on to the next boot device.
+	code, other := get(t, srv.URL+"/ipxe/52:54:00:bb:00:99")
+	assert.Equal(t, http.StatusOK, code)
+	assert.Equal(t, "#!ipxe\necho Ironfleet boot service: no Ready boot configuration for 52:54:00:bb:00:99; booting the next device\nexit 1\n", other)
+	code, _ = get(t, srv.URL+"/ipxe/not-a-mac")
+	assert.Equal(t, http.StatusBadRequest, code)
+
+	// The artifacts, and nothing else.
+	code, kernel := get(t, srv.URL+"/artifacts/vmlinuz")
+	assert.Equal(t, http.StatusOK, code)
+	assert.Equal(t, "kernel bytes", kernel)
+	code, initrd := get(t, srv.URL+"/artifacts/initramfs.cpio.gz")
+	assert.Equal(t, http.StatusOK, code)
+	assert.Equal(t, "initramfs bytes", initrd)
+	for _, path := range []string{"/artifacts/..%2f..%2fetc%2fpasswd", "/artifacts/undionly.kpxe", "/artifacts/", "/etc/passwd"} {
+		code, _ := get(t, srv.URL+path)
+		assert.Equal(t, http.StatusNotFound, code, path)
+	}
+}
+
+func TestIgnitionAndProgressUnderTheBootURL(t *testing.T) {
+	srv := httptest.NewServer(svc.Handler())
+	defer srv.Close()
+	readyBoot(t, "web-2", "52:54:00:bb:00:02")
+	_, token := script(t, srv.URL, "52:54:00:bb:00:02")
+	base := srv.URL + "/boot/" + token
+
+	code, ign := get(t, base+"/ignition")
+	assert.Equal(t, http.StatusOK, code)
+	assert.Equal(t, string(ignitionJSON), ign)
+
+	assert.Equal(t, http.StatusNoContent, post(t, base+"/progress", `{"stage":"ProbeRunning","message":"collecting inventory"}`))
+	c := progressOf(t, "web-2-discovery")
+	assert.Equal(t, metav1.ConditionTrue, c.Status)
+	assert.Equal(t, "ProbeRunning", c.Reason)
+	assert.Equal(t, "collecting inventory", c.Message)
+	assert.Equal(t, http.StatusNoContent, post(t, base+"/progress", `{"stage":"Failed","message":"disk sda: I/O error; token was `+token+`"}`))
+	c = progressOf(t, "web-2-discovery")
+	assert.Equal(t, metav1.ConditionFalse, c.Status)
+	assert.Equal(t, "Failed", c.Reason)
+	assert.NotContains(t, c.Message, token)
+	// The Ready condition the reconciler wrote is still there.
+	sbc := getSBC(t, nsAll, "web-2-discovery")
+	assert.True(t, meta.IsStatusConditionTrue(sbc.Status.Conditions, metalv1alpha1.ConditionReady))
+
+	for name, body := range map[string]string{
+		"not JSON":      `stage=Reported`,
+		"unknown field": `{"stage":"Reported","token":"x"}`,
+		"bad stage":     `{"stage":"reported; rm -rf /"}`,
+		"two values":    `{"stage":"Reported"}{"stage":"Failed"}`,
+		"trailing":      `{"stage":"Reported"}]`,
+		"empty":         ``,
+		"a list":        `["Reported"]`,
+	} {
+		assert.Equal(t, http.StatusBadRequest, post(t, base+"/progress", body), name)
+	}
+	big := `{"stage":"Reported","message":"` + strings.Repeat("x", 5000) + `"}`
+	assert.Equal(t, http.StatusRequestEntityTooLarge, post(t, base+"/progress", big))
+	code, _ = get(t, base+"/progress")
+	assert.Equal(t, http.StatusMethodNotAllowed, code)
+
+	// Events on the boot configuration; none carries the token or the ignition.
+	require.Eventually(t, func() bool {
+		reasons := map[string]bool{}
+		for _, ev := range eventsOf(t, "web-2-discovery") {
+			reasons[ev.Reason] = true
+		}
+		return reasons["ScriptServed"] && reasons["IgnitionServed"] && reasons["ProbeRunning"] && reasons["Failed"]
+	}, wait, poll)
+	for _, ev := range eventsOf(t, "web-2-discovery") {
+		assert.NotContains(t, ev.Note, token)
+		assert.NotContains(t, ev.Note, "probe-secret-token")
+	}
+}
+
+func TestBootURLDiesWithTheBootConfiguration(t *testing.T) {
+	srv := httptest.NewServer(svc.Handler())
+	defer srv.Close()
+	readyBoot(t, "web-3", "52:54:00:bb:00:03")
+	_, token := script(t, srv.URL, "52:54:00:bb:00:03")
+	base := srv.URL + "/boot/" + token
+	code, _ := get(t, base+"/ignition")
+	require.Equal(t, http.StatusOK, code)
+
+	// No longer Ready: refused as soon as the status says so.
+	sec := ignitionSecret(t, "web-3-ignition")
+	sec.Data = nil
+	require.NoError(t, k8s.Update(context.Background(), sec))
+	waitFor(t, nsAll, "web-3-discovery", metalv1alpha1.BootConfigurationStateError, boot.ReasonIgnitionUnreadable)
+	code, _ = get(t, base+"/ignition")
+	assert.Equal(t, http.StatusNotFound, code)
+	assert.Equal(t, http.StatusNotFound, post(t, base+"/progress", `{"stage":"Reported"}`))
+
+	// Ready again, then deleted: refused at once, not once a cache catches up.
+	sec = ignitionSecret(t, "web-3-ignition")
+	sec.Data = map[string][]byte{"ignition.json": ignitionJSON}
+	require.NoError(t, k8s.Update(context.Background(), sec))
+	waitFor(t, nsAll, "web-3-discovery", metalv1alpha1.BootConfigurationStateReady, boot.ReasonReady)
+	code, _ = get(t, base+"/ignition")
+	require.Equal(t, http.StatusOK, code)
+	require.NoError(t, k8s.Delete(context.Background(), getSBC(t, nsAll, "web-3-discovery")))
+	code, _ = get(t, base+"/ignition")
+	assert.Equal(t, http.StatusNotFound, code)
+
+	// Re-created under the same name, it is another boot, with another URL.
+	createSBC(t, nsAll, "web-3-discovery", "web-3", metalv1alpha1.BootPurposeDiscovery, "web-3-ignition")
+	waitFor(t, nsAll, "web-3-discovery", metalv1alpha1.BootConfigurationStateReady, boot.ReasonReady)
+	code, _ = get(t, base+"/ignition")
+	assert.Equal(t, http.StatusNotFound, code)
+	_, newToken := script(t, srv.URL, "52:54:00:bb:00:03")
+	assert.NotEqual(t, token, newToken)
+
+	// Guesses.
+	for _, guess := range []string{strings.Repeat("A", 43), "x", token[:42]} {
+		code, _ := get(t, srv.URL+"/boot/"+guess+"/ignition")
+		assert.Equal(t, http.StatusNotFound, code)
+	}
+}
+
+func ignitionSecret(t *testing.T, name string) *corev1.Secret {
+	t.Helper()
+	var s corev1.Secret
+	require.NoError(t, k8s.Get(context.Background(), client.ObjectKey{Namespace: nsAll, Name: name}, &s))
+	return &s
+}
+
+func progressOf(t *testing.T, name string) *metav1.Condition {
+	t.Helper()
+	c := meta.FindStatusCondition(getSBC(t, nsAll, name).Status.Conditions, metalv1alpha1.ConditionBootProgress)
+	require.NotNil(t, c)
+	return c
+}
+
+func eventsOf(t *testing.T, name string) []eventsv1.Event {
+	t.Helper()
+	var list eventsv1.EventList
+	require.NoError(t, k8s.List(context.Background(), &list, client.InNamespace(nsAll)))
+	var out []eventsv1.Event
+	for _, ev := range list.Items {
+		if ev.Regarding.Name == name {
+			out = append(out, ev)
+		}
+	}
+	return out
+}
+
+// Serve answers DHCP, TFTP and HTTP on sockets opened by the caller (here on loopback).
+func TestServeOnCallerSockets(t *testing.T) {
+	readyBoot(t, "serve-1", "52:54:00:bb:01:01")
+	dhcpConn, err := net.ListenPacket("udp4", "127.0.0.1:0")
+	require.NoError(t, err)
+	tftpConn, err := net.ListenPacket("udp4", "127.0.0.1:0")
+	require.NoError(t, err)
+	httpL, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- svc.Serve(ctx, boot.Listeners{DHCP: dhcpConn, TFTP: tftpConn, HTTP: httpL}) }()
+	defer func() {
+		cancel()
+		select {
+		case err := <-done:
+			assert.NoError(t, err)
+		case <-time.After(wait):
+			t.Error("Serve did not return")
+		}
+	}()
+
+	// HTTP: the script (and, once it is served, the cache knows the boot).
+	_, token := script(t, "http://"+httpL.Addr().String(), "52:54:00:bb:01:01")
+	assert.NotEmpty(t, token)
+
+	// DHCP: a BIOS PXE ROM is offered an address and undionly.kpxe.
+	mac, _ := net.ParseMAC("52:54:00:bb:01:01")
+	req, err := dhcpv4.NewDiscovery(mac, dhcpv4.WithOption(dhcpv4.OptClassIdentifier("PXEClient:Arch:00000:UNDI:002001")),
+		dhcpv4.WithOption(dhcpv4.OptClientArch(iana.INTEL_X86PC)))
+	require.NoError(t, err)
+	client, err := net.ListenPacket("udp4", "127.0.0.1:0")
+	require.NoError(t, err)
+	defer client.Close()
+	_, err = client.WriteTo(req.ToBytes(), dhcpConn.LocalAddr())
+	require.NoError(t, err)
+	require.NoError(t, client.SetReadDeadline(time.Now().Add(wait)))
+	buf := make([]byte, 1500)
+	n, _, err := client.ReadFrom(buf)
+	require.NoError(t, err)
+	offer, err := dhcpv4.FromBytes(buf[:n])
+	require.NoError(t, err)
+	assert.Equal(t, dhcpv4.MessageTypeOffer, offer.MessageType())
+	assert.Equal(t, "undionly.kpxe", offer.BootFileName)
+	assert.Equal(t, "10.20.0.1", offer.ServerIPAddr.String())
+	assert.True(t, strings.HasPrefix(offer.YourIPAddr.String(), "10.20.0."), offer.YourIPAddr.String())
+
+	// TFTP: the binary.
+	tc, err := tftplib.NewClient(tftpConn.LocalAddr().String())
+	require.NoError(t, err)
+	wt, err := tc.Receive("undionly.kpxe", "octet")
+	require.NoError(t, err)
+	var got bytes.Buffer
+	_, err = wt.WriteTo(&got)
+	require.NoError(t, err)
+	assert.Equal(t, "ipxe binary undionly.kpxe", got.String())
+}

@@ -1,0 +1,182 @@
+package boot
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"sort"
+	"strings"
+
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	metalv1alpha1 "github.com/ironfleet/ironfleet/apis/metal/v1alpha1"
+)
+
+// Cache indexes the service keeps through the manager's watch. Everything a request is
+// answered with is found through them: nothing about a boot lives in this process's memory,
+// so a restart loses nothing and a deleted configuration is gone from them at once.
+const (
+	indexToken       = "boot.ironfleet.dev/token"       // SBC by its per-boot URL token
+	indexServerRef   = "boot.ironfleet.dev/server"      // SBC by spec.serverRef.name
+	indexIgnitionRef = "boot.ironfleet.dev/ignition"    // SBC by spec.ignitionSecretRef.name
+	indexMAC         = "boot.ironfleet.dev/mac"         // Server by each NIC's MAC (lower case)
+	indexSystemUUID  = "boot.ironfleet.dev/system-uuid" // Server by spec.systemUUID (lower case)
+)
+
+func (s *Service) indexFields(ctx context.Context, indexer client.FieldIndexer) error {
+	sbc := &metalv1alpha1.ServerBootConfiguration{}
+	for _, ix := range []struct {
+		obj   client.Object
+		field string
+		fn    client.IndexerFunc
+	}{
+		{sbc, indexToken, func(o client.Object) []string {
+			return []string{s.tokens.token(o.(*metalv1alpha1.ServerBootConfiguration))}
+		}},
+		{sbc, indexServerRef, func(o client.Object) []string {
+			return []string{o.(*metalv1alpha1.ServerBootConfiguration).Spec.ServerRef.Name}
+		}},
+		{sbc, indexIgnitionRef, func(o client.Object) []string {
+			if ref := o.(*metalv1alpha1.ServerBootConfiguration).Spec.IgnitionSecretRef; ref != nil {
+				return []string{ref.Name}
+			}
+			return nil
+		}},
+		{&metalv1alpha1.Server{}, indexMAC, func(o client.Object) []string { return serverMACs(o.(*metalv1alpha1.Server)) }},
+		{&metalv1alpha1.Server{}, indexSystemUUID, func(o client.Object) []string {
+			if u := strings.ToLower(o.(*metalv1alpha1.Server).Spec.SystemUUID); u != "" {
+				return []string{u}
+			}
+			return nil
+		}},
+	} {
+		if err := indexer.IndexField(ctx, ix.obj, ix.field, ix.fn); err != nil {
+			return fmt.Errorf("indexing %s: %w", ix.field, err)
+		}
+	}
+	return nil
+}
+
+// serverMACs are the MACs of a server's NICs, in the form net.HardwareAddr prints (lower case,
+// colons), as its inventory knows them.
+func serverMACs(server *metalv1alpha1.Server) []string {
+	if server.Status.Inventory == nil {
+		return nil
+	}
+	var macs []string
+	for _, nic := range server.Status.Inventory.NetworkInterfaces {
+		if mac, err := net.ParseMAC(nic.MACAddress); err == nil && len(mac) == 6 {
+			macs = append(macs, mac.String())
+		}
+	}
+	sort.Strings(macs)
+	return macs
+}
+
+// served says whether this service boots the server.
+func (s *Service) served(server *metalv1alpha1.Server) bool {
+	return s.cfg.ServerFilter == nil || s.cfg.ServerFilter(server)
+}
+
+// servedNamespace says whether boot configurations in ns are this service's.
+func (s *Service) servedNamespace(ns string) bool {
+	return s.cfg.Namespace == "" || s.cfg.Namespace == ns
+}
+
+// ready says whether a boot configuration is served now.
+func ready(sbc *metalv1alpha1.ServerBootConfiguration) bool {
+	return sbc.DeletionTimestamp.IsZero() && sbc.Status.State == metalv1alpha1.BootConfigurationStateReady
+}
+
+// target is what one boot serves: a Ready configuration and its server.
+type target struct {
+	server *metalv1alpha1.Server
+	sbc    *metalv1alpha1.ServerBootConfiguration
+}
+
+// targetByMAC is the boot a NIC's MAC is served, from the cache; nil when there is none.
+func (s *Service) targetByMAC(ctx context.Context, mac net.HardwareAddr) (*target, error) {
+	var servers metalv1alpha1.ServerList
+	if err := s.client.List(ctx, &servers, client.MatchingFields{indexMAC: mac.String()}); err != nil {
+		return nil, fmt.Errorf("listing servers by MAC: %w", err)
+	}
+	return s.targetOf(ctx, servers.Items)
+}
+
+// targetByUUID is the boot a server is served, found by its SMBIOS UUID.
+func (s *Service) targetByUUID(ctx context.Context, uuid string) (*target, error) {
+	var servers metalv1alpha1.ServerList
+	if err := s.client.List(ctx, &servers, client.MatchingFields{indexSystemUUID: strings.ToLower(uuid)}); err != nil {
+		return nil, fmt.Errorf("listing servers by UUID: %w", err)
+	}
+	return s.targetOf(ctx, servers.Items)
+}
+
+// targetOf is the Ready boot of the first served server of servers that has one. When a
+// server has more than one Ready configuration, the newest wins.
+func (s *Service) targetOf(ctx context.Context, servers []metalv1alpha1.Server) (*target, error) {
+	for i := range servers {
+		server := &servers[i]
+		if !s.served(server) {
+			continue
+		}
+		var list metalv1alpha1.ServerBootConfigurationList
+		opts := []client.ListOption{client.MatchingFields{indexServerRef: server.Name}}
+		if s.cfg.Namespace != "" {
+			opts = append(opts, client.InNamespace(s.cfg.Namespace))
+		}
+		if err := s.client.List(ctx, &list, opts...); err != nil {
+			return nil, fmt.Errorf("listing the boot configurations of server %s: %w", server.Name, err)
+		}
+		var best *metalv1alpha1.ServerBootConfiguration
+		for j := range list.Items {
+			sbc := &list.Items[j]
+			if !ready(sbc) {
+				continue
+			}
+			if best == nil || best.CreationTimestamp.Before(&sbc.CreationTimestamp) {
+				best = sbc
+			}
+		}
+		if best != nil {
+			return &target{server: server, sbc: best}, nil
+		}
+	}
+	return nil, nil
+}
+
+// bootByToken resolves a per-boot token to its configuration, as it is now: the cache index
+// finds it, then it is read again from the API server, so that a configuration deleted or no
+// longer Ready a moment ago is refused even if the cache has not caught up. nil when the token
+// names no Ready boot this service serves.
+func (s *Service) bootByToken(ctx context.Context, token string) (*target, error) {
+	if len(token) != 43 { // base64 of a SHA-256 HMAC
+		return nil, nil
+	}
+	var list metalv1alpha1.ServerBootConfigurationList
+	if err := s.client.List(ctx, &list, client.MatchingFields{indexToken: token}); err != nil {
+		return nil, fmt.Errorf("looking up a boot: %w", err)
+	}
+	for i := range list.Items {
+		var sbc metalv1alpha1.ServerBootConfiguration
+		err := s.api.Get(ctx, client.ObjectKeyFromObject(&list.Items[i]), &sbc)
+		if client.IgnoreNotFound(err) != nil {
+			return nil, fmt.Errorf("reading boot configuration %s: %w", list.Items[i].Name, err)
+		}
+		if err != nil || !ready(&sbc) || !s.servedNamespace(sbc.Namespace) || s.tokens.token(&sbc) != token {
+			continue
+		}
+		var server metalv1alpha1.Server
+		if err := s.client.Get(ctx, client.ObjectKey{Name: sbc.Spec.ServerRef.Name}, &server); err != nil {
+			if client.IgnoreNotFound(err) != nil {
+				return nil, fmt.Errorf("reading server %s: %w", sbc.Spec.ServerRef.Name, err)
+			}
+			continue
+		}
+		if !s.served(&server) {
+			continue
+		}
+		return &target{server: &server, sbc: &sbc}, nil
+	}
+	return nil, nil
+}

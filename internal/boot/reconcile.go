@@ -1,0 +1,190 @@
+package boot
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/log"
+
+	metalv1alpha1 "github.com/ironfleet/ironfleet/apis/metal/v1alpha1"
+	"github.com/ironfleet/ironfleet/internal/ignition"
+)
+
+// Reasons of a boot configuration's Ready condition.
+const (
+	ReasonReady              = "BootReady"
+	ReasonServerNotFound     = "ServerNotFound"
+	ReasonMACsUnknown        = "MACsUnknown"
+	ReasonArtifactMissing    = "ArtifactMissing"
+	ReasonIgnitionUnreadable = "IgnitionUnreadable"
+	ReasonImageNotSupported  = "ImageNotSupported"
+)
+
+// verdict is whether a boot configuration can be served, and if not why.
+type verdict struct {
+	ready   bool
+	reason  string
+	message string
+	// recheck: the missing thing is a file, not watched; look again after this long.
+	recheck time.Duration
+}
+
+func notReady(reason, format string, args ...any) verdict {
+	return verdict{reason: reason, message: fmt.Sprintf(format, args...)}
+}
+
+// Reconcile marks a boot configuration Ready when everything its boot needs is there, and
+// Error with a reason a person understands when not. It writes status only when it changes.
+// A deleted configuration needs nothing: nothing about it is kept but the cache's copy.
+func (s *Service) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
+	if !s.servedNamespace(req.Namespace) {
+		return ctrl.Result{}, nil
+	}
+	var sbc metalv1alpha1.ServerBootConfiguration
+	if err := s.client.Get(ctx, req.NamespacedName, &sbc); err != nil {
+		return ctrl.Result{}, client.IgnoreNotFound(err)
+	}
+	if !sbc.DeletionTimestamp.IsZero() {
+		return ctrl.Result{}, nil
+	}
+	var server metalv1alpha1.Server
+	err := s.client.Get(ctx, client.ObjectKey{Name: sbc.Spec.ServerRef.Name}, &server)
+	if client.IgnoreNotFound(err) != nil {
+		return ctrl.Result{}, fmt.Errorf("reading server %s: %w", sbc.Spec.ServerRef.Name, err)
+	}
+	var v verdict
+	switch {
+	case err != nil && s.cfg.ServerFilter != nil:
+		// Whether a missing server is this service's to boot cannot be told: another boot
+		// service may serve it. Leave the configuration to it; the Server watch brings it back.
+		return ctrl.Result{}, nil
+	case err != nil:
+		v = notReady(ReasonServerNotFound, "server %s does not exist", sbc.Spec.ServerRef.Name)
+	case !s.served(&server):
+		return ctrl.Result{}, nil // another boot service's server
+	default:
+		v, err = s.check(ctx, &sbc, &server)
+		if err != nil {
+			return ctrl.Result{}, err
+		}
+	}
+	if err := s.writeVerdict(ctx, &sbc, v); err != nil {
+		return ctrl.Result{}, err
+	}
+	if v.ready {
+		// Files on disk are not watched: a Ready boot is re-checked too, so an artifact
+		// removed under it turns it to Error instead of failing the next host that boots.
+		v.recheck = s.cfg.RecheckInterval
+	}
+	return ctrl.Result{RequeueAfter: v.recheck}, nil
+}
+
+// check decides whether the boot can be served, in the order a person would fix things.
+func (s *Service) check(ctx context.Context, sbc *metalv1alpha1.ServerBootConfiguration, server *metalv1alpha1.Server) (verdict, error) {
+	if sbc.Spec.Purpose != metalv1alpha1.BootPurposeDiscovery && sbc.Spec.Purpose != metalv1alpha1.BootPurposeCleanup {
+		return notReady(ReasonImageNotSupported, "purpose %s: this boot service serves the metalprobe for Discovery and Cleanup; installing images is not supported yet", sbc.Spec.Purpose), nil
+	}
+	macs := serverMACs(server)
+	if len(macs) == 0 {
+		return notReady(ReasonMACsUnknown, "server %s has no NIC MAC address in status.inventory.networkInterfaces yet: DHCP could not tell it from other hosts", server.Name), nil
+	}
+	for _, f := range s.requiredFiles() {
+		if err := regularFile(f); err != nil {
+			v := notReady(ReasonArtifactMissing, "%s: %v", f, err)
+			v.recheck = s.cfg.RecheckInterval
+			return v, nil
+		}
+	}
+	if v, err := s.checkIgnition(ctx, sbc); err != nil || !v.ready {
+		return v, err
+	}
+	return verdict{ready: true, reason: ReasonReady,
+		message: fmt.Sprintf("serving the metalprobe (%s) to server %s over DHCP, TFTP and HTTP; MACs %s", strings.ToLower(string(sbc.Spec.Purpose)), server.Name, strings.Join(macs, ", "))}, nil
+}
+
+// requiredFiles are the files every probe boot needs.
+func (s *Service) requiredFiles() []string {
+	files := []string{filepath.Join(s.cfg.ProbeDir, ArtifactKernel), filepath.Join(s.cfg.ProbeDir, ArtifactInitramfs)}
+	for _, b := range IPXEBinaries {
+		files = append(files, filepath.Join(s.cfg.IPXEDir, b))
+	}
+	return files
+}
+
+func regularFile(path string) error {
+	st, err := os.Stat(path)
+	switch {
+	case errors.Is(err, os.ErrNotExist):
+		return errors.New("no such file")
+	case err != nil:
+		return err
+	case !st.Mode().IsRegular():
+		return errors.New("not a regular file")
+	case st.Size() == 0:
+		return errors.New("empty file")
+	}
+	return nil
+}
+
+// checkIgnition checks that the ignition Secret can be read and has the ignition. It reads the
+// Secret from the cache (the Secret watch re-runs this when it changes); only errors other than
+// a missing or forbidden Secret are returned, to be retried with backoff.
+func (s *Service) checkIgnition(ctx context.Context, sbc *metalv1alpha1.ServerBootConfiguration) (verdict, error) {
+	ref := sbc.Spec.IgnitionSecretRef
+	if ref == nil || ref.Name == "" {
+		return notReady(ReasonIgnitionUnreadable, "spec.ignitionSecretRef is not set: the probe would boot without knowing where to report"), nil
+	}
+	var secret corev1.Secret
+	err := s.client.Get(ctx, client.ObjectKey{Namespace: sbc.Namespace, Name: ref.Name}, &secret)
+	switch {
+	case apierrors.IsNotFound(err):
+		return notReady(ReasonIgnitionUnreadable, "ignition Secret %s/%s does not exist", sbc.Namespace, ref.Name), nil
+	case apierrors.IsForbidden(err):
+		return notReady(ReasonIgnitionUnreadable, "ignition Secret %s/%s cannot be read by the boot service: %s", sbc.Namespace, ref.Name, apierrors.ReasonForError(err)), nil
+	case err != nil:
+		return verdict{}, fmt.Errorf("reading ignition Secret %s: %w", ref.Name, err)
+	}
+	if len(secret.Data[ignition.SecretKey]) == 0 {
+		return notReady(ReasonIgnitionUnreadable, "ignition Secret %s/%s has no %q", sbc.Namespace, ref.Name, ignition.SecretKey), nil
+	}
+	return verdict{ready: true}, nil
+}
+
+// writeVerdict records the verdict as state and Ready condition, if either changes. The patch
+// carries an optimistic lock: the conditions list is replaced whole by a merge patch, and the
+// BootProgress condition the HTTP side writes must not be lost.
+func (s *Service) writeVerdict(ctx context.Context, sbc *metalv1alpha1.ServerBootConfiguration, v verdict) error {
+	updated := sbc.DeepCopy()
+	state, status := metalv1alpha1.BootConfigurationStateError, metav1.ConditionFalse
+	if v.ready {
+		state, status = metalv1alpha1.BootConfigurationStateReady, metav1.ConditionTrue
+	}
+	updated.Status.State = state
+	changed := meta.SetStatusCondition(&updated.Status.Conditions, metav1.Condition{
+		Type: metalv1alpha1.ConditionReady, Status: status, Reason: v.reason, Message: v.message,
+		ObservedGeneration: sbc.Generation,
+	})
+	if !changed && sbc.Status.State == state {
+		return nil
+	}
+	if err := s.client.Status().Patch(ctx, updated, client.MergeFromWithOptions(sbc, client.MergeFromWithOptimisticLock{})); err != nil {
+		if apierrors.IsConflict(err) {
+			// The cache had an older copy; the newer one's watch event brings it back here.
+			return nil
+		}
+		return client.IgnoreNotFound(fmt.Errorf("writing the status of boot configuration %s: %w", sbc.Name, err))
+	}
+	log.FromContext(ctx).Info("boot configuration checked", "state", state, "reason", v.reason)
+	return nil
+}

@@ -1,0 +1,295 @@
+// Package boot is Ironfleet's boot service: the boot operator that watches
+// ServerBootConfigurations and network-boots the servers they name. DHCP (proxy or full, in
+// dhcp/) hands a PXE ROM an iPXE binary over TFTP (tftp/); iPXE fetches a per-server script over
+// HTTP that boots the probe's kernel and initramfs with a per-boot URL; the probe's /init
+// fetches its ignition from that URL and reports its progress to it. See docs/boot.md.
+package boot
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"sync"
+	"time"
+
+	"github.com/go-logr/logr"
+	"github.com/insomniacslk/dhcp/dhcpv4"
+	"github.com/insomniacslk/dhcp/dhcpv4/server4"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
+	"k8s.io/client-go/tools/events"
+	"k8s.io/utils/ptr"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/builder"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller"
+	"sigs.k8s.io/controller-runtime/pkg/event"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	metalv1alpha1 "github.com/ironfleet/ironfleet/apis/metal/v1alpha1"
+	"github.com/ironfleet/ironfleet/internal/boot/dhcp"
+	"github.com/ironfleet/ironfleet/internal/boot/tftp"
+)
+
+// Service is the boot service. New makes one, SetupWithManager gives it its cache and
+// reconciler, Serve answers the network.
+type Service struct {
+	cfg    Config
+	tokens tokenSigner
+	leases *dhcp.LeaseTable // full mode; addresses only, nothing about boots
+
+	// From the manager: client reads the cache, api reads the API server.
+	client client.Client
+	api    client.Reader
+	cache  cache.Cache
+	events events.EventRecorder
+	log    logr.Logger
+}
+
+// New validates cfg (with defaults applied) and makes a service.
+func New(cfg Config) (*Service, error) {
+	cfg = cfg.withDefaults()
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	s := &Service{cfg: cfg, tokens: tokenSigner{key: append([]byte(nil), cfg.URLKey...)}, log: ctrl.Log.WithName("boot-service")}
+	if cfg.Mode == dhcp.ModeFull {
+		s.leases = dhcp.NewLeaseTable(cfg.DHCPRangeStart, cfg.DHCPRangeEnd, cfg.ServerIP, cfg.LeaseTime, nil)
+	}
+	return s, nil
+}
+
+// Config is the service's configuration, defaults applied.
+func (s *Service) Config() Config { return s.cfg }
+
+// SetupWithManager registers the indexes and the reconciler of boot configurations on mgr.
+// The manager's cache must see Servers, ServerBootConfigurations and the ignition Secrets.
+func (s *Service) SetupWithManager(mgr ctrl.Manager) error {
+	s.client, s.api, s.cache = mgr.GetClient(), mgr.GetAPIReader(), mgr.GetCache()
+	s.events = mgr.GetEventRecorder(s.cfg.Name)
+	s.log = mgr.GetLogger().WithName("boot-service")
+	if err := s.indexFields(context.Background(), mgr.GetFieldIndexer()); err != nil {
+		return err
+	}
+	return ctrl.NewControllerManagedBy(mgr).
+		Named(s.cfg.Name).
+		For(&metalv1alpha1.ServerBootConfiguration{}).
+		Watches(&metalv1alpha1.Server{}, handler.EnqueueRequestsFromMapFunc(s.bootConfigsOfServer),
+			builder.WithPredicates(serverChanged())).
+		Watches(&corev1.Secret{}, handler.EnqueueRequestsFromMapFunc(s.bootConfigsOfSecret)).
+		WithOptions(controller.Options{
+			// The classic queue: v0.24's priority queue can hang a manager's shutdown
+			// (internal/controller/settings.go).
+			UsePriorityQueue: ptr.To(false),
+		}).
+		Complete(s)
+}
+
+// serverChanged passes the Server events that can change a boot's verdict: a server appearing
+// or going, its MACs, its labels (the server filter). Power and state changes are not.
+func serverChanged() predicate.Predicate {
+	return predicate.Funcs{
+		UpdateFunc: func(e event.UpdateEvent) bool {
+			old, oldOK := e.ObjectOld.(*metalv1alpha1.Server)
+			cur, curOK := e.ObjectNew.(*metalv1alpha1.Server)
+			if !oldOK || !curOK {
+				return true
+			}
+			return !equality.Semantic.DeepEqual(serverMACs(old), serverMACs(cur)) ||
+				!equality.Semantic.DeepEqual(old.Labels, cur.Labels)
+		},
+	}
+}
+
+func (s *Service) bootConfigsOfServer(ctx context.Context, o client.Object) []reconcile.Request {
+	return s.requests(ctx, client.MatchingFields{indexServerRef: o.GetName()})
+}
+
+func (s *Service) bootConfigsOfSecret(ctx context.Context, o client.Object) []reconcile.Request {
+	return s.requests(ctx, client.InNamespace(o.GetNamespace()), client.MatchingFields{indexIgnitionRef: o.GetName()})
+}
+
+func (s *Service) requests(ctx context.Context, opts ...client.ListOption) []reconcile.Request {
+	var list metalv1alpha1.ServerBootConfigurationList
+	if err := s.client.List(ctx, &list, opts...); err != nil {
+		s.log.Error(err, "listing boot configurations to re-check")
+		return nil
+	}
+	reqs := make([]reconcile.Request, 0, len(list.Items))
+	for i := range list.Items {
+		reqs = append(reqs, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(&list.Items[i])})
+	}
+	return reqs
+}
+
+// Listeners are the sockets the service answers on. The caller may open them itself (the lab
+// opens them from a thread inside a network namespace); Serve takes them over and closes them.
+// A nil socket is a protocol not served (HTTP is required).
+type Listeners struct {
+	// DHCP is UDP port 67, bound to the provisioning interface with broadcast allowed
+	// (server4.NewIPv4UDPConn).
+	DHCP net.PacketConn
+	// PXE is UDP port 4011, where PXE clients and iPXE send ProxyDHCP requests (proxy mode).
+	PXE net.PacketConn
+	// TFTP is UDP port 69.
+	TFTP net.PacketConn
+	// HTTP serves scripts, artifacts and the per-boot URLs.
+	HTTP net.Listener
+}
+
+// Close closes every socket that is open.
+func (l Listeners) Close() error {
+	var errs []error
+	for _, c := range []interface{ Close() error }{l.DHCP, l.PXE, l.TFTP, l.HTTP} {
+		if c != nil {
+			errs = append(errs, c.Close())
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// OpenListeners opens the sockets cfg asks for: DHCP on port 67 (and 4011 in proxy mode) bound
+// to cfg.Interface, TFTP on cfg.TFTPBindAddress, HTTP on cfg.HTTPBindAddress. It opens them in
+// the calling thread's network namespace. Errors name the Config field.
+func OpenListeners(cfg Config) (Listeners, error) {
+	cfg = cfg.withDefaults()
+	var l Listeners
+	fail := func(field string, err error) (Listeners, error) {
+		_ = l.Close()
+		return Listeners{}, &ConfigError{Field: field, Problem: err.Error()}
+	}
+	if cfg.Interface == "" {
+		return fail("Interface", errors.New("required: the provisioning network's interface, for the DHCP sockets"))
+	}
+	conn, err := server4.NewIPv4UDPConn(cfg.Interface, &net.UDPAddr{Port: dhcpv4.ServerPort})
+	if err != nil {
+		return fail("Interface", fmt.Errorf("opening DHCP port 67 on %s: %w", cfg.Interface, err))
+	}
+	l.DHCP = conn
+	if cfg.Mode == dhcp.ModeProxy {
+		pxe, err := server4.NewIPv4UDPConn(cfg.Interface, &net.UDPAddr{Port: int(dhcp.PortPXE)})
+		if err != nil {
+			return fail("Interface", fmt.Errorf("opening PXE port 4011 on %s: %w", cfg.Interface, err))
+		}
+		l.PXE = pxe
+	}
+	t, err := net.ListenPacket("udp4", cfg.TFTPBindAddress)
+	if err != nil {
+		return fail("TFTPBindAddress", fmt.Errorf("listening for TFTP: %w", err))
+	}
+	l.TFTP = t
+	h, err := net.Listen("tcp", cfg.HTTPBindAddress)
+	if err != nil {
+		return fail("HTTPBindAddress", fmt.Errorf("listening for HTTP: %w", err))
+	}
+	l.HTTP = h
+	return l, nil
+}
+
+// Serve answers on l until ctx ends, then closes l and returns nil; it returns early with the
+// first socket's error. It waits for the manager's cache first: a request is only answered
+// from a synced cache.
+func (s *Service) Serve(ctx context.Context, l Listeners) error {
+	if s.cache == nil {
+		_ = l.Close()
+		return errors.New("boot service: SetupWithManager must be called before Serve")
+	}
+	if l.HTTP == nil {
+		_ = l.Close()
+		return errors.New("boot service: no HTTP listener")
+	}
+	if !s.cache.WaitForCacheSync(ctx) {
+		_ = l.Close()
+		if ctx.Err() != nil {
+			return nil
+		}
+		return errors.New("boot service: the cache did not sync")
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	var (
+		wg    sync.WaitGroup
+		once  sync.Once
+		first error
+	)
+	run := func(name string, f func() error) {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if err := f(); err != nil {
+				once.Do(func() { first = fmt.Errorf("boot service %s: %w", name, err) })
+				cancel()
+			}
+		}()
+	}
+
+	srv := &http.Server{Handler: s.Handler(), ReadHeaderTimeout: 10 * time.Second}
+	run("HTTP", func() error {
+		if err := srv.Serve(l.HTTP); !errors.Is(err, http.ErrServerClosed) {
+			return err
+		}
+		return nil
+	})
+	go func() {
+		<-ctx.Done()
+		shutdown, done := context.WithTimeout(context.Background(), 5*time.Second)
+		defer done()
+		_ = srv.Shutdown(shutdown)
+	}()
+	if l.TFTP != nil {
+		ts := &tftp.Server{Dir: s.cfg.IPXEDir, Files: IPXEBinaries, Log: s.log.WithName("tftp"),
+			OnSent: func(n int64) { tftpBytes.Add(float64(n)) }, OnError: func(k string) { tftpErrors.WithLabelValues(k).Inc() }}
+		run("TFTP", func() error { return ts.Serve(ctx, l.TFTP) })
+	}
+	ds := s.dhcpServer()
+	for _, sock := range []struct {
+		conn net.PacketConn
+		port dhcp.Port
+	}{{l.DHCP, dhcp.PortDHCP}, {l.PXE, dhcp.PortPXE}} {
+		if sock.conn != nil {
+			run(fmt.Sprintf("DHCP port %d", sock.port), func() error { return ds.Serve(ctx, sock.conn, sock.port) })
+		}
+	}
+	s.log.Info("boot service serving", "mode", s.cfg.Mode, "publicURL", s.cfg.PublicURL, "http", l.HTTP.Addr().String())
+	wg.Wait()
+	return first
+}
+
+// dhcpServer is the DHCP side, answering the MACs of servers with a Ready boot.
+func (s *Service) dhcpServer() *dhcp.Server {
+	return &dhcp.Server{
+		Handler: &dhcp.Handler{Config: s.dhcpConfig(), Known: s.macBootable, Leases: s.leases},
+		OnReply: func(m dhcp.Mode, t dhcpv4.MessageType) {
+			dhcpReplies.WithLabelValues(string(m), t.String()).Inc()
+		},
+		OnIgnored: func(r dhcp.Reason) { dhcpIgnored.WithLabelValues(string(r)).Inc() },
+		Log:       s.log.WithName("dhcp"),
+	}
+}
+
+func (s *Service) dhcpConfig() dhcp.Config {
+	c := dhcp.Config{Mode: s.cfg.Mode, ServerIP: s.cfg.ServerIP, EFIBootFile: s.cfg.EFIBootFile,
+		Router: s.cfg.Router, LeaseTime: s.cfg.LeaseTime,
+		ScriptURL: func(mac net.HardwareAddr) string { return s.cfg.PublicURL + "/ipxe/" + mac.String() }}
+	if s.cfg.Mode == dhcp.ModeFull {
+		c.SubnetMask, _ = s.cfg.mask()
+	}
+	return c
+}
+
+// macBootable says whether mac is a NIC of a server with a Ready boot this service serves.
+func (s *Service) macBootable(mac net.HardwareAddr) bool {
+	ctx, cancel := context.WithTimeout(context.Background(), requestTimeout)
+	defer cancel()
+	t, err := s.targetByMAC(ctx, mac)
+	if err != nil {
+		s.log.Error(err, "looking up a DHCP client", "mac", mac.String())
+		return false
+	}
+	return t != nil
+}

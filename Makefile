@@ -70,15 +70,27 @@ build: ## Build the manager binary into bin/.
 TEST_FUZZTIME ?= 100000x
 
 .PHONY: test
-test: test-deps verify-generated verify-bundle vet envtest $(KUSTOMIZE) ## Verify generated files, vet, run every test against a real control plane, then fuzz each parser with TEST_FUZZTIME inputs.
+test: test-deps verify-generated verify-bundle vet envtest probe-image $(KUSTOMIZE) ## Verify generated files, vet, run every test against a real control plane (and real VMs, as root), then fuzz each parser with TEST_FUZZTIME inputs.
 	go test $(GO_TEST_FLAGS) -timeout $(GO_TEST_TIMEOUT) ./...
 	$(MAKE) --no-print-directory fuzz FUZZTIME=$(TEST_FUZZTIME)
 
 .PHONY: test-deps
-test-deps: ## Install redfishtool (third-party Redfish client for the bmcsim interop test) with apt-get if missing.
+test-deps: vm-deps ## Install redfishtool (third-party Redfish client for the bmcsim interop test) and the VM packages with apt-get if missing.
 	@command -v redfishtool >/dev/null 2>&1 || { \
 		SUDO=$$([ "$$(id -u)" -eq 0 ] || echo sudo); \
 		$$SUDO apt-get update && $$SUDO apt-get install -y --no-install-recommends redfishtool; }
+
+# What real VMs need: QEMU (TCG), its iPXE NIC ROMs, Debian's iPXE builds the boot service
+# serves over TFTP, and OVMF for UEFI machines.
+VM_PACKAGES := qemu-system-x86 ipxe-qemu ipxe ovmf
+
+.PHONY: vm-deps
+vm-deps: ## Install QEMU, iPXE and OVMF with apt-get if missing (as root; without root the lab runs without VMs).
+	@missing=$$(for p in $(VM_PACKAGES); do dpkg-query -W -f='$${Status}\n' $$p 2>/dev/null | grep -q 'install ok installed' || echo $$p; done); \
+	if [ -n "$$missing" ]; then \
+		if [ "$$(id -u)" -eq 0 ]; then apt-get update && apt-get install -y --no-install-recommends $$missing; \
+		else echo "vm-deps: not root, not installing $$missing: the lab and tests run without VMs"; fi; \
+	fi
 
 FUZZTIME ?= 100000x
 
@@ -89,6 +101,7 @@ fuzz: ## Fuzz every hostile-input parser and the ignition renderer, FUZZTIME eac
 	go test -run '^$$' -fuzz '^FuzzParseAddress$$' -fuzztime $(FUZZTIME) ./internal/bmc/
 	go test -run '^$$' -fuzz '^FuzzParse$$' -fuzztime $(FUZZTIME) ./internal/ignition/
 	go test -run '^$$' -fuzz '^FuzzRender$$' -fuzztime $(FUZZTIME) ./internal/ignition/
+	go test -run '^$$' -fuzz '^FuzzDHCP$$' -fuzztime $(FUZZTIME) ./internal/boot/dhcp/
 
 CHAOS_KILLS ?= 100
 
@@ -99,8 +112,9 @@ chaos: envtest ## Crash consistency, longer than make test's: CHAOS_KILLS (100) 
 BENCH_SERVERS ?= 1000
 
 .PHONY: bench
-bench: envtest ## Scale benchmark: BENCH_SERVERS (1000) servers through enrollment, claims, release and 5 idle minutes; writes docs/bench/.
+bench: envtest vm-deps probe-image ## Scale benchmark: BENCH_SERVERS (1000) servers through enrollment, claims, release and 5 idle minutes; then real VMs' power-on → report (BENCH_VMS, 2); writes docs/bench/.
 	IRONFLEET_BENCH=1 BENCH_SERVERS=$(BENCH_SERVERS) go test -count=1 -run '^TestBench$$' -timeout 4h -v ./test/bench/
+	IRONFLEET_BENCH=1 go test -count=1 -run '^TestBenchBoot$$' -timeout 30m -v ./test/bench/
 
 ##@ Packaging
 
@@ -114,6 +128,17 @@ bundle: manifests $(KUSTOMIZE) $(OPERATOR_SDK) ## Generate the OLM bundle (bundl
 	@# createdAt would change on every run; a bundle must be reproducible from config/.
 	sed -i '/^    createdAt: /d' bundle/manifests/ironfleet.clusterserviceversion.yaml
 	$(OPERATOR_SDK) bundle validate ./bundle --select-optional suite=operatorframework
+
+# The probe's boot image: Debian's kernel (pinned in metalprobe/image/kernel.version) and an
+# initramfs with metalprobe's /init, the metalprobe binary and the NIC and storage modules.
+PROBE_IMAGE_DIR ?= $(LOCALBIN)/probe
+# The lab and the VM tests boot the probe from here (internal/lab.ProbeDir).
+export IRONFLEET_PROBE_DIR := $(PROBE_IMAGE_DIR)
+PROBE_VERSION ?= $(VERSION)
+
+.PHONY: probe-image
+probe-image: ## Build metalprobe's boot image (vmlinuz, initramfs.cpio.gz, manifest.json) into bin/probe/, reproducibly; kept as it is when its sources have not changed.
+	go run ./metalprobe/image/cmd/build-probe-image -out $(PROBE_IMAGE_DIR) -version $(PROBE_VERSION)
 
 .PHONY: verify-bundle
 verify-bundle: $(KUSTOMIZE) $(OPERATOR_SDK) ## Fail when bundle/ is not what config/ generates, or does not validate.
@@ -150,5 +175,5 @@ $(ENVTEST_ASSETS)/etcd: hack/tools/etcd/go.mod
 ARGS ?=
 
 .PHONY: lab
-lab: envtest ## Run the local lab: control plane, simulated fleet, operator (ARGS=--scenario=tour to run the tour and exit).
+lab: envtest vm-deps probe-image ## Run the local lab: control plane, simulated fleet, real VMs (as root; ARGS=--vms 0 for none), boot service, operator (ARGS=--scenario=tour to run the tour and exit).
 	go run ./cmd/metal-lab $(ARGS)

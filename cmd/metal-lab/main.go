@@ -29,6 +29,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	opts := lab.Options{}
 	fs.IntVar(&opts.Servers, "servers", 8, "number of simulated servers")
 	fs.IntVar(&opts.BMCs, "bmcs", 4, "number of simulated BMCs (servers are spread over them)")
+	fs.IntVar(&opts.VMs, "vms", 2, "number of real QEMU virtual machines network-booted by the boot service (needs root; 0 turns them off)")
 	fs.StringVar(&opts.Dir, "dir", "lab", "directory for the lab's kubeconfig, logs and host trees (recreated)")
 	scenario := fs.String("scenario", "", "run a scenario and exit: tour (enroll → discover → claim → release → wipe → available)")
 	if err := fs.Parse(args); err != nil {
@@ -38,9 +39,15 @@ func run(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "metal-lab: unknown --scenario %q (known: tour)\n", *scenario)
 		return 2
 	}
-	if opts.Servers < 1 || opts.BMCs < 1 {
-		fmt.Fprintln(stderr, "metal-lab: --servers and --bmcs must be at least 1")
+	if opts.Servers < 1 || opts.BMCs < 1 || opts.VMs < 0 {
+		fmt.Fprintln(stderr, "metal-lab: --servers and --bmcs must be at least 1, --vms at least 0")
 		return 2
+	}
+	if opts.VMs > 0 {
+		if err := lab.CanRunVMs(); err != nil {
+			fmt.Fprintf(stdout, "Running without virtual machines: %v.\n", err)
+			opts.VMs = 0
+		}
 	}
 	if err := os.MkdirAll(opts.Dir, 0o755); err != nil {
 		fmt.Fprintf(stderr, "metal-lab: %v\n", err)
@@ -57,7 +64,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	started := time.Now()
-	fmt.Fprintf(stdout, "Starting the Ironfleet lab: control plane, %d BMCs, %d servers, boot service, operator…\n", opts.BMCs, opts.Servers)
+	fmt.Fprintf(stdout, "Starting the Ironfleet lab: control plane, %d BMCs, %d simulated servers, %d VMs, boot services, operator…\n", opts.BMCs, opts.Servers, opts.VMs)
 	l, err := lab.Start(ctx, opts)
 	if err != nil {
 		fmt.Fprintf(stderr, "metal-lab: starting the lab: %v\n", err)
@@ -70,6 +77,10 @@ func run(args []string, stdout, stderr io.Writer) int {
 	watchCtx, stopWatch := context.WithCancel(ctx)
 	defer stopWatch()
 	go l.Watch(watchCtx, stdout)
+	go l.WatchVMs(watchCtx, stdout)
+	for _, h := range l.VMs {
+		fmt.Fprintf(stdout, "VM %s: %s, %d CPUs, %d MiB, console log %s\n", h.Def.Name, h.Def.Firmware, h.Def.CPUs, h.Def.MemoryMiB, h.Machine.ConsoleLog())
+	}
 
 	if *scenario == "tour" {
 		if err := l.Tour(ctx, stdout); err != nil {
@@ -79,12 +90,12 @@ func run(args []string, stdout, stderr io.Writer) int {
 		return 0
 	}
 
-	if err := l.WaitForServers(ctx, opts.Servers, "Available", 5*time.Minute); err != nil {
+	if err := l.WaitForServers(ctx, opts.Servers+len(l.VMs), "Available", 5*time.Minute); err != nil {
 		fmt.Fprintf(stderr, "metal-lab: %v\n", err)
 		return 1
 	}
 	fmt.Fprintln(stdout, "\nThe fleet is Available. Applying a sample ServerClaim (default/sample)…")
-	server, err := l.ClaimAndWait(ctx, lab.SampleClaim("sample"), 2*time.Minute)
+	server, err := l.ClaimAndWait(ctx, l.OffVMs(lab.SampleClaim("sample")), 2*time.Minute)
 	if err != nil {
 		fmt.Fprintf(stderr, "metal-lab: sample claim: %v\n", err)
 		return 1

@@ -50,6 +50,13 @@ type BootService struct {
 	// Probe boots metalprobe on a host with the ignition served: runProbe (the real command
 	// line, the default) or InstantProbes (the benchmark's).
 	Probe func(ctx context.Context, ign []byte, host Host) error
+	// RegistryURL, when set, is where the in-process probes report instead of the URL in
+	// their ignition: the lab's VMs reach the registry on their private bridge, which the
+	// simulated hosts (on the host's loopback) cannot.
+	RegistryURL string
+	// Skip names the servers (by system UUID) this boot service leaves to another: the lab's
+	// VMs, which Ironfleet's own boot service boots over a real network.
+	Skip func(uuid string) bool
 
 	mu    sync.Mutex
 	hosts map[string]Host // by system UUID
@@ -104,7 +111,7 @@ func (b *BootService) Wait() { b.wg.Wait() }
 // PowerOn is a bmcsim power-on hook. A PXE boot runs asynchronously: a real host takes time to
 // boot, and the BMC has long answered the reset by then.
 func (b *BootService) PowerOn(ev bmcsim.PowerOnEvent) {
-	if ev.Boot != bmcsim.BootPxe {
+	if ev.Boot != bmcsim.BootPxe || b.skips(ev.UUID) {
 		return
 	}
 	run := func() { b.pxeBoot(ev) }
@@ -164,7 +171,26 @@ func (b *BootService) serve(ctx context.Context, ev bmcsim.PowerOnEvent) (Boot, 
 	if !ok {
 		return boot, fmt.Errorf("no hardware tree for host %s: the probe cannot run", ev.UUID)
 	}
+	if b.RegistryURL != "" {
+		if ign, err = withRegistryURL(ign, b.RegistryURL); err != nil {
+			return boot, err
+		}
+	}
 	return boot, b.Probe(ctx, ign, host)
+}
+
+func (b *BootService) skips(uuid string) bool {
+	return b.Skip != nil && b.Skip(strings.ToLower(uuid))
+}
+
+// withRegistryURL is the ignition with another registry URL.
+func withRegistryURL(ign []byte, url string) ([]byte, error) {
+	cfg, err := ignition.Parse(ign)
+	if err != nil {
+		return nil, err
+	}
+	cfg.RegistryURL = url
+	return ignition.Render(cfg)
 }
 
 // serverByUUID finds the server a PXE request came from. Servers are named after their UUID
@@ -257,7 +283,7 @@ func (b *BootService) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Res
 	if err := b.watched.Get(ctx, req.NamespacedName, &sbc); err != nil {
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
-	if sbc.Status.State == metalv1alpha1.BootConfigurationStateReady || !sbc.DeletionTimestamp.IsZero() {
+	if sbc.Status.State == metalv1alpha1.BootConfigurationStateReady || !sbc.DeletionTimestamp.IsZero() || b.skips(sbc.Spec.ServerRef.Name) {
 		return ctrl.Result{}, nil
 	}
 	original := sbc.DeepCopy()

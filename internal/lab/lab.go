@@ -51,12 +51,24 @@ type Options struct {
 	// ControlPlane tunes the control plane's processes (the benchmark's garbage-collection
 	// target); the zero value runs them as envtest does.
 	ControlPlane testenv.Options
+	// VMs is how many hosts are real QEMU virtual machines besides the simulated Servers, each
+	// behind a simulated BMC and network-booted by Ironfleet's boot service on a private network
+	// (vms.go). It needs root and QEMU (CanRunVMs) and the probe image (ProbeDir).
+	VMs int
+	// ProbeDir holds the probe's vmlinuz and initramfs.cpio.gz (default: ProbeDir()).
+	ProbeDir string
+	// VMRegistryClosed starts the lab with the registry out of the VMs' reach, until
+	// OpenVMRegistry: a probe that cannot report, on purpose.
+	VMRegistryClosed bool
 	// ManualStart leaves starting the operator (StartManager) and creating the Endpoints
 	// (CreateEndpoints) to the caller, e.g. to measure from that moment.
 	ManualStart bool
 }
 
 func (o *Options) defaults() {
+	if o.VMs > 0 && o.ProbeDir == "" {
+		o.ProbeDir, _ = ProbeDir()
+	}
 	if o.Dir == "" {
 		o.Dir = "lab"
 	}
@@ -95,12 +107,14 @@ const (
 
 // Lab is a running lab.
 type Lab struct {
-	Opts       Options
-	Env        *testenv.Env
-	Client     client.Client
-	BMCs       []*bmcsim.BMC
-	Hosts      []Host
-	Boots      *BootService
+	Opts   Options
+	Env    *testenv.Env
+	Client client.Client
+	BMCs   []*bmcsim.BMC
+	Hosts  []Host
+	Boots  *BootService
+	// VMs are the real virtual machines (Options.VMs).
+	VMs        []*VMHost
 	Kubeconfig string
 	// Kubectl is a script that runs kubectl against the lab.
 	Kubectl string
@@ -118,6 +132,7 @@ type Lab struct {
 	procLog     *os.File
 	stopBoots   context.CancelFunc
 	bootsDone   chan error
+	vms         *vmLab
 }
 
 // Start brings up the control plane, the fleet, the boot service and the operator, and creates
@@ -143,11 +158,21 @@ func Start(ctx context.Context, opts Options) (l *Lab, err error) {
 	if err := l.Client.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: Namespace}}); err != nil && !apierrors.IsAlreadyExists(err) {
 		return nil, err
 	}
+	if opts.VMs > 0 {
+		if err := l.startVMNetwork(); err != nil {
+			return nil, err
+		}
+	}
 	if err := l.startBootService(); err != nil {
 		return nil, err
 	}
 	if err := l.startFleet(); err != nil {
 		return nil, err
+	}
+	if l.vms != nil {
+		if err := l.startVMs(); err != nil {
+			return nil, err
+		}
 	}
 	macdbPath, caPath, err := l.writeVendorFiles()
 	if err != nil {
@@ -161,6 +186,20 @@ func Start(ctx context.Context, opts Options) (l *Lab, err error) {
 	o.MetricsAddr, o.ProbeAddr, o.InProcess = "0", "0", true
 	o.MACPrefixesFile, o.BMCCAFile = macdbPath, caPath
 	o.RegistryAddr, o.RegistryURL = registryAddr, "https://"+registryAddr
+	if l.vms != nil {
+		// Probes report to the registry's address on the VMs' bridge; the simulated hosts,
+		// which run on the host's loopback, are pointed at the registry itself.
+		o.RegistryURL = l.vmRegistryURL(registryAddr)
+		l.Boots.RegistryURL = "https://" + registryAddr
+		if !opts.VMRegistryClosed {
+			if err := l.openVMRegistry(); err != nil {
+				return nil, err
+			}
+		}
+		if err := l.startVMBootService(); err != nil {
+			return nil, err
+		}
+	}
 	o.RegistrySecret = Namespace + "/ironfleet-registry"
 	o.SystemNamespace, o.ProbeImage = Namespace, "lab/metalprobe:dev"
 	o.Discovery.Timeout = opts.DiscoveryTimeout
@@ -225,6 +264,9 @@ func (l *Lab) startBootService() error {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	boots := NewBootService(ctx, l.Client, ctrl.Log.WithName("boot-service"))
+	if l.vms != nil {
+		boots.Skip = func(uuid string) bool { return l.vms.uuids[uuid] }
+	}
 	if err := boots.SetupWithManager(mgr); err != nil {
 		cancel()
 		return err
@@ -257,6 +299,9 @@ func (l *Lab) startFleet() error {
 		l.Hosts = append(l.Hosts, host)
 		l.Boots.AddHost(host)
 		perBMC[i%l.Opts.BMCs] = append(perBMC[i%l.Opts.BMCs], spec)
+	}
+	if l.vms != nil {
+		l.vmSystemSpecs(perBMC)
 	}
 	fleet, err := bmcsim.StartLoopbackFleet(l.Opts.BMCs, true, func(i int) bmcsim.Options {
 		return bmcsim.Options{
@@ -430,6 +475,7 @@ func (l *Lab) RestartManager() error {
 // Stop tears the lab down.
 func (l *Lab) Stop() {
 	_ = l.StopManager()
+	l.stopVMs()
 	if l.stopBoots != nil {
 		l.stopBoots()
 		l.Boots.Wait()

@@ -244,7 +244,7 @@ func writeDocs(dir string, r Result) error {
 }
 
 func loadResults(dir string) ([]Result, error) {
-	paths, err := filepath.Glob(filepath.Join(dir, "*.json"))
+	paths, err := filepath.Glob(filepath.Join(dir, "[0-9]*.json")) // <N>.json; boot.json is the boot benchmark's
 	if err != nil {
 		return nil, err
 	}

@@ -1,0 +1,329 @@
+package lab
+
+import (
+	"context"
+	"crypto/rand"
+	"crypto/sha256"
+	"errors"
+	"fmt"
+	"net"
+	"net/netip"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"k8s.io/utils/ptr"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	ctrlconfig "sigs.k8s.io/controller-runtime/pkg/config"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+
+	metalv1alpha1 "github.com/ironfleet/ironfleet/apis/metal/v1alpha1"
+	"github.com/ironfleet/ironfleet/internal/bmcsim"
+	"github.com/ironfleet/ironfleet/internal/boot"
+	"github.com/ironfleet/ironfleet/internal/boot/dhcp"
+	"github.com/ironfleet/ironfleet/internal/testenv"
+	"github.com/ironfleet/ironfleet/internal/vm"
+)
+
+// LabelVM marks the Servers that are the lab's virtual machines. Sample claims stay off them:
+// the boot service serves VMs the probe (discovery and wipe), not tenants' images yet.
+const LabelVM = "lab.ironfleet.dev/vm"
+
+// VMHost is one of the lab's real virtual machines: a QEMU VM behind a simulated Redfish BMC,
+// network-booted by Ironfleet's boot service on the lab's private network.
+type VMHost struct {
+	Def      vm.Definition
+	Machine  *vm.VM
+	BMC      *bmcsim.BMC
+	SystemID string
+	binding  *vm.Binding
+}
+
+// vmLab is what the lab runs for its VMs: their network namespace, the boot service that
+// boots them, and the registry's door into the namespace.
+type vmLab struct {
+	network  *vm.Network
+	service  *boot.Service
+	stop     context.CancelFunc
+	done     chan error
+	registry *vm.Forwarder
+	// registryTarget is the registry on the host's loopback that the forwarder reaches.
+	registryTarget string
+	uuids          map[string]bool
+}
+
+// VMDefinition is the lab's VM i: even ones boot SeaBIOS with a virtio NIC, a virtio and an
+// NVMe disk; odd ones boot UEFI (OVMF on q35) with an e1000 NIC and two SATA disks — the two
+// shapes most servers come in.
+func VMDefinition(i int) vm.Definition {
+	uuid := fixUUID(sha256.Sum256(fmt.Appendf(nil, "ironfleet-lab-vm-%d", i)))
+	serial := func(kind string, j int) string { return fmt.Sprintf("LAB%s%02d%02d", kind, i, j) }
+	mac := fmt.Sprintf("52:54:00:1f:%02x:%02x", i>>8&0xff, i&0xff)
+	def := vm.Definition{
+		Name:   fmt.Sprintf("lab-vm-%d", i),
+		SMBIOS: vm.SMBIOS{Manufacturer: "Ironfleet Lab", Product: "QEMU Server", Serial: fmt.Sprintf("LABVM%04d", i), UUID: uuid},
+	}
+	if i%2 == 0 {
+		def.Firmware, def.CPUs, def.MemoryMiB = vm.BIOS, 2, 512
+		def.Disks = []vm.Disk{{Bus: vm.Virtio, SizeBytes: 2 << 30, Serial: serial("VD", 0)}, {Bus: vm.NVMe, SizeBytes: 1 << 30, Serial: serial("NV", 1)}}
+		def.NICs = []vm.NIC{{Model: vm.VirtioNet, MAC: mac}}
+	} else {
+		def.Firmware, def.CPUs, def.MemoryMiB = vm.UEFI, 1, 768
+		def.Disks = []vm.Disk{{Bus: vm.SATA, SizeBytes: 2 << 30, Serial: serial("SA", 0)}, {Bus: vm.SATA, SizeBytes: 1 << 30, Serial: serial("SA", 1)}}
+		def.NICs = []vm.NIC{{Model: vm.E1000, MAC: mac}}
+	}
+	return def
+}
+
+// fixUUID formats a hash as a version-4 style UUID.
+func fixUUID(sum [32]byte) string {
+	b := sum[:16]
+	b[6] = b[6]&0x0f | 0x40
+	b[8] = b[8]&0x3f | 0x80
+	return fmt.Sprintf("%x-%x-%x-%x-%x", b[0:4], b[4:6], b[6:8], b[8:10], b[10:16])
+}
+
+// CanRunVMs says whether this process can run the lab's VMs, and why not: they need root (for
+// network namespaces and taps) and QEMU.
+func CanRunVMs() error {
+	if os.Geteuid() != 0 {
+		return errors.New("virtual machines need root (network namespaces and taps)")
+	}
+	for _, f := range []string{"qemu-system-x86_64"} {
+		if _, err := exec.LookPath(f); err != nil {
+			return fmt.Errorf("virtual machines need %s (apt-get install qemu-system-x86 ipxe-qemu ovmf)", f)
+		}
+	}
+	return nil
+}
+
+// ProbeDir is where `make probe-image` puts the probe's kernel and initramfs:
+// $IRONFLEET_PROBE_DIR, else bin/probe in the repository.
+func ProbeDir() (string, error) {
+	if dir := os.Getenv("IRONFLEET_PROBE_DIR"); dir != "" {
+		return dir, nil
+	}
+	root, err := testenv.RepoRoot()
+	if err != nil {
+		return "", err
+	}
+	return filepath.Join(root, "bin", "probe"), nil
+}
+
+// startVMNetwork creates the VMs' private network before anything else needs it.
+func (l *Lab) startVMNetwork() error {
+	network, err := vm.NewNetwork(vm.NetworkOptions{})
+	if err != nil {
+		return fmt.Errorf("creating the VMs' network: %w", err)
+	}
+	l.vms = &vmLab{network: network, uuids: map[string]bool{}}
+	for i := range l.Opts.VMs {
+		l.vms.uuids[strings.ToLower(VMDefinition(i).SMBIOS.UUID)] = true
+	}
+	return nil
+}
+
+// vmSystemSpecs places the VMs' systems on the fleet's BMCs, round robin after the simulated
+// ones, with Ids of their own.
+func (l *Lab) vmSystemSpecs(perBMC [][]bmcsim.SystemSpec) {
+	for i := range l.Opts.VMs {
+		spec := vm.SystemSpec(VMDefinition(i))
+		spec.ID = fmt.Sprintf("VM%d", i)
+		perBMC[i%len(perBMC)] = append(perBMC[i%len(perBMC)], spec)
+	}
+}
+
+// startVMs makes each VM and binds it to its system, once the fleet runs.
+func (l *Lab) startVMs() error {
+	for i := range l.Opts.VMs {
+		def := VMDefinition(i)
+		dir, err := filepath.Abs(filepath.Join(l.Opts.Dir, "vms", def.Name))
+		if err != nil {
+			return err
+		}
+		machine, err := vm.New(def, vm.Options{Dir: dir, Network: l.vms.network})
+		if err != nil {
+			return fmt.Errorf("making VM %s: %w", def.Name, err)
+		}
+		sim := l.BMCs[i%len(l.BMCs)]
+		id := fmt.Sprintf("VM%d", i)
+		binding, err := vm.Attach(sim, id, machine)
+		if err != nil {
+			_ = machine.Close()
+			return err
+		}
+		l.VMs = append(l.VMs, &VMHost{Def: def, Machine: machine, BMC: sim, SystemID: id, binding: binding})
+	}
+	return nil
+}
+
+// openVMRegistry lets the VMs reach the registry: a forwarder on the bridge, at the port the
+// registry's URL names, to the registry on the host's loopback.
+func (l *Lab) openVMRegistry() error {
+	if l.vms.registry != nil {
+		return nil
+	}
+	_, port, _ := net.SplitHostPort(l.vms.registryTarget)
+	fwd, err := l.vms.network.Forward(net.JoinHostPort(l.vms.network.BridgeIP().String(), port), l.vms.registryTarget)
+	if err != nil {
+		return fmt.Errorf("opening the registry to the VMs: %w", err)
+	}
+	l.vms.registry = fwd
+	return nil
+}
+
+// OpenVMRegistry opens the registry to the VMs when the lab was started with it closed
+// (Options.VMRegistryClosed).
+func (l *Lab) OpenVMRegistry() error {
+	if l.vms == nil {
+		return errors.New("the lab runs no VMs")
+	}
+	return l.openVMRegistry()
+}
+
+// vmRegistryURL is the registry's URL as the VMs reach it, on the bridge.
+func (l *Lab) vmRegistryURL(registryAddr string) string {
+	_, port, _ := net.SplitHostPort(registryAddr)
+	l.vms.registryTarget = registryAddr
+	return "https://" + net.JoinHostPort(l.vms.network.BridgeIP().String(), port)
+}
+
+// BootServiceConfig is how the lab runs Ironfleet's boot service for its VMs: full DHCP on the
+// private bridge (the lab's network is a dedicated provisioning network), TFTP and HTTP on the
+// bridge's address.
+func BootServiceConfig(network *vm.Network, probeDir string, uuids map[string]bool) (boot.Config, error) {
+	key := make([]byte, boot.MinURLKeyBytes)
+	if _, err := rand.Read(key); err != nil {
+		return boot.Config{}, err
+	}
+	ip := network.BridgeIP()
+	subnet := network.Subnet()
+	first := subnet.Masked().Addr().As4()
+	start, end := first, first
+	start[3], end[3] = 100, 200
+	mask := net.CIDRMask(subnet.Bits(), 32)
+	return boot.Config{
+		Mode: dhcp.ModeFull, Interface: vm.BridgeName, ServerIP: ip,
+		DHCPRangeStart: netip.AddrFrom4(start), DHCPRangeEnd: netip.AddrFrom4(end),
+		SubnetMask:      netip.AddrFrom4([4]byte(mask)),
+		ProbeDir:        probeDir,
+		HTTPBindAddress: net.JoinHostPort(ip.String(), "8080"),
+		TFTPBindAddress: net.JoinHostPort(ip.String(), "69"),
+		URLKey:          key,
+		ServerFilter:    func(s *metalv1alpha1.Server) bool { return uuids[strings.ToLower(s.Spec.SystemUUID)] },
+		Name:            "lab-vm-boot-service",
+	}, nil
+}
+
+// startVMBootService runs Ironfleet's boot service for the VMs on a manager of its own, its
+// sockets opened inside the VMs' network namespace.
+func (l *Lab) startVMBootService() error {
+	cfg, err := BootServiceConfig(l.vms.network, l.Opts.ProbeDir, l.vms.uuids)
+	if err != nil {
+		return err
+	}
+	svc, err := boot.New(cfg)
+	if err != nil {
+		return err
+	}
+	mgr, err := ctrl.NewManager(l.Env.Config, ctrl.Options{Scheme: l.Env.Scheme, Metrics: metricsserver.Options{BindAddress: "0"}, HealthProbeBindAddress: "0",
+		Controller: ctrlconfig.Controller{SkipNameValidation: ptr.To(true), UsePriorityQueue: ptr.To(false)}})
+	if err != nil {
+		return err
+	}
+	if err := svc.SetupWithManager(mgr); err != nil {
+		return err
+	}
+	var listeners boot.Listeners
+	if err := l.vms.network.Do(func() error {
+		var err error
+		listeners, err = boot.OpenListeners(cfg)
+		return err
+	}); err != nil {
+		return fmt.Errorf("opening the boot service's sockets on the VMs' network: %w", err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	l.vms.service, l.vms.stop, l.vms.done = svc, cancel, make(chan error, 2)
+	go func() { l.vms.done <- mgr.Start(ctx) }()
+	go func() { l.vms.done <- svc.Serve(ctx, listeners) }()
+	go l.labelVMServers(ctx)
+	return nil
+}
+
+// BootService is Ironfleet's boot service the lab runs for its VMs (nil without VMs).
+func (l *Lab) BootService() *boot.Service {
+	if l.vms == nil {
+		return nil
+	}
+	return l.vms.service
+}
+
+// VMNetwork is the VMs' private network (nil without VMs).
+func (l *Lab) VMNetwork() *vm.Network {
+	if l.vms == nil {
+		return nil
+	}
+	return l.vms.network
+}
+
+// labelVMServers labels the VMs' Servers as they appear (their names are their UUIDs), so
+// that sample claims can stay off them.
+func (l *Lab) labelVMServers(ctx context.Context) {
+	pending := map[string]bool{}
+	for uuid := range l.vms.uuids {
+		pending[uuid] = true
+	}
+	tick := time.NewTicker(200 * time.Millisecond)
+	defer tick.Stop()
+	for len(pending) > 0 {
+		for name := range pending {
+			var s metalv1alpha1.Server
+			if err := l.Client.Get(ctx, client.ObjectKey{Name: name}, &s); err != nil {
+				continue
+			}
+			before := s.DeepCopy()
+			if s.Labels == nil {
+				s.Labels = map[string]string{}
+			}
+			s.Labels[LabelVM] = "true"
+			if err := l.Client.Patch(ctx, &s, client.MergeFrom(before)); err == nil {
+				delete(pending, name)
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+		}
+	}
+}
+
+// stopVMs ends the VMs, their boot service and their network.
+func (l *Lab) stopVMs() {
+	if l.vms == nil {
+		return
+	}
+	for _, h := range l.VMs {
+		_ = h.binding.Close()
+		_ = h.Machine.Close()
+	}
+	l.VMs = nil
+	if l.vms.stop != nil {
+		l.vms.stop()
+		<-l.vms.done
+		<-l.vms.done
+	}
+	if l.vms.registry != nil {
+		_ = l.vms.registry.Close()
+	}
+	_ = l.vms.network.Close()
+	l.vms = nil
+}
+
+// IsVM says whether a server UUID is one of the lab's VMs.
+func (l *Lab) IsVM(uuid string) bool {
+	return l.vms != nil && l.vms.uuids[strings.ToLower(uuid)]
+}

@@ -1,0 +1,130 @@
+package bench
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	metalv1alpha1 "github.com/ironfleet/ironfleet/apis/metal/v1alpha1"
+	"github.com/ironfleet/ironfleet/internal/bmcsim"
+	"github.com/ironfleet/ironfleet/internal/lab"
+	"github.com/ironfleet/ironfleet/internal/testenv"
+)
+
+// BootResult is the boot benchmark's record (docs/bench/boot.json): how long a real VM takes
+// from the BMC's power-on to its probe's report reaching the Server, and what it boots.
+type BootResult struct {
+	Commit  string  `json:"commit"`
+	Date    string  `json:"date"`
+	Machine Machine `json:"machine"`
+	VMs     int     `json:"vms"`
+	// PowerOnToReportSeconds is each VM's time, in VM order (even: BIOS, odd: UEFI).
+	PowerOnToReportSeconds []float64 `json:"powerOnToReportSeconds"`
+	MedianSeconds          float64   `json:"medianSeconds"`
+	MaxSeconds             float64   `json:"maxSeconds"`
+	// TargetSeconds is the issue's bound on a VM's power-on to Available.
+	TargetSeconds float64 `json:"targetSeconds"`
+	// ProbeImage is the probe's kernel + initramfs, from bin/probe/manifest.json.
+	ProbeImage probeImage `json:"probeImage"`
+}
+
+type probeImage struct {
+	KernelPackage  string `json:"kernelPackage"`
+	KernelBytes    int64  `json:"kernelBytes"`
+	InitramfsBytes int64  `json:"initramfsBytes"`
+	TotalBytes     int64  `json:"totalBytes"`
+	LimitBytes     int64  `json:"limitBytes"`
+}
+
+// TestBenchBoot measures real network boots (make bench): BENCH_VMS (2) VMs power on together
+// from their BMCs, PXE-boot the probe through the boot service, and report. The time of each
+// is from the PXE power-on the BMC recorded to the moment the Server holds the probe's report.
+func TestBenchBoot(t *testing.T) {
+	if os.Getenv("IRONFLEET_BENCH") == "" {
+		t.Skip("the benchmark runs with `make bench` (IRONFLEET_BENCH=1)")
+	}
+	if err := lab.CanRunVMs(); err != nil {
+		t.Fatalf("the boot benchmark needs VMs: %v", err)
+	}
+	root, err := testenv.RepoRoot()
+	require.NoError(t, err)
+	vms := 2
+	if s := os.Getenv("BENCH_VMS"); s != "" {
+		vms, err = strconv.Atoi(s)
+		require.NoError(t, err, "BENCH_VMS")
+	}
+	ctx := context.Background()
+	l, err := lab.Start(ctx, lab.Options{Dir: filepath.Join(t.TempDir(), "lab"), Servers: 1, BMCs: 1, VMs: vms, DiscoveryTimeout: 5 * time.Minute})
+	require.NoError(t, err)
+	defer l.Stop()
+
+	reported := map[string]time.Time{}
+	require.NoError(t, waitFor(ctx, 10*time.Minute, "every VM's probe report", func() (bool, string) {
+		for _, h := range l.VMs {
+			name := strings.ToLower(h.Def.SMBIOS.UUID)
+			if _, ok := reported[name]; ok {
+				continue
+			}
+			var s metalv1alpha1.Server
+			if err := l.Client.Get(ctx, client.ObjectKey{Name: name}, &s); err == nil && s.Status.Inventory != nil && s.Status.Inventory.Source == "Probe" {
+				reported[name] = time.Now()
+			}
+		}
+		return len(reported) == len(l.VMs), fmt.Sprintf("%d of %d reported", len(reported), len(l.VMs))
+	}))
+
+	r := BootResult{Commit: commit(root), Date: time.Now().UTC().Format(time.RFC3339), Machine: thisMachine(), VMs: vms, TargetSeconds: 20}
+	var times []time.Duration
+	for _, h := range l.VMs {
+		var powerOn time.Time
+		for _, ev := range h.BMC.BootLog(h.SystemID) {
+			if ev.Boot == bmcsim.BootPxe {
+				powerOn = ev.Time // the last PXE power-on before the report
+			}
+		}
+		require.False(t, powerOn.IsZero(), "VM %s was never PXE-booted", h.Def.Name)
+		d := reported[strings.ToLower(h.Def.SMBIOS.UUID)].Sub(powerOn)
+		times = append(times, d)
+		r.PowerOnToReportSeconds = append(r.PowerOnToReportSeconds, d.Round(100*time.Millisecond).Seconds())
+		fmt.Printf("bench: VM %s (%s): power-on → report %.1f s\n", h.Def.Name, h.Def.Firmware, d.Seconds())
+	}
+	sorted := slices.Clone(times)
+	slices.Sort(sorted)
+	r.MedianSeconds = percentile(sorted, 50).Round(100 * time.Millisecond).Seconds()
+	r.MaxSeconds = sorted[len(sorted)-1].Round(100 * time.Millisecond).Seconds()
+
+	var manifest struct {
+		Kernel struct{ Package, Version string }
+		Files  []struct {
+			Name string
+			Size int64
+		}
+		TotalBytes int64
+	}
+	data, err := os.ReadFile(filepath.Join(l.Opts.ProbeDir, "manifest.json"))
+	require.NoError(t, err)
+	require.NoError(t, json.Unmarshal(data, &manifest))
+	r.ProbeImage = probeImage{KernelPackage: manifest.Kernel.Package + "=" + manifest.Kernel.Version, TotalBytes: manifest.TotalBytes, LimitBytes: 40 << 20}
+	for _, f := range manifest.Files {
+		switch f.Name {
+		case "vmlinuz":
+			r.ProbeImage.KernelBytes = f.Size
+		case "initramfs.cpio.gz":
+			r.ProbeImage.InitramfsBytes = f.Size
+		}
+	}
+	fmt.Printf("bench: boot median %.1f s, max %.1f s over %d VMs; probe image %.1f MiB\n", r.MedianSeconds, r.MaxSeconds, vms, float64(r.ProbeImage.TotalBytes)/(1<<20))
+	out, err := json.MarshalIndent(r, "", "  ")
+	require.NoError(t, err)
+	require.NoError(t, os.WriteFile(filepath.Join(root, "docs", "bench", "boot.json"), append(out, '\n'), 0o644))
+}

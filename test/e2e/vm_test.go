@@ -1,0 +1,293 @@
+package e2e
+
+import (
+	"context"
+	"crypto/rand"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"regexp"
+	"sort"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/insomniacslk/dhcp/dhcpv4/nclient4"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"github.com/vishvananda/netlink"
+	"k8s.io/apimachinery/pkg/api/meta"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	m "github.com/ironfleet/ironfleet/apis/metal/v1alpha1"
+	"github.com/ironfleet/ironfleet/internal/lab"
+	"github.com/ironfleet/ironfleet/internal/vm"
+)
+
+// requireVMs fails the test when this machine cannot run the lab's VMs: in CI (root, QEMU
+// installed by make test-deps) that is a broken setup, never a reason to skip. Outside CI a
+// developer without root is told why the test did not run.
+func requireVMs(t *testing.T) {
+	t.Helper()
+	err := lab.CanRunVMs()
+	if err == nil {
+		dir, _ := lab.ProbeDir()
+		for _, f := range []string{"vmlinuz", "initramfs.cpio.gz"} {
+			if _, statErr := os.Stat(filepath.Join(dir, f)); statErr != nil {
+				err = fmt.Errorf("the probe image is missing (%v): run make probe-image", statErr)
+			}
+		}
+	}
+	if err == nil {
+		return
+	}
+	if os.Getenv("CI") != "" {
+		t.Fatalf("the VM end-to-end test cannot run in CI: %v", err)
+	}
+	t.Skipf("the VM end-to-end test needs what this machine lacks: %v", err)
+}
+
+// TestVMsNetworkBootTheProbeAndAreDiscovered: two real VMs — one BIOS with virtio NIC and
+// virtio + NVMe disks, one UEFI (OVMF, q35) with an e1000 NIC and SATA disks — enroll through
+// their Redfish BMC, PXE-boot the probe through Ironfleet's boot service (DHCP, TFTP, HTTP) on
+// a private network, and become Available with exactly the hardware they were defined with.
+// On the way: an unknown MAC gets no DHCP answer; a probe that cannot reach the registry leaves
+// its Server in Discovery saying so, and reports once it can; a boot's ignition URL is dead
+// once its configuration is gone.
+func TestVMsNetworkBootTheProbeAndAreDiscovered(t *testing.T) {
+	requireVMs(t)
+	ctx := context.Background()
+	started := time.Now()
+	l, err := lab.Start(ctx, lab.Options{Dir: filepath.Join(t.TempDir(), "lab"), Servers: 1, BMCs: 1, VMs: 2,
+		DiscoveryTimeout: 5 * time.Minute, VMRegistryClosed: true})
+	require.NoError(t, err)
+	t.Cleanup(l.Stop)
+	require.Len(t, l.VMs, 2)
+	t.Cleanup(func() {
+		if t.Failed() {
+			for _, h := range l.VMs {
+				logConsole(t, h)
+			}
+		}
+	})
+
+	// Both VMs boot the probe, whose registry is out of reach: their Servers say so.
+	for _, h := range l.VMs {
+		name := strings.ToLower(h.Def.SMBIOS.UUID)
+		require.NoError(t, lab.Poll(ctx, 4*time.Minute, "server "+name+" in Discovery saying the registry is unreachable", func() (bool, error) {
+			var s m.Server
+			if err := l.Client.Get(ctx, client.ObjectKey{Name: name}, &s); err != nil {
+				return false, nil
+			}
+			ready := meta.FindStatusCondition(s.Status.Conditions, m.ConditionReady)
+			return s.Status.State == m.ServerStateDiscovery && ready != nil && ready.Reason == "RegistryUnreachable" &&
+				strings.Contains(ready.Message, "registry"), nil
+		}), "VM %s", h.Def.Name)
+	}
+
+	t.Run("an unknown MAC gets no DHCP answer", func(t *testing.T) {
+		// The control: a MAC of a Server with a Ready boot is answered from the same port.
+		known, err := net.ParseMAC(l.VMs[0].Def.NICs[0].MAC)
+		require.NoError(t, err)
+		offer, err := discoverFrom(l.VMNetwork(), known)
+		require.NoError(t, err, "a VM's MAC, its discovery boot Ready, is offered an address")
+		t.Logf("offer for %s: %s", known, firstLine(offer))
+		offer, err = discoverFrom(l.VMNetwork(), randomMAC(t))
+		require.Error(t, err, "the boot service answered a MAC no Server has: %s", offer)
+	})
+
+	// The per-boot URL of VM 0's discovery boot, from its iPXE script, works while the boot is
+	// Ready (the control for the check after discovery).
+	scriptURL := l.BootService().Config().PublicURL + "/ipxe/" + l.VMs[0].Def.NICs[0].MAC
+	bootURL := bootURLFromScript(t, l.VMNetwork(), scriptURL)
+	resp, err := getInside(l.VMNetwork(), bootURL+"/ignition")
+	require.NoError(t, err)
+	_ = resp.Body.Close()
+	require.Equal(t, http.StatusOK, resp.StatusCode, "the discovery boot's ignition while the boot is Ready")
+
+	require.NoError(t, l.OpenVMRegistry())
+	for _, h := range l.VMs {
+		name := strings.ToLower(h.Def.SMBIOS.UUID)
+		var s m.Server
+		require.NoError(t, lab.Poll(ctx, 5*time.Minute, "server "+name+" Available", func() (bool, error) {
+			if err := l.Client.Get(ctx, client.ObjectKey{Name: name}, &s); err != nil {
+				return false, nil
+			}
+			return s.Status.State == m.ServerStateAvailable, nil
+		}), "VM %s", h.Def.Name)
+		t.Logf("VM %s (%s) Available %v after the lab started", h.Def.Name, h.Def.Firmware, time.Since(started).Round(time.Second))
+		assertInventoryIsTheDefinition(t, h.Def, &s)
+	}
+
+	t.Run("a boot's ignition URL is dead once its configuration is gone", func(t *testing.T) {
+		resp, err := getInside(l.VMNetwork(), bootURL+"/ignition")
+		require.NoError(t, err)
+		_ = resp.Body.Close()
+		assert.Equal(t, http.StatusNotFound, resp.StatusCode, "VM %s's discovery boot URL after discovery", l.VMs[0].Def.Name)
+	})
+}
+
+// assertInventoryIsTheDefinition: what the probe reported equals the VM's definition.
+func assertInventoryIsTheDefinition(t *testing.T, def vm.Definition, s *m.Server) {
+	t.Helper()
+	inv := s.Status.Inventory
+	require.NotNil(t, inv)
+	assert.Equal(t, "Probe", inv.Source)
+	require.NotNil(t, inv.DMI)
+	assert.Equal(t, strings.ToLower(def.SMBIOS.UUID), strings.ToLower(inv.DMI.System.UUID), "UUID")
+	assert.Equal(t, def.SMBIOS.Serial, inv.DMI.System.SerialNumber, "serial")
+	assert.Equal(t, def.SMBIOS.Manufacturer, inv.DMI.System.Manufacturer, "manufacturer")
+	assert.Equal(t, int32(def.CPUs), inv.CPU.Threads, "CPU count")
+	require.NotNil(t, inv.Memory.Total)
+	assert.Equal(t, int64(def.MemoryMiB)<<20, inv.Memory.Total.Value(), "memory")
+
+	type disk struct {
+		serial string
+		size   int64
+	}
+	var want, got []disk
+	for _, d := range def.Disks {
+		want = append(want, disk{d.Serial, d.SizeBytes})
+	}
+	for _, d := range inv.Storage {
+		if d.Removable {
+			continue
+		}
+		var size int64
+		if d.Size != nil {
+			size = d.Size.Value()
+		}
+		got = append(got, disk{d.SerialNumber, size})
+	}
+	byDisk := func(ds []disk) { sort.Slice(ds, func(i, j int) bool { return ds[i].serial < ds[j].serial }) }
+	byDisk(want)
+	byDisk(got)
+	assert.Equal(t, want, got, "disks (serial, size)")
+
+	var wantMACs, gotMACs []string
+	for _, n := range def.NICs {
+		wantMACs = append(wantMACs, strings.ToLower(n.MAC))
+	}
+	for _, n := range inv.NetworkInterfaces {
+		gotMACs = append(gotMACs, strings.ToLower(n.MACAddress))
+	}
+	sort.Strings(wantMACs)
+	sort.Strings(gotMACs)
+	assert.Equal(t, wantMACs, gotMACs, "NIC MACs")
+}
+
+var bootArg = regexp.MustCompile(`ironfleet\.boot=(http://\S+)`)
+
+// bootURLFromScript is the per-boot URL in a server's iPXE script, as its firmware gets it.
+func bootURLFromScript(t *testing.T, network *vm.Network, scriptURL string) string {
+	t.Helper()
+	resp, err := getInside(network, scriptURL)
+	require.NoError(t, err)
+	defer resp.Body.Close()
+	script, err := io.ReadAll(resp.Body)
+	require.NoError(t, err)
+	require.Equal(t, http.StatusOK, resp.StatusCode, "iPXE script %s: %s", scriptURL, script)
+	match := bootArg.FindSubmatch(script)
+	require.NotNil(t, match, "the iPXE script boots the kernel with %s: %s", "ironfleet.boot", script)
+	return string(match[1])
+}
+
+// discoverFrom sends a DHCPDISCOVER from mac on a new port of the VMs' bridge and returns the
+// offer, or the error of getting none within a few seconds.
+func discoverFrom(network *vm.Network, mac net.HardwareAddr) (offer string, err error) {
+	err = network.Do(func() error {
+		if err := bridgePort(); err != nil {
+			return err
+		}
+		c, err := nclient4.New("dhcptest0", nclient4.WithHWAddr(mac), nclient4.WithTimeout(3*time.Second), nclient4.WithRetry(2))
+		if err != nil {
+			return fmt.Errorf("opening a DHCP client: %w", err)
+		}
+		defer c.Close()
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		got, err := c.DiscoverOffer(ctx)
+		if err != nil {
+			return err
+		}
+		offer = got.Summary()
+		return nil
+	})
+	return offer, err
+}
+
+// bridgePort makes (once) a veth pair inside the namespace the caller's thread is in, one end
+// on the VMs' bridge, the other, dhcptest0, for a test's DHCP client.
+func bridgePort() error {
+	if _, err := netlink.LinkByName("dhcptest0"); err == nil {
+		return nil
+	}
+	veth := &netlink.Veth{LinkAttrs: netlink.LinkAttrs{Name: "dhcptest0"}, PeerName: "dhcptest0-br"}
+	if err := netlink.LinkAdd(veth); err != nil {
+		return fmt.Errorf("adding a veth on the bridge: %w", err)
+	}
+	peer, err := netlink.LinkByName("dhcptest0-br")
+	if err != nil {
+		return err
+	}
+	bridge, err := netlink.LinkByName(vm.BridgeName)
+	if err != nil {
+		return err
+	}
+	if err := netlink.LinkSetMaster(peer, bridge); err != nil {
+		return err
+	}
+	for _, link := range []netlink.Link{veth, peer} {
+		if err := netlink.LinkSetUp(link); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func firstLine(s string) string {
+	line, _, _ := strings.Cut(s, "\n")
+	return line
+}
+
+// getInside GETs a URL from inside the VMs' network namespace.
+func getInside(network *vm.Network, url string) (*http.Response, error) {
+	var resp *http.Response
+	err := network.Do(func() error {
+		var conn net.Conn
+		host := strings.TrimPrefix(url, "http://")
+		host = host[:strings.Index(host, "/")]
+		var err error
+		if conn, err = net.DialTimeout("tcp", host, 5*time.Second); err != nil {
+			return err
+		}
+		tr := &http.Transport{DialContext: func(context.Context, string, string) (net.Conn, error) { return conn, nil }}
+		resp, err = (&http.Client{Transport: tr, Timeout: 10 * time.Second}).Get(url) //nolint:noctx
+		return err
+	})
+	return resp, err
+}
+
+func randomMAC(t *testing.T) net.HardwareAddr {
+	mac := make(net.HardwareAddr, 6)
+	_, err := rand.Read(mac)
+	require.NoError(t, err)
+	mac[0] = mac[0]&0xfe | 0x02 // unicast, locally administered
+	return mac
+}
+
+// logConsole shows the end of a VM's console when a test failed.
+func logConsole(t *testing.T, h *lab.VMHost) {
+	lines, err := vm.ReadConsole(h.Machine.ConsoleLog())
+	if err != nil {
+		t.Logf("VM %s console: %v", h.Def.Name, err)
+		return
+	}
+	if len(lines) > 60 {
+		lines = lines[len(lines)-60:]
+	}
+	t.Logf("VM %s console (last %d lines):\n%s", h.Def.Name, len(lines), strings.Join(lines, "\n"))
+}

@@ -6,6 +6,8 @@
 // asks its guest to shut down through QMP, writes its serial console to a log, and reports
 // when QEMU exits by itself. A Network is a named network namespace holding a bridge and one
 // tap per VM NIC, with no way out: every packet stays inside it, and Do, ListenTCP,
-// ListenUDP and Forward let the host process serve the VMs from there. Attach puts a VM
+// ListenUDP and Forward let the host process serve the VMs from there. The bridge answers
+// IPv6 router solicitations with an advertisement that configures nothing, so iPXE does not
+// wait ~13 s per boot for a router. Attach puts a VM
 // behind a simulated Redfish system, so resets through Redfish power the VM.
 package vm

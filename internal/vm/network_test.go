@@ -43,12 +43,23 @@ func TestNetworkHasABridgeAndTapsOnlyInsideItsNamespace(t *testing.T) {
 		if err != nil {
 			return err
 		}
-		addrs, err := netlink.AddrList(br, netlink.FAMILY_ALL)
+		addrs, err := netlink.AddrList(br, netlink.FAMILY_V4)
 		if err != nil {
 			return err
 		}
-		require.Len(t, addrs, 1, "IPv4 only: IPv6 is off, so not even a link-local address")
+		require.Len(t, addrs, 1)
 		assert.Equal(t, n.BridgeIP().String(), addrs[0].IP.String())
+		if addrs, err = netlink.AddrList(br, netlink.FAMILY_V6); err != nil {
+			return err
+		}
+		for _, a := range addrs { // for router advertisements; none until a port is up
+			assert.True(t, a.IP.IsLinkLocalUnicast(), "IPv6 on the bridge is link-local only, not %s", a.IP)
+		}
+		tapAddrs, err := netlink.AddrList(&netlink.Device{LinkAttrs: netlink.LinkAttrs{Name: tap}}, netlink.FAMILY_V6)
+		if err != nil {
+			return err
+		}
+		assert.Empty(t, tapAddrs, "IPv6 stays off on the taps")
 		link, err := netlink.LinkByName(tap)
 		if err != nil {
 			return err
@@ -175,7 +186,11 @@ func TestCleanupStaleRemovesWhatADeadRunLeft(t *testing.T) {
 	live := newNetwork(t) // ours: must survive
 
 	// A dead run: a pid that has exited, its namespace, a process inside it, and a QEMU
-	// stand-in outside it that still carries the dead run's mark.
+	// stand-in outside it that still carries the dead run's mark. Made under the cleanup lock,
+	// so that another process's cleanup (other packages' tests run at the same time) does not
+	// take it half made.
+	unlock, err := vm.LockCleanup()
+	require.NoError(t, err)
 	deadRun := exec.Command("true")
 	require.NoError(t, deadRun.Run())
 	deadPid := deadRun.Process.Pid
@@ -188,6 +203,9 @@ func TestCleanupStaleRemovesWhatADeadRunLeft(t *testing.T) {
 	orphan.Env = append(os.Environ(), fmt.Sprintf("IRONFLEET_VM_OWNER=%d", deadPid))
 	require.NoError(t, orphan.Start())
 	t.Cleanup(func() { _ = inside.Process.Kill(); _ = orphan.Process.Kill() })
+	require.Eventually(t, func() bool { return inNamespaceOtherThanOurs(inside.Process.Pid) }, 10*time.Second, 10*time.Millisecond,
+		"ip netns exec entered the stale namespace")
+	unlock()
 
 	require.NoError(t, vm.CleanupStale())
 	assert.False(t, namespaceExists(stale), "the dead run's namespace is gone")
@@ -198,4 +216,13 @@ func TestCleanupStaleRemovesWhatADeadRunLeft(t *testing.T) {
 		require.True(t, errors.As(err, &exit), "%s: %v", name, err)
 		assert.Equal(t, syscall.SIGKILL, exit.Sys().(syscall.WaitStatus).Signal(), name)
 	}
+}
+
+// inNamespaceOtherThanOurs says whether pid has entered another network namespace and run its
+// command there (ip netns exec … sleep: setns, then exec).
+func inNamespaceOtherThanOurs(pid int) bool {
+	theirs, err1 := os.Readlink(fmt.Sprintf("/proc/%d/ns/net", pid))
+	ours, err2 := os.Readlink("/proc/self/ns/net")
+	comm, err3 := os.ReadFile(fmt.Sprintf("/proc/%d/comm", pid))
+	return err1 == nil && err2 == nil && err3 == nil && theirs != ours && strings.TrimSpace(string(comm)) == "sleep"
 }

@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"net"
+	"net/netip"
 	"os"
 	"strings"
 	"syscall"
@@ -211,10 +212,18 @@ func ipxeConfigured(t *testing.T, opts vm.NetworkOptions) (started, ok time.Dura
 	started = time.Since(start)
 	waitFor(t, 60*time.Second, `iPXE's "Configuring (net0 ...) ok"`, func() bool { return configuring(true) })
 	ok = time.Since(start)
+	// iPXE then lists net0's addresses; the IPv6 one comes last.
+	waitFor(t, 10*time.Second, "iPXE's net0 addresses", func() bool { return consoleHas(m, "net0: fe80::") })
 	lines, _ := vm.ReadConsole(m.ConsoleLog())
 	for _, l := range lines {
-		if strings.Contains(l, "net0") {
-			t.Logf("console: %s", l)
+		if !strings.Contains(l, "net0") {
+			continue
+		}
+		t.Logf("console: %s", l)
+		if f := strings.Fields(l); len(f) == 2 && f[0] == "net0:" { // "net0: fe80::5054:ff:feaa:1/64"
+			addr, err := netip.ParsePrefix(f[1])
+			assert.True(t, err != nil || addr.Addr().Is4() || addr.Addr().IsLinkLocalUnicast(),
+				"iPXE took no IPv6 address beyond link-local: %s", l)
 		}
 	}
 	return started, ok

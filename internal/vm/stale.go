@@ -35,6 +35,11 @@ var staleName = regexp.MustCompile(`^` + regexp.QuoteMeta(NamespacePrefix) + `(\
 // namespaces, and the namespaces, whose bridges and taps go with them. Namespaces of live
 // processes, this one included, are left alone.
 func CleanupStale() error {
+	unlock, err := LockCleanup()
+	if err != nil {
+		return err
+	}
+	defer unlock()
 	var errs []error
 	errs = append(errs, killOrphanQEMUs())
 	entries, err := os.ReadDir(netnsDir)
@@ -59,6 +64,25 @@ func CleanupStale() error {
 		errs = append(errs, deleteNamedNamespace(e.Name()))
 	}
 	return errors.Join(errs...)
+}
+
+// cleanupLock is the file whose lock makes one CleanupStale run at a time on this machine:
+// several test processes (or a lab and a test) start networks at once.
+const cleanupLock = "/run/ironfleet-vm-cleanup.lock"
+
+// LockCleanup holds off every CleanupStale on this machine until unlock is called: whoever
+// makes something that looks stale on purpose (a test of CleanupStale) holds it meanwhile, so
+// another process's cleanup does not take it half made.
+func LockCleanup() (unlock func(), err error) {
+	f, err := os.OpenFile(cleanupLock, os.O_CREATE|os.O_RDWR, 0o600)
+	if err != nil {
+		return nil, fmt.Errorf("opening the cleanup lock: %w", err)
+	}
+	if err := unix.Flock(int(f.Fd()), unix.LOCK_EX); err != nil {
+		_ = f.Close()
+		return nil, fmt.Errorf("taking the cleanup lock: %w", err)
+	}
+	return func() { _ = unix.Flock(int(f.Fd()), unix.LOCK_UN); _ = f.Close() }, nil
 }
 
 // processAlive reports whether pid exists (a zombie counts as alive until reaped).

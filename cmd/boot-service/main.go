@@ -15,6 +15,7 @@ import (
 
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/util/validation"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
@@ -43,6 +44,7 @@ var flagOf = map[string]string{
 	"LeaseTime": "--dhcp-lease-time", "EFIBootFile": "--efi-boot-file", "ProbeDir": "--probe-dir",
 	"IPXEDir": "--ipxe-dir", "HTTPBindAddress": "--http-bind-address", "TFTPBindAddress": "--tftp-bind-address",
 	"URLKey": "--url-key-file", "RecheckInterval": "--recheck-interval", "Namespace": "--namespace",
+	"BootOperator": "--boot-operator",
 }
 
 type options struct {
@@ -50,7 +52,7 @@ type options struct {
 	leaseTime, recheck                                              time.Duration
 	efiBootFile, probeDir, ipxeDir, httpAddr, tftpAddr              string
 	metricsAddr, probeAddr, selector, namespace, urlKeyFile         string
-	urlKeySecret                                                    string
+	urlKeySecret, bootOperator                                      string
 }
 
 func run(args []string) error {
@@ -72,6 +74,7 @@ func run(args []string) error {
 	fs.StringVar(&o.tftpAddr, "tftp-bind-address", "", "Address TFTP listens on (default <server-ip>:69).")
 	fs.StringVar(&o.metricsAddr, "metrics-bind-address", ":8082", "Address of /metrics (0 disables).")
 	fs.StringVar(&o.probeAddr, "health-probe-bind-address", ":8083", "Address of /healthz and /readyz (0 disables).")
+	fs.StringVar(&o.bootOperator, "boot-operator", metalv1alpha1.BootOperatorIronfleet, "The name this service answers to: it serves the boot configurations labelled metal.ironfleet.dev/boot-operator=<name> (the manager's --boot-operator; unlabelled ones are ironfleet's).")
 	fs.StringVar(&o.selector, "server-selector", "", "Label selector of the Servers this service boots (empty: all); other Servers' boot configurations are left alone.")
 	fs.StringVar(&o.namespace, "namespace", "ironfleet-system", "Namespace of the boot configurations and ignition Secrets served (the operator's --system-namespace); only it is watched.")
 	fs.StringVar(&o.urlKeyFile, "url-key-file", "", "File holding the key (at least 32 bytes) that signs per-boot URLs. Empty: a Secret in --namespace, created on first start (see --url-key-secret).")
@@ -188,6 +191,10 @@ func configFrom(o options) (boot.Config, error) {
 		}
 		cfg.DHCPRangeStart, cfg.DHCPRangeEnd = a, b
 	}
+	if errs := validation.IsValidLabelValue(o.bootOperator); o.bootOperator == "" || len(errs) > 0 {
+		return cfg, fmt.Errorf("--boot-operator: %q is not a label value naming a boot service (%s)", o.bootOperator, strings.Join(errs, "; "))
+	}
+	cfg.BootOperator = o.bootOperator
 	if o.selector != "" {
 		sel, err := labels.Parse(o.selector)
 		if err != nil {

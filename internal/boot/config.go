@@ -67,6 +67,10 @@ type Config struct {
 	// ServerFilter picks the Servers this service boots (nil: all). The boot configurations of
 	// other Servers are left alone: not reconciled, not served.
 	ServerFilter func(*metalv1alpha1.Server) bool
+	// BootOperator is the name this service answers to: it serves only the boot
+	// configurations whose metal.ironfleet.dev/boot-operator label names it (one without the
+	// label is Ironfleet's). Default "ironfleet", the manager's default --boot-operator.
+	BootOperator string
 	// Namespace, when set, is the only namespace whose boot configurations are served.
 	Namespace string
 	// RecheckInterval is how often a boot configuration waiting for a file on disk (a missing
@@ -92,6 +96,9 @@ func fieldError(field, format string, args ...any) error {
 func (c Config) withDefaults() Config {
 	if c.Mode == "" {
 		c.Mode = dhcp.ModeProxy
+	}
+	if c.BootOperator == "" {
+		c.BootOperator = metalv1alpha1.BootOperatorIronfleet
 	}
 	if c.IPXEDir == "" {
 		c.IPXEDir = "/usr/lib/ipxe"

@@ -78,6 +78,11 @@ func (s *Service) served(server *metalv1alpha1.Server) bool {
 	return s.cfg.ServerFilter == nil || s.cfg.ServerFilter(server)
 }
 
+// ours says whether a boot configuration is for this boot service (its boot-operator label).
+func (s *Service) ours(sbc *metalv1alpha1.ServerBootConfiguration) bool {
+	return metalv1alpha1.BootOperatorOf(sbc) == s.cfg.BootOperator
+}
+
 // servedNamespace says whether boot configurations in ns are this service's.
 func (s *Service) servedNamespace(ns string) bool {
 	return s.cfg.Namespace == "" || s.cfg.Namespace == ns
@@ -131,7 +136,7 @@ func (s *Service) targetOf(ctx context.Context, servers []metalv1alpha1.Server) 
 		var best *metalv1alpha1.ServerBootConfiguration
 		for j := range list.Items {
 			sbc := &list.Items[j]
-			if !ready(sbc) {
+			if !ready(sbc) || !s.ours(sbc) {
 				continue
 			}
 			if best == nil || best.CreationTimestamp.Before(&sbc.CreationTimestamp) {
@@ -163,7 +168,7 @@ func (s *Service) bootByToken(ctx context.Context, token string) (*target, error
 		if client.IgnoreNotFound(err) != nil {
 			return nil, fmt.Errorf("reading boot configuration %s: %w", list.Items[i].Name, err)
 		}
-		if err != nil || !ready(&sbc) || !s.servedNamespace(sbc.Namespace) || s.tokens.token(&sbc) != token {
+		if err != nil || !ready(&sbc) || !s.ours(&sbc) || !s.servedNamespace(sbc.Namespace) || s.tokens.token(&sbc) != token {
 			continue
 		}
 		var server metalv1alpha1.Server

@@ -55,8 +55,8 @@ func (s *Service) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result,
 	if err := s.client.Get(ctx, req.NamespacedName, &sbc); err != nil {
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
-	if !sbc.DeletionTimestamp.IsZero() {
-		return ctrl.Result{}, nil
+	if !sbc.DeletionTimestamp.IsZero() || !s.ours(&sbc) {
+		return ctrl.Result{}, nil // gone, or another boot operator's
 	}
 	var server metalv1alpha1.Server
 	err := s.client.Get(ctx, client.ObjectKey{Name: sbc.Spec.ServerRef.Name}, &server)

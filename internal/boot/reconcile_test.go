@@ -170,3 +170,25 @@ func TestServerFilterLeavesOthersAlone(t *testing.T) {
 	require.NoError(t, k8s.Update(context.Background(), &s))
 	waitFor(t, nsFiltered, "theirs-discovery", metalv1alpha1.BootConfigurationStateReady, boot.ReasonReady)
 }
+
+// A boot configuration for another boot operator (its boot-operator label) is left alone:
+// not reconciled, and its server's MAC not answered; one labelled ironfleet is served.
+func TestAnotherBootOperatorsConfigurationIsLeftAlone(t *testing.T) {
+	createServer(t, "elsewhere", nil, "52:54:00:aa:08:01")
+	createSecret(t, nsAll, "elsewhere-ignition", ignitionJSON)
+	labelled := func(name string, purpose metalv1alpha1.BootPurpose, operator string) {
+		sbc := &metalv1alpha1.ServerBootConfiguration{
+			ObjectMeta: metav1.ObjectMeta{Namespace: nsAll, Name: name, Labels: map[string]string{metalv1alpha1.LabelBootOperator: operator},
+				Annotations: map[string]string{metalv1alpha1.AnnotationProbeBoot: "boot-" + name}},
+			Spec: metalv1alpha1.ServerBootConfigurationSpec{ServerRef: metalv1alpha1.LocalObjectReference{Name: "elsewhere"}, Purpose: purpose,
+				IgnitionSecretRef: &metalv1alpha1.LocalObjectReference{Name: "elsewhere-ignition"}},
+		}
+		require.NoError(t, k8s.Create(context.Background(), sbc))
+		t.Cleanup(func() { _ = k8s.Delete(context.Background(), sbc) })
+	}
+	labelled("elsewhere-discovery", metalv1alpha1.BootPurposeDiscovery, "another-boot-operator")
+	// Created after, so reconciled after (one queue, one worker).
+	labelled("elsewhere-cleanup", metalv1alpha1.BootPurposeCleanup, metalv1alpha1.BootOperatorIronfleet)
+	waitFor(t, nsAll, "elsewhere-cleanup", metalv1alpha1.BootConfigurationStateReady, boot.ReasonReady)
+	assert.Empty(t, getSBC(t, nsAll, "elsewhere-discovery").Status.State, "another boot operator's configuration is not touched")
+}

@@ -29,6 +29,17 @@ type ProbeBoot struct {
 	RegistryCA  string
 	// Token mints the token of one probe boot of a server.
 	Token func(systemUUID, boot string) string
+	// BootOperator names the boot service that serves the boot configurations the operator
+	// makes (metalv1alpha1.LabelBootOperator; empty: Ironfleet's).
+	BootOperator string
+}
+
+// bootConfigLabels are the labels of a boot configuration for server, served by operator.
+func bootConfigLabels(server *metalv1alpha1.Server, operator string) map[string]string {
+	if operator == "" {
+		operator = metalv1alpha1.BootOperatorIronfleet
+	}
+	return map[string]string{LabelServer: server.Name, metalv1alpha1.LabelBootOperator: operator}
 }
 
 // probeBootName is the one name a server's probe boot of a purpose can have, so a restarted
@@ -110,7 +121,7 @@ func ensureProbeBoot(ctx context.Context, c client.Client, api client.Reader, pb
 	}
 	sbc = metalv1alpha1.ServerBootConfiguration{
 		ObjectMeta: metav1.ObjectMeta{Namespace: pb.Namespace, Name: name,
-			Labels:      map[string]string{LabelServer: server.Name},
+			Labels:      bootConfigLabels(server, pb.BootOperator),
 			Annotations: map[string]string{metalv1alpha1.AnnotationProbeBoot: boot}},
 		Spec: metalv1alpha1.ServerBootConfigurationSpec{
 			ServerRef:         metalv1alpha1.LocalObjectReference{Name: server.Name},

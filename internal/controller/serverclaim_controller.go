@@ -64,6 +64,8 @@ type ServerClaimReconciler struct {
 	APIReader client.Reader
 	Events    events.EventRecorder
 	Settings  Settings
+	// BootOperator labels the boot configurations of claims' images (ProbeBoot.BootOperator).
+	BootOperator string
 }
 
 // +kubebuilder:rbac:groups=metal.ironfleet.dev,resources=serverclaims,verbs=get;list;watch;update;patch
@@ -286,7 +288,7 @@ func (r *ServerClaimReconciler) ensureBootConfig(ctx context.Context, claim *met
 		return nil, err
 	}
 	sbc = metalv1alpha1.ServerBootConfiguration{
-		ObjectMeta: metav1.ObjectMeta{Namespace: claim.Namespace, Name: claim.Name, Labels: map[string]string{LabelServer: server.Name}},
+		ObjectMeta: metav1.ObjectMeta{Namespace: claim.Namespace, Name: claim.Name, Labels: bootConfigLabels(server, r.BootOperator)},
 		Spec: metalv1alpha1.ServerBootConfigurationSpec{
 			ServerRef:         metalv1alpha1.LocalObjectReference{Name: server.Name},
 			Image:             claim.Spec.Image,

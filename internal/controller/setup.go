@@ -32,7 +32,7 @@ func Setup(mgr ctrl.Manager, deps Dependencies) error {
 		&ServerReconciler{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Events: mgr.GetEventRecorder("server-controller"),
 			Clients: cache, Probe: deps.Probe, Discovery: deps.Discovery, Settings: deps.Settings},
 		&ServerClaimReconciler{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Events: mgr.GetEventRecorder("serverclaim-controller"),
-			Settings: deps.Settings},
+			Settings: deps.Settings, BootOperator: deps.Probe.BootOperator},
 		&ServerMaintenanceReconciler{Client: mgr.GetClient(), Events: mgr.GetEventRecorder("servermaintenance-controller"),
 			Settings: deps.Settings},
 	}

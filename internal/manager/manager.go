@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/util/validation"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
 	"k8s.io/utils/ptr"
@@ -51,8 +52,11 @@ type Options struct {
 	RegistrySecret  string
 	SystemNamespace string
 	ProbeImage      string
-	Discovery       controller.DiscoverySettings
-	Settings        controller.Settings
+	// BootOperator names the boot service serving the boot configurations the operator makes
+	// (their metal.ironfleet.dev/boot-operator label).
+	BootOperator string
+	Discovery    controller.DiscoverySettings
+	Settings     controller.Settings
 	// InProcess lets several managers run one after another in one process (the lab's
 	// restarts): controller names may repeat.
 	InProcess bool
@@ -68,6 +72,7 @@ func DefaultOptions() Options {
 		RegistrySecret:  "ironfleet-system/ironfleet-registry",
 		SystemNamespace: "ironfleet-system",
 		ProbeImage:      "ghcr.io/ironfleet/metalprobe:latest",
+		BootOperator:    metalv1alpha1.BootOperatorIronfleet,
 		Discovery:       controller.DiscoverySettings{Timeout: 10 * time.Minute, Attempts: 3},
 		Settings:        controller.DefaultSettings(),
 	}
@@ -99,6 +104,7 @@ func BindFlags(fs *flag.FlagSet, o *Options) {
 	fs.StringVar(&o.RegistrySecret, "registry-secret", o.RegistrySecret, "namespace/name of the Secret holding the registry's token key and certificate (created if missing).")
 	fs.StringVar(&o.SystemNamespace, "system-namespace", o.SystemNamespace, "Namespace of the boot configurations and ignition Secrets Ironfleet makes for probe boots.")
 	fs.StringVar(&o.ProbeImage, "probe-image", o.ProbeImage, "metalprobe image the boot service serves for discovery and cleanup.")
+	fs.StringVar(&o.BootOperator, "boot-operator", o.BootOperator, "Which boot service serves the boot configurations the operator makes: Ironfleet's (ironfleet) or another that honours the ServerBootConfiguration contract, by the name it answers to (the metal.ironfleet.dev/boot-operator label).")
 	fs.DurationVar(&o.Discovery.Timeout, "discovery-timeout", o.Discovery.Timeout, "How long a booted probe may take to report (discovery and wipe).")
 	fs.Func("discovery-attempts", fmt.Sprintf("Probe boots before a server goes to Error (default %d).", o.Discovery.Attempts), func(v string) error {
 		n, err := strconv.Atoi(v)
@@ -134,6 +140,7 @@ func (o Options) Args() []string {
 		"--registry-secret=" + o.RegistrySecret,
 		"--system-namespace=" + o.SystemNamespace,
 		"--probe-image=" + o.ProbeImage,
+		"--boot-operator=" + o.BootOperator,
 		"--discovery-timeout=" + dur(o.Discovery.Timeout),
 		"--discovery-attempts=" + strconv.Itoa(int(o.Discovery.Attempts)),
 	}
@@ -187,6 +194,9 @@ func Prepare(o Options) (*Prepared, error) {
 	p.registryURL, err = url.Parse(o.RegistryURL)
 	if err != nil || (p.registryURL.Scheme != "https" && p.registryURL.Scheme != "http") || p.registryURL.Host == "" {
 		return nil, fmt.Errorf("--registry-url: %q is not an https URL", o.RegistryURL)
+	}
+	if errs := validation.IsValidLabelValue(o.BootOperator); o.BootOperator == "" || len(errs) > 0 {
+		return nil, fmt.Errorf("--boot-operator: %q is not a label value naming a boot service (%s)", o.BootOperator, strings.Join(errs, "; "))
 	}
 	ns, name, ok := strings.Cut(o.RegistrySecret, "/")
 	if !ok || ns == "" || name == "" {
@@ -253,6 +263,7 @@ func (p *Prepared) Run(ctx context.Context, cfg *rest.Config) error {
 		Probe: controller.ProbeBoot{
 			Namespace: o.SystemNamespace, Image: o.ProbeImage,
 			RegistryURL: o.RegistryURL, RegistryCA: string(creds.CertPEM), Token: signer.Token,
+			BootOperator: o.BootOperator,
 		},
 		Discovery: o.Discovery,
 	}); err != nil {

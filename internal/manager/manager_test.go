@@ -17,7 +17,7 @@ func TestArgsRoundTripThroughTheFlags(t *testing.T) {
 		LeaderElect: true, LeaderElectNS: "ns", MACPrefixesFile: "/m.yaml", BMCCAFile: "/ca.pem",
 		BMCTimeout: 7 * time.Second, KubeQPS: 123.5, KubeBurst: 456,
 		RegistryAddr: "127.0.0.1:4", RegistryURL: "https://r:4", RegistrySecret: "a/b",
-		SystemNamespace: "sys", ProbeImage: "img:1",
+		SystemNamespace: "sys", ProbeImage: "img:1", BootOperator: "other-boot-operator",
 	}
 	o.Discovery.Timeout, o.Discovery.Attempts = 42*time.Second, 5
 	o.Settings.ResyncPeriod, o.Settings.BackoffBase, o.Settings.BackoffMax = 3*time.Minute, 250*time.Millisecond, time.Minute
@@ -36,4 +36,14 @@ func TestArgsRoundTripThroughTheFlags(t *testing.T) {
 	BindFlags(fs, &got)
 	require.NoError(t, fs.Parse(def.Args()))
 	assert.Equal(t, def, got)
+}
+
+// A boot operator name that cannot be a label value stops the manager at start-up, naming
+// the flag.
+func TestBadBootOperatorIsRefused(t *testing.T) {
+	o := DefaultOptions()
+	o.BootOperator = "not a label value"
+	_, err := Prepare(o)
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "--boot-operator")
 }

@@ -70,6 +70,23 @@ const (
 	ConditionBootProgress = "BootProgress"
 )
 
+// The boot operator a ServerBootConfiguration is for, as an IngressClass names an ingress
+// controller: the manager labels every boot configuration it makes with its --boot-operator,
+// and a boot service serves only those labelled with its own name (a configuration without
+// the label is Ironfleet's).
+const (
+	LabelBootOperator     = "metal.ironfleet.dev/boot-operator"
+	BootOperatorIronfleet = "ironfleet"
+)
+
+// BootOperatorOf is the boot operator a boot configuration is for.
+func BootOperatorOf(sbc *ServerBootConfiguration) string {
+	if op := sbc.Labels[LabelBootOperator]; op != "" {
+		return op
+	}
+	return BootOperatorIronfleet
+}
+
 // Annotations people set.
 const (
 	// AnnotationApproveMaintenance on a ServerClaim, set to "true" by its owner, lets a

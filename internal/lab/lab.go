@@ -256,9 +256,7 @@ func (l *Lab) writeKubeconfig() error {
 // startBootService runs the boot service on a manager of its own: it is not the operator, and
 // outlives operator restarts.
 func (l *Lab) startBootService() error {
-	mgr, err := ctrl.NewManager(l.Env.Config, ctrl.Options{Scheme: l.Env.Scheme, Metrics: metricsserver.Options{BindAddress: "0"}, HealthProbeBindAddress: "0",
-		// The classic queue: see controller.Settings.controllerOptions (a shutdown deadlock).
-		Controller: ctrlconfig.Controller{SkipNameValidation: ptr.To(true), UsePriorityQueue: ptr.To(false)}})
+	mgr, err := l.newBootManager()
 	if err != nil {
 		return err
 	}
@@ -275,6 +273,14 @@ func (l *Lab) startBootService() error {
 	l.stopBoots, l.bootsDone = cancel, make(chan error, 1)
 	go func() { l.bootsDone <- mgr.Start(ctx) }()
 	return nil
+}
+
+// newBootManager is a manager for a boot service: of its own, not the operator's, without
+// metrics or probes of its own.
+func (l *Lab) newBootManager() (ctrl.Manager, error) {
+	return ctrl.NewManager(l.Env.Config, ctrl.Options{Scheme: l.Env.Scheme, Metrics: metricsserver.Options{BindAddress: "0"}, HealthProbeBindAddress: "0",
+		// The classic queue: see controller.Settings.controllerOptions (a shutdown deadlock).
+		Controller: ctrlconfig.Controller{SkipNameValidation: ptr.To(true), UsePriorityQueue: ptr.To(false)}})
 }
 
 // startFleet starts the simulated BMCs (TLS, varied vendor profiles, each at its own loopback

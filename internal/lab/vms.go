@@ -14,11 +14,7 @@ import (
 	"strings"
 	"time"
 
-	"k8s.io/utils/ptr"
-	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	ctrlconfig "sigs.k8s.io/controller-runtime/pkg/config"
-	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	metalv1alpha1 "github.com/ironfleet/ironfleet/apis/metal/v1alpha1"
 	"github.com/ironfleet/ironfleet/internal/bmcsim"
@@ -229,8 +225,7 @@ func (l *Lab) startVMBootService() error {
 	if err != nil {
 		return err
 	}
-	mgr, err := ctrl.NewManager(l.Env.Config, ctrl.Options{Scheme: l.Env.Scheme, Metrics: metricsserver.Options{BindAddress: "0"}, HealthProbeBindAddress: "0",
-		Controller: ctrlconfig.Controller{SkipNameValidation: ptr.To(true), UsePriorityQueue: ptr.To(false)}})
+	mgr, err := l.newBootManager()
 	if err != nil {
 		return err
 	}

@@ -21,6 +21,7 @@ import (
 	"github.com/vishvananda/netlink"
 	"k8s.io/apimachinery/pkg/api/meta"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	crmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 
 	m "github.com/ironfleet/ironfleet/apis/metal/v1alpha1"
 	"github.com/ironfleet/ironfleet/internal/lab"
@@ -95,8 +96,10 @@ func TestVMsNetworkBootTheProbeAndAreDiscovered(t *testing.T) {
 		offer, err := discoverFrom(l.VMNetwork(), known)
 		require.NoError(t, err, "a VM's MAC, its discovery boot Ready, is offered an address")
 		t.Logf("offer for %s: %s", known, firstLine(offer))
+		ignoredBefore := counter(t, "ironfleet_boot_dhcp_ignored_total", "reason", "unknown_mac")
 		offer, err = discoverFrom(l.VMNetwork(), randomMAC(t))
 		require.Error(t, err, "the boot service answered a MAC no Server has: %s", offer)
+		assert.Greater(t, counter(t, "ironfleet_boot_dhcp_ignored_total", "reason", "unknown_mac"), ignoredBefore, "the unknown MAC is counted")
 	})
 
 	// The per-boot URL of VM 0's discovery boot, from its iPXE script, works while the boot is
@@ -121,6 +124,10 @@ func TestVMsNetworkBootTheProbeAndAreDiscovered(t *testing.T) {
 		t.Logf("VM %s (%s) Available %v after the lab started", h.Def.Name, h.Def.Firmware, time.Since(started).Round(time.Second))
 		assertInventoryIsTheDefinition(t, h.Def, &s)
 	}
+
+	// The UEFI VM's firmware PXE loaded iPXE over TFTP; both probes fetched their ignition.
+	assert.Positive(t, counter(t, "ironfleet_boot_tftp_sent_bytes_total"), "iPXE served over TFTP")
+	assert.GreaterOrEqual(t, counter(t, "ironfleet_boot_boots_served_total", "purpose", "Discovery"), 2.0, "discovery ignitions served")
 
 	t.Run("a boot's ignition URL is dead once its configuration is gone", func(t *testing.T) {
 		resp, err := getInside(l.VMNetwork(), bootURL+"/ignition")
@@ -269,6 +276,36 @@ func getInside(network *vm.Network, url string) (*http.Response, error) {
 		return err
 	})
 	return resp, err
+}
+
+// counter sums a counter of this process's metrics registry (the lab's boot service runs
+// in-process) over the series whose labels match the given name/value pairs.
+func counter(t *testing.T, name string, labels ...string) float64 {
+	t.Helper()
+	families, err := crmetrics.Registry.Gather()
+	require.NoError(t, err)
+	var sum float64
+	for _, f := range families {
+		if f.GetName() != name {
+			continue
+		}
+	series:
+		for _, m := range f.GetMetric() {
+			for i := 0; i+1 < len(labels); i += 2 {
+				found := false
+				for _, lp := range m.GetLabel() {
+					if lp.GetName() == labels[i] && lp.GetValue() == labels[i+1] {
+						found = true
+					}
+				}
+				if !found {
+					continue series
+				}
+			}
+			sum += m.GetCounter().GetValue()
+		}
+	}
+	return sum
 }
 
 func randomMAC(t *testing.T) net.HardwareAddr {

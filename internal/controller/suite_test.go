@@ -85,9 +85,9 @@ func runSuite(m *testing.M) (int, error) {
 	systems := map[string][]bmcsim.SystemSpec{
 		// Discovery: hosts with hardware trees; a silent one; one held mid-discovery.
 		"discovery": {testSystem(10), testSystem(11)}, "silent": {testSystem(12)}, "restart": {testSystem(13)},
-		"unreachable": {testSystem(14)},
+		"probetrouble": {testSystem(14)},
 	}
-	for _, name := range []string{"good", "allwrong", "direct", "reuse", "deleteme", "discovery", "silent", "restart", "unreachable"} {
+	for _, name := range []string{"good", "allwrong", "direct", "reuse", "deleteme", "discovery", "silent", "restart", "probetrouble"} {
 		specs, ok := systems[name]
 		if !ok {
 			specs = []bmcsim.SystemSpec{testSystem(0), testSystem(1)}

@@ -29,28 +29,34 @@ func (n *Network) Do(fn func() error) error {
 	}
 	done := make(chan error, 1)
 	go func() {
+		// fn may end its goroutine instead of returning (runtime.Goexit: a test's failed
+		// require inside fn): the deferred send still answers Do, and the thread, still
+		// locked, ends with the goroutine rather than going back to the pool inside the
+		// namespace.
+		result := fmt.Errorf("the function run in network namespace %s ended its goroutine instead of returning", n.name)
+		defer func() { done <- result }()
 		runtime.LockOSThread()
 		orig, err := netns.Get()
 		if err != nil {
 			runtime.UnlockOSThread()
-			done <- fmt.Errorf("read the current network namespace: %w", err)
+			result = fmt.Errorf("read the current network namespace: %w", err)
 			return
 		}
 		defer orig.Close()
 		if err := netns.Set(n.handle); err != nil {
 			runtime.UnlockOSThread()
-			done <- fmt.Errorf("enter network namespace %s: %w", n.name, err)
+			result = fmt.Errorf("enter network namespace %s: %w", n.name, err)
 			return
 		}
 		fnErr := fn()
 		if err := netns.Set(orig); err != nil {
 			// Leave the thread locked: Go ends it with this goroutine instead of reusing a
 			// thread that is still inside the namespace.
-			done <- errors.Join(fnErr, fmt.Errorf("leave network namespace %s: %w", n.name, err))
+			result = errors.Join(fnErr, fmt.Errorf("leave network namespace %s: %w", n.name, err))
 			return
 		}
 		runtime.UnlockOSThread()
-		done <- fnErr
+		result = fnErr
 	}()
 	return <-done
 }

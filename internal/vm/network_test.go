@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"syscall"
 	"testing"
@@ -225,4 +226,14 @@ func inNamespaceOtherThanOurs(pid int) bool {
 	ours, err2 := os.Readlink("/proc/self/ns/net")
 	comm, err3 := os.ReadFile(fmt.Sprintf("/proc/%d/comm", pid))
 	return err1 == nil && err2 == nil && err3 == nil && theirs != ours && strings.TrimSpace(string(comm)) == "sleep"
+}
+
+// A function run in the namespace that ends its goroutine (a failed require does) still
+// returns from Do, with an error, instead of hanging the test until its timeout.
+func TestDoReturnsWhenTheFunctionEndsItsGoroutine(t *testing.T) {
+	n := newNetwork(t)
+	err := n.Do(func() error { runtime.Goexit(); return nil })
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "ended its goroutine")
+	require.NoError(t, n.Do(func() error { return nil }), "the network is still usable")
 }

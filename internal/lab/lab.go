@@ -263,7 +263,8 @@ func (l *Lab) startBootService() error {
 	ctx, cancel := context.WithCancel(context.Background())
 	boots := NewBootService(ctx, l.Client, ctrl.Log.WithName("boot-service"))
 	if l.vms != nil {
-		boots.Skip = func(uuid string) bool { return l.vms.uuids[uuid] }
+		vmUUIDs := l.vms.uuids // not l.vms: Stop ends the VMs before this boot service
+		boots.Skip = func(uuid string) bool { return vmUUIDs[uuid] }
 	}
 	if err := boots.SetupWithManager(mgr); err != nil {
 		cancel()

@@ -49,6 +49,7 @@ type vmLab struct {
 	// registryTarget is the registry on the host's loopback that the forwarder reaches.
 	registryTarget string
 	uuids          map[string]bool
+	labelled       chan struct{} // closed when labelVMServers has returned
 }
 
 // VMDefinition is the lab's VM i: even ones boot SeaBIOS with a virtio NIC, a virtio and an
@@ -244,7 +245,11 @@ func (l *Lab) startVMBootService() error {
 	l.vms.service, l.vms.stop, l.vms.done = svc, cancel, make(chan error, 2)
 	go func() { l.vms.done <- mgr.Start(ctx) }()
 	go func() { l.vms.done <- svc.Serve(ctx, listeners) }()
-	go l.labelVMServers(ctx)
+	l.vms.labelled = make(chan struct{})
+	go func() {
+		defer close(l.vms.labelled)
+		l.labelVMServers(ctx, l.vms.uuids)
+	}()
 	return nil
 }
 
@@ -266,9 +271,9 @@ func (l *Lab) VMNetwork() *vm.Network {
 
 // labelVMServers labels the VMs' Servers as they appear (their names are their UUIDs), so
 // that sample claims can stay off them.
-func (l *Lab) labelVMServers(ctx context.Context) {
+func (l *Lab) labelVMServers(ctx context.Context, uuids map[string]bool) {
 	pending := map[string]bool{}
-	for uuid := range l.vms.uuids {
+	for uuid := range uuids {
 		pending[uuid] = true
 	}
 	tick := time.NewTicker(200 * time.Millisecond)
@@ -310,6 +315,7 @@ func (l *Lab) stopVMs() {
 		l.vms.stop()
 		<-l.vms.done
 		<-l.vms.done
+		<-l.vms.labelled
 	}
 	if l.vms.registry != nil {
 		_ = l.vms.registry.Close()

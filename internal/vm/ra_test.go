@@ -234,7 +234,7 @@ func TestIPXEConfiguresAtOnceWithRouterAdvertisements(t *testing.T) {
 	t.Logf("with router advertisements: Configuring at %s, ok at %s after QEMU start (%s configuring)",
 		started.Round(10*time.Millisecond), ok.Round(10*time.Millisecond), (ok - started).Round(10*time.Millisecond))
 	// Without advertisements iPXE waits ~13 s here for a router (see NoRouterAdvertisements).
-	assert.Less(t, ok-started, 8*time.Second, "iPXE finished IPv6 autoconfiguration without waiting for a router")
+	assert.Less(t, ok-started, 12*time.Second, "iPXE finished IPv6 autoconfiguration without waiting for a router")
 
 	if os.Getenv("IRONFLEET_VM_RA_BASELINE") != "" { // the figure to compare with, ~15 s more
 		started, ok := ipxeConfigured(t, vm.NetworkOptions{NoRouterAdvertisements: true})

@@ -109,7 +109,9 @@ func boot(console io.Writer) error {
 	err = retryProbe(ctx, func(ctx context.Context) error {
 		return runProbe(ctx, metalprobePath, probeArgs, console)
 	}, probeBackoff, func(attempt int, err error) {
-		rep.stage(ctx, ignition.StageFailed, "attempt %d of %d: %v", attempt, attempts, err)
+		// The message carries metalprobe's last stderr lines to the boot service (and on to
+		// conditions and events): never the registry token, should a line ever hold it.
+		rep.stage(ctx, ignition.StageFailed, "attempt %d of %d: %s", attempt, attempts, redactToken(err.Error(), cfg.Token))
 	})
 	if err != nil {
 		return fmt.Errorf("metalprobe failed %d times; giving up", attempts)

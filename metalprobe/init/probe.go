@@ -100,3 +100,11 @@ func (t *lineTail) String() string {
 	}
 	return strings.Join(lines, "\n")
 }
+
+// redactToken replaces every occurrence of token in s.
+func redactToken(s, token string) string {
+	if token == "" {
+		return s
+	}
+	return strings.ReplaceAll(s, token, "<token>")
+}

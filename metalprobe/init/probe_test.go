@@ -73,3 +73,8 @@ func (l *lockedBuffer) String() string {
 	defer l.mu.Unlock()
 	return l.b.String()
 }
+
+func TestRedactTokenRemovesTheRegistryToken(t *testing.T) {
+	assert.Equal(t, "metalprobe: 403 for <token>: refused", redactToken("metalprobe: 403 for s3cr3t: refused", "s3cr3t"))
+	assert.Equal(t, "nothing to hide", redactToken("nothing to hide", ""))
+}

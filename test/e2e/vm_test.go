@@ -106,6 +106,8 @@ func TestVMsNetworkBootTheProbeAndAreDiscovered(t *testing.T) {
 	// Ready (the control for the check after discovery).
 	scriptURL := l.BootService().Config().PublicURL + "/ipxe/" + l.VMs[0].Def.NICs[0].MAC
 	bootURL := bootURLFromScript(t, l.VMNetwork(), scriptURL)
+	// Both probes fetched their ignition (counted before the test's own fetch below).
+	assert.GreaterOrEqual(t, counter(t, "ironfleet_boot_boots_served_total", "purpose", "Discovery"), 2.0, "discovery ignitions served to the VMs")
 	resp, err := getInside(l.VMNetwork(), bootURL+"/ignition")
 	require.NoError(t, err)
 	_ = resp.Body.Close()
@@ -125,9 +127,8 @@ func TestVMsNetworkBootTheProbeAndAreDiscovered(t *testing.T) {
 		assertInventoryIsTheDefinition(t, h.Def, &s)
 	}
 
-	// The UEFI VM's firmware PXE loaded iPXE over TFTP; both probes fetched their ignition.
+	// The UEFI VM's firmware PXE loaded iPXE over TFTP.
 	assert.Positive(t, counter(t, "ironfleet_boot_tftp_sent_bytes_total"), "iPXE served over TFTP")
-	assert.GreaterOrEqual(t, counter(t, "ironfleet_boot_boots_served_total", "purpose", "Discovery"), 2.0, "discovery ignitions served")
 
 	t.Run("a boot's ignition URL is dead once its configuration is gone", func(t *testing.T) {
 		resp, err := getInside(l.VMNetwork(), bootURL+"/ignition")

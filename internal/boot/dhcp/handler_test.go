@@ -305,3 +305,20 @@ func TestLeaseTableLimits(t *testing.T) {
 	h.Leases = table
 	assert.Equal(t, IgnoredNoAddress, handle(h, discover(t, knownMAC), PortDHCP).Ignored)
 }
+
+// An offer to a MAC that holds a committed lease does not shorten that lease to the offer's
+// short hold: the address stays its own for the lease time.
+func TestOfferKeepsACommittedLease(t *testing.T) {
+	now := time.Unix(1_000_000, 0)
+	clock := func() time.Time { return now }
+	table := NewLeaseTable(netip.MustParseAddr("10.20.0.1"), netip.MustParseAddr("10.20.0.2"), serverIP, time.Hour, clock)
+	got, ok := table.Offer(knownMAC, netip.Addr{})
+	require.True(t, ok)
+	require.True(t, table.Commit(knownMAC, got))
+	again, ok := table.Offer(knownMAC, netip.Addr{})
+	require.True(t, ok)
+	assert.Equal(t, got, again)
+	now = now.Add(30 * time.Minute) // past the offer's hold, within the lease
+	_, ok = table.Offer(otherMAC, netip.Addr{})
+	assert.False(t, ok, "the committed address is still leased to its MAC")
+}

@@ -155,6 +155,10 @@ func (t *LeaseTable) hold(ip netip.Addr, mac string, until time.Time) {
 	}
 	if l, ok := t.byIP[ip]; ok && l.mac != mac {
 		delete(t.byMAC, l.mac) // an expired lease of another MAC
+	} else if ok && l.expires.After(until) {
+		// The MAC's own lease outlasts this hold: a DISCOVER from a client that holds its
+		// address (it may never REQUEST again) must not shorten the lease it believes in.
+		until = l.expires
 	}
 	t.byIP[ip] = lease{mac: mac, expires: until}
 	t.byMAC[mac] = ip

@@ -52,9 +52,10 @@ type vmLab struct {
 	labelled       chan struct{} // closed when labelVMServers has returned
 }
 
-// VMDefinition is the lab's VM i: even ones boot SeaBIOS with a virtio NIC, a virtio and an
-// NVMe disk; odd ones boot UEFI (OVMF on q35) with an e1000 NIC and two SATA disks — the two
-// shapes most servers come in.
+// VMDefinition is the lab's VM i: even ones boot SeaBIOS with a virtio NIC (QEMU's iPXE ROM),
+// a virtio and an NVMe disk; odd ones boot UEFI (OVMF on q35) through the firmware's own PXE
+// on a virtio NIC, with an e1000 as second NIC and two SATA disks — the two shapes most
+// servers come in.
 func VMDefinition(i int) vm.Definition {
 	uuid := fixUUID(sha256.Sum256(fmt.Appendf(nil, "ironfleet-lab-vm-%d", i)))
 	serial := func(kind string, j int) string { return fmt.Sprintf("LAB%s%02d%02d", kind, i, j) }
@@ -70,7 +71,9 @@ func VMDefinition(i int) vm.Definition {
 	} else {
 		def.Firmware, def.CPUs, def.MemoryMiB = vm.UEFI, 1, 768
 		def.Disks = []vm.Disk{{Bus: vm.SATA, SizeBytes: 2 << 30, Serial: serial("SA", 0)}, {Bus: vm.SATA, SizeBytes: 1 << 30, Serial: serial("SA", 1)}}
-		def.NICs = []vm.NIC{{Model: vm.E1000, MAC: mac}}
+		// It boots from the firmware's own PXE (OVMF over virtio-net, no iPXE ROM), which
+		// loads snponly.efi over TFTP, as most UEFI servers do; the e1000 is its second NIC.
+		def.NICs = []vm.NIC{{Model: vm.VirtioNet, MAC: mac, FirmwarePXE: true}, {Model: vm.E1000, MAC: fmt.Sprintf("52:54:00:2f:%02x:%02x", i>>8&0xff, i&0xff)}}
 	}
 	return def
 }

@@ -146,6 +146,9 @@ func nicArgs(nics []NIC, fds []int, order bootOrder) []string {
 	for i, n := range nics {
 		// virtio-net has no speed of its own; giving it one makes the guest and the BMC agree.
 		device := map[NICModel]string{VirtioNet: "virtio-net-pci,speed=10000,duplex=full", E1000: "e1000"}[n.Model]
+		if n.FirmwarePXE {
+			device += ",romfile="
+		}
 		args = append(args,
 			"-netdev", fmt.Sprintf("tap,id=net%d,fd=%d", i, fds[i]),
 			"-device", fmt.Sprintf("%s,id=nic%d,netdev=net%d,mac=%s%s", device, i, i, strings.ToLower(n.MAC), order.suffix(BootNetwork, i)))

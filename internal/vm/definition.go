@@ -47,6 +47,9 @@ type Disk struct {
 type NIC struct {
 	Model NICModel
 	MAC   string // "52:54:00:12:34:56"
+	// FirmwarePXE leaves out QEMU's iPXE option ROM: the firmware's own network stack boots
+	// (OVMF's PXE over its virtio-net driver), as on most servers, and loads iPXE over TFTP.
+	FirmwarePXE bool
 }
 
 // SMBIOS is the identity the firmware publishes (SMBIOS type 1), which the guest reads back

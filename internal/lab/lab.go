@@ -34,7 +34,8 @@ type Options struct {
 	Dir     string
 	Servers int
 	BMCs    int
-	// DiscoveryTimeout bounds each probe boot (simulated boots take well under a second).
+	// DiscoveryTimeout bounds each probe boot (simulated boots take well under a second; the
+	// default is 30 s, 3 minutes with VMs).
 	DiscoveryTimeout time.Duration
 	// ManagerConfig, when set, gives the operator its own identity against the control plane
 	// (the RBAC test runs it with exactly the permissions the bundle grants); by default it
@@ -83,6 +84,11 @@ func (o *Options) defaults() {
 	}
 	if o.DiscoveryTimeout <= 0 {
 		o.DiscoveryTimeout = 30 * time.Second
+		if o.VMs > 0 {
+			// A VM takes 10–20 s from power-on to report, longer when the machine is busy;
+			// a timeout shorter than that reboots it mid-boot.
+			o.DiscoveryTimeout = 3 * time.Minute
+		}
 	}
 }
 

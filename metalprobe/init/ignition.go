@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"crypto/tls"
 	"fmt"
 	"io"
 	"net"
@@ -75,10 +76,12 @@ func writeIgnition(data []byte) error {
 // registryDialTimeout bounds the early reachability check.
 const registryDialTimeout = 3 * time.Second
 
-// checkRegistry opens (and closes) a TCP connection to the registry, so that a registry that
-// cannot be reached is reported at once, not after metalprobe's own retries. Only the
-// connection is tried: metalprobe checks the certificate.
-func checkRegistry(ctx context.Context, registryURL string) error {
+// checkRegistry connects to the registry and, for https, completes a TLS handshake trusting
+// the CA the ignition names (the system roots without one), so that a registry that cannot be
+// reached, or whose certificate the probe would refuse, is reported at once rather than after
+// metalprobe's own retries. The handshake also lets the registry see an ordinary client
+// rather than a connection dropped mid-handshake.
+func checkRegistry(ctx context.Context, registryURL, registryCA string) error {
 	u, err := url.Parse(registryURL)
 	if err != nil {
 		return fmt.Errorf("parsing the registry URL: %w", err)
@@ -87,8 +90,23 @@ func checkRegistry(ctx context.Context, registryURL string) error {
 	if port == "" {
 		port = map[string]string{"https": "443", "http": "80"}[u.Scheme]
 	}
-	dialer := net.Dialer{Timeout: registryDialTimeout}
-	conn, err := dialer.DialContext(ctx, "tcp", net.JoinHostPort(u.Hostname(), port))
+	ctx, cancel := context.WithTimeout(ctx, registryDialTimeout)
+	defer cancel()
+	addr := net.JoinHostPort(u.Hostname(), port)
+	if u.Scheme != "https" {
+		conn, err := (&net.Dialer{}).DialContext(ctx, "tcp", addr)
+		if err != nil {
+			return err
+		}
+		return conn.Close()
+	}
+	conf := &tls.Config{ServerName: u.Hostname(), MinVersion: tls.VersionTLS12}
+	if registryCA != "" {
+		if conf.RootCAs, err = ignition.CertPool([]byte(registryCA)); err != nil {
+			return fmt.Errorf("registryCA: %w", err)
+		}
+	}
+	conn, err := (&tls.Dialer{Config: conf}).DialContext(ctx, "tcp", addr)
 	if err != nil {
 		return err
 	}

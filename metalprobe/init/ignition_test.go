@@ -2,7 +2,7 @@ package main
 
 import (
 	"context"
-	"net"
+	"encoding/pem"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -59,14 +59,17 @@ func TestFetchIgnitionGivesUpWithoutQuotingTheBootToken(t *testing.T) {
 }
 
 func TestCheckRegistry(t *testing.T) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
-	defer func() { _ = ln.Close() }()
-	assert.NoError(t, checkRegistry(context.Background(), "https://"+ln.Addr().String()))
+	registry := httptest.NewTLSServer(http.NotFoundHandler())
+	ca := string(pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: registry.Certificate().Raw}))
+	assert.NoError(t, checkRegistry(context.Background(), registry.URL, ca), "reachable, trusted")
 
-	addr := ln.Addr().String()
-	require.NoError(t, ln.Close())
-	err = checkRegistry(context.Background(), "https://"+addr)
+	err := checkRegistry(context.Background(), registry.URL, "")
+	require.Error(t, err, "a certificate the probe does not trust is reported")
+	assert.Contains(t, err.Error(), "certificate")
+
+	addr := registry.Listener.Addr().String()
+	registry.Close()
+	err = checkRegistry(context.Background(), "https://"+addr, ca)
 	require.Error(t, err)
 	assert.True(t, strings.Contains(err.Error(), "refused"), err)
 }

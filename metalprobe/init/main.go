@@ -102,7 +102,7 @@ func boot(console io.Writer) error {
 	// After ProbeRunning, so that it stands (False) on the boot configuration until the report
 	// is delivered or the probe fails: metalprobe retries delivery by itself, and the operator
 	// shows on the Server what keeps it waiting.
-	if err := checkRegistry(ctx, cfg.RegistryURL); err != nil {
+	if err := checkRegistry(ctx, cfg.RegistryURL, cfg.RegistryCA); err != nil {
 		rep.stage(ctx, ignition.StageRegistryUnreachable, "registry %s is unreachable: %v", cfg.RegistryURL, err)
 	}
 	attempts := len(probeBackoff) + 1

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -255,15 +256,15 @@ func getSBC(t *testing.T, ns, name string) *metalv1alpha1.ServerBootConfiguratio
 func waitFor(t *testing.T, ns, name string, state metalv1alpha1.BootConfigurationState, reason string) *metav1.Condition {
 	t.Helper()
 	var last metalv1alpha1.ServerBootConfiguration
-	deadline := time.Now().Add(wait)
-	for time.Now().Before(deadline) {
-		require.NoError(t, k8s.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: name}, &last))
-		if c := meta.FindStatusCondition(last.Status.Conditions, metalv1alpha1.ConditionReady); c != nil &&
-			last.Status.State == state && c.Reason == reason {
-			return c
+	var ready *metav1.Condition
+	if !assert.Eventually(t, func() bool {
+		if err := k8s.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: name}, &last); err != nil {
+			return false
 		}
-		time.Sleep(poll)
+		ready = meta.FindStatusCondition(last.Status.Conditions, metalv1alpha1.ConditionReady)
+		return ready != nil && last.Status.State == state && ready.Reason == reason
+	}, wait, poll) {
+		t.Fatalf("boot configuration %s/%s: want state %s reason %s, have state %q conditions %+v", ns, name, state, reason, last.Status.State, last.Status.Conditions)
 	}
-	t.Fatalf("boot configuration %s/%s: want state %s reason %s, have state %q conditions %+v", ns, name, state, reason, last.Status.State, last.Status.Conditions)
-	return nil
+	return ready
 }

@@ -195,6 +195,7 @@ func Start(ctx context.Context, opts Options) (l *Lab, err error) {
 	if l.vms != nil {
 		// Probes report to the registry's address on the VMs' bridge; the simulated hosts,
 		// which run on the host's loopback, are pointed at the registry itself.
+		l.vms.registryTarget = registryAddr
 		o.RegistryURL = l.vmRegistryURL(registryAddr)
 		l.Boots.RegistryURL = "https://" + registryAddr
 		if !opts.VMRegistryClosed {

@@ -184,10 +184,10 @@ func (l *Lab) OpenVMRegistry() error {
 	return l.openVMRegistry()
 }
 
-// vmRegistryURL is the registry's URL as the VMs reach it, on the bridge.
+// vmRegistryURL is the registry's URL as the VMs reach it: on the bridge, at the port of the
+// registry on the host's loopback (registryAddr), which openVMRegistry forwards to.
 func (l *Lab) vmRegistryURL(registryAddr string) string {
 	_, port, _ := net.SplitHostPort(registryAddr)
-	l.vms.registryTarget = registryAddr
 	return "https://" + net.JoinHostPort(l.vms.network.BridgeIP().String(), port)
 }
 

@@ -48,7 +48,7 @@ func requireVMs(t *testing.T) {
 	if os.Getenv("CI") != "" {
 		t.Fatalf("the VM end-to-end test cannot run in CI: %v", err)
 	}
-	t.Skipf("the VM end-to-end test needs what this machine lacks: %v", err)
+	t.Skipf("the VM end-to-end test needs what this machine lacks: %v; it runs as root after make test-deps and make probe-image (make test does both), and in CI it fails instead of skipping", err)
 }
 
 // TestVMsNetworkBootTheProbeAndAreDiscovered: two real VMs — one BIOS with virtio NIC and

@@ -12,6 +12,7 @@ import (
 	"io"
 	"net/url"
 	"os"
+	"regexp"
 	"strings"
 	"unicode/utf8"
 
@@ -24,7 +25,53 @@ type Mode string
 const (
 	ModeDiscovery Mode = "discovery"
 	ModeWipe      Mode = "wipe"
+	// ModeProvision installs Install's image to a disk, writes its config drive, and reports.
+	ModeProvision Mode = "provision"
 )
+
+// Install is what provision mode writes: the claim's image, verified against its checksum, to
+// the disk its hints choose, with a config drive carrying UserData.
+type Install struct {
+	// Image is an http(s):// URL of a raw disk image (plain, .gz, .zst or .xz) or an oci://
+	// reference of an artifact whose single layer is one.
+	Image string `json:"image"`
+	// ImageChecksum is sha256:<hex> or sha512:<hex> of the image as served; required for
+	// http(s) images.
+	ImageChecksum string `json:"imageChecksum,omitempty"`
+	// RootDeviceHints choose the disk; nil: the smallest non-removable disk that holds the image.
+	RootDeviceHints *metalv1alpha1.RootDeviceHints `json:"rootDeviceHints,omitempty"`
+	// UserData is the claim's ignition, byte for byte (base64 in JSON), written as the config
+	// drive's openstack/latest/user_data; nil writes none.
+	UserData []byte `json:"userData,omitempty"`
+	// Hostname and InstanceID go into the config drive's meta_data.json.
+	Hostname   string `json:"hostname,omitempty"`
+	InstanceID string `json:"instanceID,omitempty"`
+}
+
+// Validate says what is wrong with an install, naming the field.
+func (in *Install) Validate() error {
+	switch {
+	case strings.HasPrefix(in.Image, "http://"), strings.HasPrefix(in.Image, "https://"):
+		if _, err := url.Parse(in.Image); err != nil {
+			return fmt.Errorf("install.image: %w", err)
+		}
+		if in.ImageChecksum == "" {
+			return errors.New("install.imageChecksum is required for an http(s) image")
+		}
+	case strings.HasPrefix(in.Image, "oci://"):
+	default:
+		return fmt.Errorf("install.image %q is not an http://, https:// or oci:// reference", in.Image)
+	}
+	if in.ImageChecksum != "" && !checksumPattern.MatchString(in.ImageChecksum) {
+		return errors.New("install.imageChecksum is not sha256:<64 hex> or sha512:<128 hex>")
+	}
+	if len(in.UserData) > metalv1alpha1.MaxUserDataBytes {
+		return fmt.Errorf("install.userData is %d bytes, more than %d", len(in.UserData), metalv1alpha1.MaxUserDataBytes)
+	}
+	return nil
+}
+
+var checksumPattern = regexp.MustCompile(`^(sha256:[0-9a-f]{64}|sha512:[0-9a-f]{128})$`)
 
 // SecretKey is the key of the rendered config in the ignition Secret.
 const SecretKey = "ignition.json"
@@ -39,6 +86,9 @@ type Config struct {
 	SystemUUID string                   `json:"systemUUID"`
 	Mode       Mode                     `json:"mode"`
 	WipePolicy metalv1alpha1.WipePolicy `json:"wipePolicy,omitempty"`
+	// Install is provision mode's work (nil in the other modes). WipePolicy, in provision mode,
+	// is how the chosen disk is wiped again when the install fails.
+	Install *Install `json:"install,omitempty"`
 }
 
 // Validate says what is wrong with a complete config, naming the field.
@@ -70,8 +120,21 @@ func (c Config) Validate() error {
 		if !knownPolicy(c.WipePolicy) {
 			return fmt.Errorf("wipePolicy %q is not metadata, zero or secure", c.WipePolicy)
 		}
+	case ModeProvision:
+		if c.WipePolicy != "" && !knownPolicy(c.WipePolicy) {
+			return fmt.Errorf("wipePolicy %q is not metadata, zero or secure", c.WipePolicy)
+		}
+		if c.Install == nil {
+			return errors.New("install is required in provision mode")
+		}
+		if err := c.Install.Validate(); err != nil {
+			return err
+		}
 	default:
-		return fmt.Errorf("mode %q is not discovery or wipe", c.Mode)
+		return fmt.Errorf("mode %q is not discovery, wipe or provision", c.Mode)
+	}
+	if c.Mode != ModeProvision && c.Install != nil {
+		return fmt.Errorf("install is only for provision mode, not %s", c.Mode)
 	}
 	if c.RegistryCA != "" {
 		if _, err := CertPool([]byte(c.RegistryCA)); err != nil {
@@ -162,9 +225,9 @@ func Decode(data []byte) (Config, error) {
 		}
 	}
 	switch c.Mode {
-	case "", ModeDiscovery, ModeWipe:
+	case "", ModeDiscovery, ModeWipe, ModeProvision:
 	default:
-		return Config{}, fmt.Errorf("mode %q is not %q or %q", c.Mode, ModeDiscovery, ModeWipe)
+		return Config{}, fmt.Errorf("mode %q is not %q, %q or %q", c.Mode, ModeDiscovery, ModeWipe, ModeProvision)
 	}
 	if c.WipePolicy != "" && !knownPolicy(c.WipePolicy) {
 		return Config{}, fmt.Errorf("wipePolicy %q is not metadata, zero or secure", c.WipePolicy)

@@ -22,6 +22,8 @@ type Report struct {
 	Inventory metalv1alpha1.Inventory `json:"inventory"`
 	// Wipe is present when the probe ran in wipe mode: one result per disk.
 	Wipe *metalv1alpha1.WipeReport `json:"wipe,omitempty"`
+	// Install is present when the probe ran in provision mode: what it wrote, or why not.
+	Install *metalv1alpha1.InstallReport `json:"install,omitempty"`
 	// Warnings name collectors that failed (e.g. "lldp: lldpctl not found"); the rest of the
 	// report is still valid.
 	Warnings []string `json:"warnings,omitempty"`

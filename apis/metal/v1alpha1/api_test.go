@@ -67,7 +67,7 @@ func validClaim(name string) *m.ServerClaim {
 		MinCPUCores: ptr.To[int32](8),
 		MinMemory:   ptr.To(resource.MustParse("64Gi")),
 		Power:       m.PowerOn,
-		Image:       "ghcr.io/example/os:1.0",
+		Image:       "oci://ghcr.io/example/os:1.0",
 	}}
 }
 
@@ -258,7 +258,7 @@ func TestPrinterColumns(t *testing.T) {
 		"bmcs":                     "Name State Address Manufacturer Model Firmware Ready Serial Last Seen Age",
 		"bmcsecrets":               "Name Age",
 		"servers":                  "Name State Power Claim CPUs Memory Disk Model UUID BMC Reason Age",
-		"serverclaims":             "Name Phase Server Power Image Reason Age",
+		"serverclaims":             "Name Phase Server Power Provisioned Progress Image Reason Age",
 		"serverbootconfigurations": "Name Server Purpose State Image Age",
 		"servermaintenances":       "Name Server Policy State Power Reason Age",
 	}
@@ -300,7 +300,7 @@ func TestKubectlGetShowsTheStory(t *testing.T) {
 		Inventory: &m.Inventory{CPU: m.CPUSummary{Cores: 32}, Memory: m.MemorySummary{Total: ptr.To(resource.MustParse("256Gi"))},
 			TotalStorage: ptr.To(resource.MustParse("3840Gi"))}}
 	require.NoError(t, env.Client.Status().Update(ctx, server))
-	claim := &m.ServerClaim{ObjectMeta: nsMeta("kubectl-claim"), Spec: m.ServerClaimSpec{Image: "os:1"}}
+	claim := &m.ServerClaim{ObjectMeta: nsMeta("kubectl-claim"), Spec: m.ServerClaimSpec{Image: "oci://registry.example/os:1"}}
 	require.NoError(t, env.Client.Create(ctx, claim))
 	claim.Status = m.ServerClaimStatus{Phase: m.ClaimPhaseBound, ServerRef: &m.LocalObjectReference{Name: "kubectl-server"}}
 	require.NoError(t, env.Client.Status().Update(ctx, claim))

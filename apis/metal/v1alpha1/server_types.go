@@ -103,6 +103,13 @@ type ServerStatus struct {
 	// +optional
 	LastWipe *WipeReport `json:"lastWipe,omitempty"`
 
+	// LastInstall is the probe's report of the last image install.
+	// +optional
+	LastInstall *InstallReport `json:"lastInstall,omitempty"`
+	// ProvisionAttempts counts install boots for the claim's current image.
+	// +optional
+	ProvisionAttempts int32 `json:"provisionAttempts,omitempty"`
+
 	// DiscoveryAttempts counts discovery boots since the server last became Available.
 	// +optional
 	DiscoveryAttempts int32 `json:"discoveryAttempts,omitempty"`
@@ -157,6 +164,66 @@ type DiskWipe struct {
 	Succeeded bool `json:"succeeded"`
 	// +optional
 	Message string `json:"message,omitempty"`
+}
+
+// Reasons of an InstallReport: Installed, or why the install failed.
+const (
+	InstallReasonInstalled          = "Installed"
+	InstallReasonImageUnreachable   = "ImageUnreachable"
+	InstallReasonFormatUnsupported  = "ImageFormatUnsupported"
+	InstallReasonChecksumMismatch   = "ChecksumMismatch"
+	InstallReasonNoMatchingDisk     = "NoMatchingDisk"
+	InstallReasonSeveralDisksMatch  = "SeveralDisksMatch"
+	InstallReasonImageTooLarge      = "ImageTooLarge"
+	InstallReasonWriteFailed        = "WriteFailed"
+	InstallReasonVerifyFailed       = "VerifyFailed"
+	InstallReasonConfigDriveFailed  = "ConfigDriveFailed"
+	InstallReasonInstallInterrupted = "InstallInterrupted"
+)
+
+// InstallReport is what the probe reports after writing an image to a disk (or failing to).
+type InstallReport struct {
+	// ReportedAt is when the registry received the report.
+	// +optional
+	ReportedAt *metav1.Time `json:"reportedAt,omitempty"`
+	// Image is the image reference installed (as the claim gave it).
+	// +kubebuilder:validation:MaxLength=2048
+	Image string `json:"image"`
+	// ImageChecksum is the claim's checksum the image was verified against, if any.
+	// +optional
+	ImageChecksum string `json:"imageChecksum,omitempty"`
+	// Succeeded is true when the image was written, read back and verified, and the config
+	// drive written.
+	Succeeded bool `json:"succeeded"`
+	// Reason is Installed, or why not (ImageUnreachable, ImageFormatUnsupported,
+	// ChecksumMismatch, NoMatchingDisk, SeveralDisksMatch, ImageTooLarge, WriteFailed,
+	// VerifyFailed, ConfigDriveFailed, InstallInterrupted).
+	// +kubebuilder:validation:MaxLength=64
+	Reason string `json:"reason"`
+	// +kubebuilder:validation:MaxLength=2048
+	// +optional
+	Message string `json:"message,omitempty"`
+	// Disk is the kernel name of the disk written, and DiskSerial its serial number.
+	// +optional
+	Disk string `json:"disk,omitempty"`
+	// +optional
+	DiskSerial string `json:"diskSerial,omitempty"`
+	// Bytes is the size of the raw image written.
+	// +optional
+	Bytes int64 `json:"bytes,omitempty"`
+	// ServedDigest is the digest of the image as served (sha256:<hex> or sha512:<hex>, the
+	// algorithm of the checksum; sha256 without one).
+	// +optional
+	ServedDigest string `json:"servedDigest,omitempty"`
+	// WrittenDigest is the sha256 of the raw bytes written, as read back from the disk.
+	// +optional
+	WrittenDigest string `json:"writtenDigest,omitempty"`
+	// ConfigDrive is the partition holding the config drive, e.g. vda2.
+	// +optional
+	ConfigDrive string `json:"configDrive,omitempty"`
+	// WipedAfterFailure says the disk was wiped again after a failed install.
+	// +optional
+	WipedAfterFailure bool `json:"wipedAfterFailure,omitempty"`
 }
 
 // Server is one physical machine, created by Ironfleet for each ComputerSystem a BMC exposes.

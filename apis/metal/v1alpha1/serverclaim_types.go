@@ -38,16 +38,74 @@ type ServerClaimSpec struct {
 	// +operator-sdk:csv:customresourcedefinitions:type=spec,displayName="Power"
 	Power Power `json:"power,omitempty"`
 
-	// Image is what to boot, e.g. an OCI reference or an HTTP URL of an OS image.
+	// Image is the OS written to the server's disk before it boots from it: the http:// or
+	// https:// URL of a raw disk image, plain or compressed (.gz, .zst, .xz), or
+	// oci://registry/repository:tag (or @sha256:…) of an OCI artifact whose single layer is such
+	// an image. qcow2, VMDK, VHD(X), VDI and ISO images are refused: convert them to raw
+	// (qemu-img convert -O raw). Changing it re-provisions the server (wipe, install).
 	// +kubebuilder:validation:MaxLength=2048
+	// +kubebuilder:validation:XValidation:rule="self.startsWith('http://') || self.startsWith('https://') || self.startsWith('oci://')",message="image must be an http://, https:// or oci:// reference to a raw disk image"
+	// +kubebuilder:validation:XValidation:rule="!self.split('?')[0].lowerAscii().matches('[.](qcow2?|vmdk|vhdx?|vdi|iso)([.](gz|zst|xz))?$')",message="image is not a raw disk image: qcow2, VMDK, VHD(X), VDI and ISO are not supported; convert it with qemu-img convert -O raw"
 	// +optional
 	// +operator-sdk:csv:customresourcedefinitions:type=spec,displayName="Image"
 	Image string `json:"image,omitempty"`
 
-	// IgnitionSecretRef names a Secret in the claim's namespace holding the ignition/cloud-config
-	// the image boots with.
+	// ImageChecksum is the digest of the image as served (the compressed file for a compressed
+	// image), sha256:<64 hex> or sha512:<128 hex>. Required for http(s) images; for oci:// ones
+	// the registry's digests are verified, and a checksum given here must be the layer's.
+	// +kubebuilder:validation:Pattern=`^(sha256:[0-9a-f]{64}|sha512:[0-9a-f]{128})$`
+	// +optional
+	ImageChecksum string `json:"imageChecksum,omitempty"`
+
+	// RootDeviceHints choose the disk the image is written to, as Metal3's do: the one disk that
+	// matches every hint given. Without hints: the smallest non-removable disk that holds the
+	// image.
+	// +optional
+	RootDeviceHints *RootDeviceHints `json:"rootDeviceHints,omitempty"`
+
+	// IgnitionSecretRef names a Secret in the claim's namespace whose "ignition" key is the
+	// ignition/cloud-config the installed OS boots with: it is written, byte for byte, as
+	// openstack/latest/user_data on a config drive (a partition labelled config-2) on the same
+	// disk, which cloud-init and Ignition's OpenStack platform read.
 	// +optional
 	IgnitionSecretRef *LocalObjectReference `json:"ignitionSecretRef,omitempty"`
+}
+
+// IgnitionSecretKey is the key of a claim's ignition Secret.
+const IgnitionSecretKey = "ignition"
+
+// MaxUserDataBytes bounds a claim's ignition: it travels inside the probe's own ignition.
+const MaxUserDataBytes = 256 << 10
+
+// RootDeviceHints select one disk of the server's inventory; every hint given must match.
+type RootDeviceHints struct {
+	// DeviceName is the kernel's name of the disk, e.g. sda, nvme0n1, or /dev/sda.
+	// +kubebuilder:validation:MaxLength=256
+	// +optional
+	DeviceName string `json:"deviceName,omitempty"`
+	// SerialNumber is the disk's serial number, exactly.
+	// +kubebuilder:validation:MaxLength=256
+	// +optional
+	SerialNumber string `json:"serialNumber,omitempty"`
+	// WWN is the disk's World Wide Name, exactly.
+	// +kubebuilder:validation:MaxLength=256
+	// +optional
+	WWN string `json:"wwn,omitempty"`
+	// Model is a substring of the disk's model.
+	// +kubebuilder:validation:MaxLength=256
+	// +optional
+	Model string `json:"model,omitempty"`
+	// Vendor is a substring of the disk's vendor.
+	// +kubebuilder:validation:MaxLength=256
+	// +optional
+	Vendor string `json:"vendor,omitempty"`
+	// MinSizeGigabytes is the least size of the disk, in GB (10^9 bytes).
+	// +kubebuilder:validation:Minimum=0
+	// +optional
+	MinSizeGigabytes int64 `json:"minSizeGigabytes,omitempty"`
+	// Rotational: true for spinning disks only, false for solid-state ones only.
+	// +optional
+	Rotational *bool `json:"rotational,omitempty"`
 }
 
 // ServerSelector is a metav1.LabelSelector with bounded sizes, so that the apiserver can check
@@ -133,9 +191,13 @@ type ServerClaimStatus struct {
 	// BoundAt is when the claim was bound.
 	// +optional
 	BoundAt *metav1.Time `json:"boundAt,omitempty"`
+	// InstallProgress is how far the image's install is, e.g. "31 MiB of 64 MiB written".
+	// +optional
+	InstallProgress string `json:"installProgress,omitempty"`
 	// +optional
 	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
-	// Conditions: Bound (reasons NoMatchingServer, Bound, Releasing), Ready, Powered.
+	// Conditions: Bound (reasons NoMatchingServer, Bound, Releasing), Ready, Provisioned
+	// (Installing, Installed, InstallFailed), Powered.
 	// +listType=map
 	// +listMapKey=type
 	// +optional
@@ -150,9 +212,12 @@ type ServerClaimStatus struct {
 // +kubebuilder:resource:scope=Namespaced,shortName=sclaim,categories=metal
 // +kubebuilder:validation:XValidation:rule="!has(oldSelf.status) || !has(oldSelf.status.phase) || oldSelf.status.phase == 'Pending' || (has(self.spec.serverRef) == has(oldSelf.spec.serverRef) && (!has(self.spec.serverRef) || self.spec.serverRef.name == oldSelf.spec.serverRef.name))",message="serverRef cannot change once the claim is bound"
 // +kubebuilder:validation:XValidation:rule="!has(oldSelf.status) || !has(oldSelf.status.phase) || oldSelf.status.phase == 'Pending' || (has(self.spec.serverSelector) == has(oldSelf.spec.serverSelector) && (!has(self.spec.serverSelector) || self.spec.serverSelector == oldSelf.spec.serverSelector))",message="serverSelector cannot change once the claim is bound"
+// +kubebuilder:validation:XValidation:rule="!has(self.spec.image) || self.spec.image.startsWith('oci://') || has(self.spec.imageChecksum)",message="spec.imageChecksum (sha256:<hex> or sha512:<hex>) is required for an http(s) image"
 // +kubebuilder:printcolumn:name="Phase",type=string,JSONPath=`.status.phase`
 // +kubebuilder:printcolumn:name="Server",type=string,JSONPath=`.status.serverRef.name`
 // +kubebuilder:printcolumn:name="Power",type=string,JSONPath=`.spec.power`
+// +kubebuilder:printcolumn:name="Provisioned",type=string,JSONPath=`.status.conditions[?(@.type=="Provisioned")].reason`
+// +kubebuilder:printcolumn:name="Progress",type=string,JSONPath=`.status.installProgress`
 // +kubebuilder:printcolumn:name="Image",type=string,JSONPath=`.spec.image`,priority=1
 // +kubebuilder:printcolumn:name="Reason",type=string,JSONPath=`.status.conditions[?(@.type=="Bound")].reason`,priority=1
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`

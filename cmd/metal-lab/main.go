@@ -95,7 +95,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 		return 1
 	}
 	fmt.Fprintln(stdout, "\nThe fleet is Available. Applying a sample ServerClaim (default/sample)…")
-	server, err := l.ClaimAndWait(ctx, l.OffVMs(lab.SampleClaim("sample")), 2*time.Minute)
+	server, err := l.ClaimAndWait(ctx, l.OffVMs(l.SampleClaim("sample")), 2*time.Minute)
 	if err != nil {
 		fmt.Fprintf(stderr, "metal-lab: sample claim: %v\n", err)
 		return 1

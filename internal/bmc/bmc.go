@@ -56,9 +56,11 @@ type PowerControl interface {
 	SetPower(ctx context.Context, systemURI string, action PowerAction) error
 }
 
-// BootControl sets a one-time boot override, consumed at the next power-on.
+// BootControl sets the boot override: once (consumed at the next power-on) or persistent (every
+// power-on from now on, until another override replaces it).
 type BootControl interface {
 	SetBootOnce(ctx context.Context, systemURI string, target BootTarget) error
+	SetBootPersistent(ctx context.Context, systemURI string, target BootTarget) error
 }
 
 // InventoryReader reads systems and their hardware.

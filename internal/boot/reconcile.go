@@ -92,9 +92,6 @@ func (s *Service) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result,
 
 // check decides whether the boot can be served, in the order a person would fix things.
 func (s *Service) check(ctx context.Context, sbc *metalv1alpha1.ServerBootConfiguration, server *metalv1alpha1.Server) (verdict, error) {
-	if sbc.Spec.Purpose != metalv1alpha1.BootPurposeDiscovery && sbc.Spec.Purpose != metalv1alpha1.BootPurposeCleanup {
-		return notReady(ReasonImageNotSupported, "purpose %s: this boot service serves the metalprobe for Discovery and Cleanup; installing images is not supported yet", sbc.Spec.Purpose), nil
-	}
 	macs := serverMACs(server)
 	if len(macs) == 0 {
 		return notReady(ReasonMACsUnknown, "server %s has no NIC MAC address in status.inventory.networkInterfaces yet: DHCP could not tell it from other hosts", server.Name), nil
@@ -106,8 +103,17 @@ func (s *Service) check(ctx context.Context, sbc *metalv1alpha1.ServerBootConfig
 			return v, nil
 		}
 	}
-	if v, err := s.checkIgnition(ctx, sbc); err != nil || !v.ready {
+	data, v, err := s.checkIgnition(ctx, sbc)
+	if err != nil || !v.ready {
 		return v, err
+	}
+	if sbc.Spec.Purpose == metalv1alpha1.BootPurposeProvisioning {
+		// Images are installed by the probe, in provision mode: this boot service never
+		// network-boots an OS image itself.
+		if cfg, err := ignition.Decode(data); err != nil || cfg.Mode != ignition.ModeProvision || cfg.Install == nil {
+			return notReady(ReasonImageNotSupported, "purpose Provisioning: this boot service installs images with the metalprobe, and the ignition in Secret %s/%s is not the probe's provision-mode ignition (the operator makes it for a ServerClaim's image); it does not network-boot an OS image itself",
+				sbc.Namespace, sbc.Spec.IgnitionSecretRef.Name), nil
+		}
 	}
 	return verdict{ready: true, reason: ReasonReady,
 		message: fmt.Sprintf("serving the metalprobe (%s) to server %s over DHCP, TFTP and HTTP; MACs %s", strings.ToLower(string(sbc.Spec.Purpose)), server.Name, strings.Join(macs, ", "))}, nil
@@ -140,25 +146,26 @@ func regularFile(path string) error {
 // checkIgnition checks that the ignition Secret can be read and has the ignition. It reads the
 // Secret from the cache (the Secret watch re-runs this when it changes); only errors other than
 // a missing or forbidden Secret are returned, to be retried with backoff.
-func (s *Service) checkIgnition(ctx context.Context, sbc *metalv1alpha1.ServerBootConfiguration) (verdict, error) {
+func (s *Service) checkIgnition(ctx context.Context, sbc *metalv1alpha1.ServerBootConfiguration) ([]byte, verdict, error) {
 	ref := sbc.Spec.IgnitionSecretRef
 	if ref == nil || ref.Name == "" {
-		return notReady(ReasonIgnitionUnreadable, "spec.ignitionSecretRef is not set: the probe would boot without knowing where to report"), nil
+		return nil, notReady(ReasonIgnitionUnreadable, "spec.ignitionSecretRef is not set: the probe would boot without knowing where to report"), nil
 	}
 	var secret corev1.Secret
 	err := s.client.Get(ctx, client.ObjectKey{Namespace: sbc.Namespace, Name: ref.Name}, &secret)
 	switch {
 	case apierrors.IsNotFound(err):
-		return notReady(ReasonIgnitionUnreadable, "ignition Secret %s/%s does not exist", sbc.Namespace, ref.Name), nil
+		return nil, notReady(ReasonIgnitionUnreadable, "ignition Secret %s/%s does not exist", sbc.Namespace, ref.Name), nil
 	case apierrors.IsForbidden(err):
-		return notReady(ReasonIgnitionUnreadable, "ignition Secret %s/%s cannot be read by the boot service: %s", sbc.Namespace, ref.Name, apierrors.ReasonForError(err)), nil
+		return nil, notReady(ReasonIgnitionUnreadable, "ignition Secret %s/%s cannot be read by the boot service: %s", sbc.Namespace, ref.Name, apierrors.ReasonForError(err)), nil
 	case err != nil:
-		return verdict{}, fmt.Errorf("reading ignition Secret %s: %w", ref.Name, err)
+		return nil, verdict{}, fmt.Errorf("reading ignition Secret %s: %w", ref.Name, err)
 	}
-	if len(secret.Data[ignition.SecretKey]) == 0 {
-		return notReady(ReasonIgnitionUnreadable, "ignition Secret %s/%s has no %q", sbc.Namespace, ref.Name, ignition.SecretKey), nil
+	data := secret.Data[ignition.SecretKey]
+	if len(data) == 0 {
+		return nil, notReady(ReasonIgnitionUnreadable, "ignition Secret %s/%s has no %q", sbc.Namespace, ref.Name, ignition.SecretKey), nil
 	}
-	return verdict{ready: true}, nil
+	return data, verdict{ready: true}, nil
 }
 
 // writeVerdict records the verdict as state and Ready condition, if either changes. The patch

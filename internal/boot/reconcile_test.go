@@ -80,12 +80,21 @@ func TestIgnitionUnreadableThenWritten(t *testing.T) {
 	assert.Contains(t, c.Message, "ignitionSecretRef is not set")
 }
 
-func TestProvisioningIsNotSupported(t *testing.T) {
+// A provisioning boot is the probe in provision mode, which installs the claim's image; a
+// Provisioning configuration that asks this boot service to network-boot an OS image itself
+// (its ignition is not the probe's) is refused, naming why.
+func TestProvisioningServesTheProbeNotAnOSImage(t *testing.T) {
 	createServer(t, "prov", nil, "52:54:00:aa:04:01")
-	createSecret(t, nsAll, "prov-ignition", ignitionJSON)
+	provision := []byte(`{"registryURL":"https://registry.test","token":"probe-secret-token","systemUUID":"x","mode":"provision","install":{"image":"https://images.test/os.raw.gz","imageChecksum":"sha256:` + strings.Repeat("ab", 32) + `"}}`)
+	createSecret(t, nsAll, "prov-ignition", provision)
 	createSBC(t, nsAll, "prov-install", "prov", metalv1alpha1.BootPurposeProvisioning, "prov-ignition")
-	c := waitFor(t, nsAll, "prov-install", metalv1alpha1.BootConfigurationStateError, boot.ReasonImageNotSupported)
-	assert.Contains(t, c.Message, "this boot service serves the metalprobe for Discovery and Cleanup; installing images is not supported yet")
+	waitFor(t, nsAll, "prov-install", metalv1alpha1.BootConfigurationStateReady, boot.ReasonReady)
+
+	createServer(t, "prov-os", nil, "52:54:00:aa:04:02")
+	createSecret(t, nsAll, "prov-os-ignition", ignitionJSON)
+	createSBC(t, nsAll, "prov-os-install", "prov-os", metalv1alpha1.BootPurposeProvisioning, "prov-os-ignition")
+	c := waitFor(t, nsAll, "prov-os-install", metalv1alpha1.BootConfigurationStateError, boot.ReasonImageNotSupported)
+	assert.Contains(t, c.Message, "is not the probe's provision-mode ignition")
 }
 
 // A missing artifact is named; the boot configuration recovers when the file appears, with

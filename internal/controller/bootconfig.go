@@ -5,6 +5,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"errors"
 	"fmt"
 
 	corev1 "k8s.io/api/core/v1"
@@ -48,6 +49,8 @@ func probeBootName(server *metalv1alpha1.Server, purpose metalv1alpha1.BootPurpo
 	switch purpose {
 	case metalv1alpha1.BootPurposeCleanup:
 		return server.Name + "-cleanup"
+	case metalv1alpha1.BootPurposeProvisioning:
+		return server.Name + "-provision"
 	default:
 		return server.Name + "-discovery"
 	}
@@ -68,7 +71,11 @@ func probeBootName(server *metalv1alpha1.Server, purpose metalv1alpha1.BootPurpo
 // rewritten for the configuration's boot before the Server is named after it. A configuration is only named after a boot once that boot's Secret
 // is written, and so is the Server here, so a Server and configuration that agree have a Secret
 // that agrees too: only a disagreement costs the read.
-func ensureProbeBoot(ctx context.Context, c client.Client, api client.Reader, pb ProbeBoot, server *metalv1alpha1.Server, purpose metalv1alpha1.BootPurpose) (*metalv1alpha1.ServerBootConfiguration, error) {
+//
+// A provisioning boot installs the claim's image: install renders that part of its ignition (it
+// reads the claim's ignition Secret, so it is called only when the ignition is written), and the
+// configuration's spec.image is the claim's image.
+func ensureProbeBoot(ctx context.Context, c client.Client, api client.Reader, pb ProbeBoot, server *metalv1alpha1.Server, purpose metalv1alpha1.BootPurpose, install installSource) (*metalv1alpha1.ServerBootConfiguration, error) {
 	name := probeBootName(server, purpose)
 	key := client.ObjectKey{Namespace: pb.Namespace, Name: name}
 	var sbc metalv1alpha1.ServerBootConfiguration
@@ -85,7 +92,11 @@ func ensureProbeBoot(ctx context.Context, c client.Client, api client.Reader, pb
 			return &sbc, nil
 		}
 		boot := sbc.Annotations[metalv1alpha1.AnnotationProbeBoot]
-		secret, err := probeIgnition(c, pb, server, purpose, name, boot)
+		in, err := resolveInstall(purpose, install)
+		if err != nil {
+			return nil, err
+		}
+		secret, err := probeIgnition(c, pb, server, purpose, name, boot, in)
 		if err != nil {
 			return nil, err
 		}
@@ -112,9 +123,17 @@ func ensureProbeBoot(ctx context.Context, c client.Client, api client.Reader, pb
 	if err := nameProbeBoot(ctx, c, server, boot); err != nil {
 		return nil, err
 	}
-	secret, err := probeIgnition(c, pb, server, purpose, name, boot)
+	in, err := resolveInstall(purpose, install)
 	if err != nil {
 		return nil, err
+	}
+	secret, err := probeIgnition(c, pb, server, purpose, name, boot, in)
+	if err != nil {
+		return nil, err
+	}
+	image, annotations := pb.Image, map[string]string{metalv1alpha1.AnnotationProbeBoot: boot}
+	if in != nil {
+		image, annotations[AnnotationInstallTarget] = in.Image, installTarget(in.Image, in.ImageChecksum)
 	}
 	if err := writeProbeIgnition(ctx, c, secret); err != nil {
 		return nil, err
@@ -122,10 +141,10 @@ func ensureProbeBoot(ctx context.Context, c client.Client, api client.Reader, pb
 	sbc = metalv1alpha1.ServerBootConfiguration{
 		ObjectMeta: metav1.ObjectMeta{Namespace: pb.Namespace, Name: name,
 			Labels:      bootConfigLabels(server, pb.BootOperator),
-			Annotations: map[string]string{metalv1alpha1.AnnotationProbeBoot: boot}},
+			Annotations: annotations},
 		Spec: metalv1alpha1.ServerBootConfigurationSpec{
 			ServerRef:         metalv1alpha1.LocalObjectReference{Name: server.Name},
-			Image:             pb.Image,
+			Image:             image,
 			IgnitionSecretRef: &metalv1alpha1.LocalObjectReference{Name: secret.Name},
 			Purpose:           purpose,
 		},
@@ -158,16 +177,16 @@ func disagree(server *metalv1alpha1.Server, sbc *metalv1alpha1.ServerBootConfigu
 
 // probeIgnition is the ignition Secret of one probe boot of a server: its token is the boot's,
 // so the same boot always renders the same Secret.
-func probeIgnition(c client.Client, pb ProbeBoot, server *metalv1alpha1.Server, purpose metalv1alpha1.BootPurpose, name, boot string) (*corev1.Secret, error) {
+func probeIgnition(c client.Client, pb ProbeBoot, server *metalv1alpha1.Server, purpose metalv1alpha1.BootPurpose, name, boot string, in *ignition.Install) (*corev1.Secret, error) {
 	cfg := ignition.Config{
 		RegistryURL: pb.RegistryURL, RegistryCA: pb.RegistryCA, Token: pb.Token(server.Spec.SystemUUID, boot),
 		SystemUUID: server.Spec.SystemUUID, Mode: ignition.ModeDiscovery,
 	}
-	if purpose == metalv1alpha1.BootPurposeCleanup {
-		cfg.Mode, cfg.WipePolicy = ignition.ModeWipe, server.Spec.WipePolicy
-		if cfg.WipePolicy == "" {
-			cfg.WipePolicy = metalv1alpha1.WipeMetadata
-		}
+	switch purpose {
+	case metalv1alpha1.BootPurposeCleanup:
+		cfg.Mode, cfg.WipePolicy = ignition.ModeWipe, orDefault(server.Spec.WipePolicy, metalv1alpha1.WipeMetadata)
+	case metalv1alpha1.BootPurposeProvisioning:
+		cfg.Mode, cfg.WipePolicy, cfg.Install = ignition.ModeProvision, orDefault(server.Spec.WipePolicy, metalv1alpha1.WipeMetadata), in
 	}
 	data, err := ignition.Render(cfg)
 	if err != nil {
@@ -248,6 +267,32 @@ func deleteProbeBoot(ctx context.Context, c client.Client, pb ProbeBoot, server 
 		}
 	}
 	return nil
+}
+
+// installSource renders the install of a provisioning boot from the claim (and its ignition
+// Secret); it is called only when the boot's ignition is written.
+type installSource func() (*ignition.Install, error)
+
+// resolveInstall is the install a boot of purpose carries: only provisioning boots have one.
+func resolveInstall(purpose metalv1alpha1.BootPurpose, install installSource) (*ignition.Install, error) {
+	if purpose != metalv1alpha1.BootPurposeProvisioning {
+		return nil, nil
+	}
+	if install == nil {
+		return nil, errors.New("a provisioning boot needs the claim's install")
+	}
+	return install()
+}
+
+// AnnotationInstallTarget on a provisioning boot configuration is the image and checksum it
+// installs: a claim whose image changed gets a new boot, not this one.
+const AnnotationInstallTarget = "metal.ironfleet.dev/install-target"
+
+func installTarget(image, checksum string) string {
+	if checksum == "" {
+		return image
+	}
+	return image + " " + checksum
 }
 
 // newProbeBoot names a probe boot.

@@ -37,7 +37,7 @@ func TestEnsureProbeBootFindsOneTheCacheHadNotSeen(t *testing.T) {
 
 	require.NoError(t, c.Get(context.Background(), client.ObjectKeyFromObject(server), server))
 
-	sbc, err := ensureProbeBoot(context.Background(), c, c, pb, server, m.BootPurposeDiscovery)
+	sbc, err := ensureProbeBoot(context.Background(), c, c, pb, server, m.BootPurposeDiscovery, nil)
 	require.NoError(t, err)
 	require.NotNil(t, sbc)
 	assert.Equal(t, "s1-discovery", sbc.Name)
@@ -49,7 +49,7 @@ func TestEnsureProbeBootFindsOneTheCacheHadNotSeen(t *testing.T) {
 	// Someone replaces the Server's annotations: the next look puts the boot's name back.
 	server.Annotations = map[string]string{"note": "replaced"}
 	require.NoError(t, c.Update(context.Background(), server))
-	_, err = ensureProbeBoot(context.Background(), c, c, pb, server, m.BootPurposeDiscovery)
+	_, err = ensureProbeBoot(context.Background(), c, c, pb, server, m.BootPurposeDiscovery, nil)
 	require.NoError(t, err)
 	require.NoError(t, c.Get(context.Background(), client.ObjectKeyFromObject(server), server))
 	assert.Equal(t, sbc.Annotations[m.AnnotationProbeBoot], server.Annotations[m.AnnotationProbeBoot])
@@ -67,7 +67,7 @@ func TestEnsureProbeBootNamesTheBootItsTokenIsFor(t *testing.T) {
 	require.NoError(t, c.Get(ctx, client.ObjectKeyFromObject(server), server))
 	pb := testProbeBoot
 
-	_, err := ensureProbeBoot(ctx, c, c, pb, server, m.BootPurposeCleanup)
+	_, err := ensureProbeBoot(ctx, c, c, pb, server, m.BootPurposeCleanup, nil)
 	require.NoError(t, err)
 	named := server.DeepCopy()
 	require.NoError(t, c.Get(ctx, client.ObjectKeyFromObject(server), server))
@@ -99,7 +99,7 @@ func TestEnsureProbeBootPutsTheSecretBackToTheConfigurationsBoot(t *testing.T) {
 		c := fake.NewClientBuilder().WithScheme(testenv.Scheme()).WithObjects(objs...).Build()
 		require.NoError(t, c.Get(ctx, client.ObjectKeyFromObject(server), server))
 
-		got, err := ensureProbeBoot(ctx, c, c, pb, server, m.BootPurposeCleanup)
+		got, err := ensureProbeBoot(ctx, c, c, pb, server, m.BootPurposeCleanup, nil)
 		require.NoError(t, err)
 		assert.Equal(t, "b1", got.Annotations[m.AnnotationProbeBoot], "the configuration keeps its boot")
 		var secret corev1.Secret
@@ -133,7 +133,7 @@ func TestEnsureProbeBootTrustsTheConfigurationNotTheCache(t *testing.T) {
 	}})
 	require.NoError(t, api.Get(ctx, client.ObjectKeyFromObject(server), server))
 
-	got, err := ensureProbeBoot(ctx, cache, api, pb, server, m.BootPurposeCleanup)
+	got, err := ensureProbeBoot(ctx, cache, api, pb, server, m.BootPurposeCleanup, nil)
 	require.NoError(t, err)
 	assert.Equal(t, "b2", got.Annotations[m.AnnotationProbeBoot])
 	require.NoError(t, api.Get(ctx, client.ObjectKeyFromObject(secret), secret))

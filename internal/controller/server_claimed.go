@@ -3,6 +3,7 @@ package controller
 import (
 	"context"
 	"fmt"
+	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -43,6 +44,13 @@ func (r *ServerReconciler) available(server *metalv1alpha1.Server) step {
 // the claim's power, booting from disk. A released server goes to Cleanup.
 func (r *ServerReconciler) reserved(ctx context.Context, server *metalv1alpha1.Server) (step, error) {
 	if server.Spec.ServerClaimRef == nil {
+		// An install under way ends with the claim: its boot must not outlive it.
+		if server.Status.ProvisionAttempts == 0 {
+			return r.release(server), nil
+		}
+		if err := deleteProbeBoot(ctx, r.Client, r.Probe, server, metalv1alpha1.BootPurposeProvisioning); err != nil {
+			return step{}, err
+		}
 		return r.release(server), nil
 	}
 	// The claim hands over its power and boot configuration in one write after binding; until
@@ -52,10 +60,23 @@ func (r *ServerReconciler) reserved(ctx context.Context, server *metalv1alpha1.S
 		ref := server.Spec.ServerClaimRef
 		return wait(ReasonWaitingForClaim, fmt.Sprintf("waiting for claim %s/%s to hand over its power and boot configuration", ref.Namespace, ref.Name), 0), nil
 	}
-	// A claim with an image has it network-booted once; after that, or without an image, the
-	// server's power follows the claim, booting from disk.
-	provisioned := meta.IsStatusConditionTrue(server.Status.Conditions, metalv1alpha1.ConditionProvisioned)
-	if !provisioned && server.Spec.BootConfigurationRef != nil {
+	// A claim with an image has it installed to disk (Ironfleet's boot operator) or
+	// network-booted once (another's); after that, or without an image, the server's power
+	// follows the claim, booting from disk.
+	if r.installs() {
+		claim, err := r.heldClaim(ctx, server)
+		if err != nil {
+			return step{}, err
+		}
+		if claim == nil {
+			return wait(ReasonWaitingForClaim, fmt.Sprintf("claim %s/%s is not in the cache yet", server.Spec.ServerClaimRef.Namespace, server.Spec.ServerClaimRef.Name), time.Second), nil
+		}
+		if claim.Spec.Image != "" {
+			if st, done, err := r.install(ctx, server, claim); err != nil || !done {
+				return st, err
+			}
+		}
+	} else if !meta.IsStatusConditionTrue(server.Status.Conditions, metalv1alpha1.ConditionProvisioned) && server.Spec.BootConfigurationRef != nil {
 		return r.provision(ctx, server)
 	}
 	powered := meta.FindStatusCondition(server.Status.Conditions, metalv1alpha1.ConditionPowered)
@@ -67,7 +88,8 @@ func (r *ServerReconciler) reserved(ctx context.Context, server *metalv1alpha1.S
 	return powerStep(server, want, fmt.Sprintf("power %s for the claim, booting from disk", want)), nil
 }
 
-// provision network-boots the claim's image once, when its boot configuration is Ready.
+// provision network-boots the claim's image once, when its boot configuration is Ready: for
+// another boot operator, which serves the image itself.
 func (r *ServerReconciler) provision(ctx context.Context, server *metalv1alpha1.Server) (step, error) {
 	ref := server.Spec.BootConfigurationRef
 	var sbc metalv1alpha1.ServerBootConfiguration
@@ -116,6 +138,7 @@ func (r *ServerReconciler) release(server *metalv1alpha1.Server) step {
 		effect: setPower(server.Spec.SystemURI, bmc.PowerOff),
 		apply: func(s *metalv1alpha1.Server) {
 			s.Status.CleanupAttempts = 0
+			s.Status.ProvisionAttempts = 0
 			s.Status.LastProbeBootTime = nil
 			// The last wipe was before this tenant: only one reported from now on counts.
 			s.Status.LastWipe = nil

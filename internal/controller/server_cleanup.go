@@ -96,12 +96,11 @@ func (r *ServerReconciler) wipeVerdict(server *metalv1alpha1.Server, since time.
 	return true, ""
 }
 
-// methodSatisfies: secure erase may fall back to zeroing the whole device (and says so).
+// methodSatisfies: a disk is wiped as the policy asks only by that policy's method. A secure
+// erase is the device's own, read back; a zero-fill is never taken for one (old probes reported
+// such a fill as zero-fallback).
 func methodSatisfies(method string, policy metalv1alpha1.WipePolicy) bool {
-	if method == string(policy) {
-		return true
-	}
-	return policy == metalv1alpha1.WipeSecure && method == "zero-fallback"
+	return method == string(policy)
 }
 
 // bootWipe network-boots the probe in wipe mode: boot configuration, Ready, PXE once, power on;
@@ -117,7 +116,7 @@ func (r *ServerReconciler) bootWipe(ctx context.Context, server *metalv1alpha1.S
 		return step{event: fsm.EventFail, reason: ReasonWipeAttemptsUsedUp,
 			message: fmt.Sprintf("no wipe report after %d boots of %v each; set the %s annotation to try again", attempts, r.Discovery.Timeout, AnnotationRetry)}, nil
 	}
-	sbc, err := ensureProbeBoot(ctx, r.Client, r.APIReader, r.Probe, server, metalv1alpha1.BootPurposeCleanup)
+	sbc, err := ensureProbeBoot(ctx, r.Client, r.APIReader, r.Probe, server, metalv1alpha1.BootPurposeCleanup, nil)
 	if err != nil {
 		return step{}, err
 	}

@@ -38,6 +38,10 @@ type DiscoverySettings struct {
 	Timeout time.Duration
 	// Attempts is how many discovery boots a server gets before it goes to Error.
 	Attempts int32
+	// InstallTimeout is how long a probe booted to install a claim's image may take to report;
+	// InstallAttempts how many install boots a claim's image gets (0: Attempts).
+	InstallTimeout  time.Duration
+	InstallAttempts int32
 }
 
 // ServerReconciler drives each Server through the lifecycle in internal/fsm: it observes facts,
@@ -408,6 +412,8 @@ func (r *ServerReconciler) SetupWithManager(mgr ctrl.Manager) error {
 		For(&metalv1alpha1.Server{}, builder.WithPredicates(serverChanged())).
 		Watches(&metalv1alpha1.ServerBootConfiguration{}, handler.EnqueueRequestsFromMapFunc(bootConfigServer)).
 		Watches(&metalv1alpha1.ServerMaintenance{}, handler.EnqueueRequestsFromMapFunc(maintenanceServer)).
+		// A claim's new image re-provisions the server that holds it.
+		Watches(&metalv1alpha1.ServerClaim{}, handler.EnqueueRequestsFromMapFunc(claimServer), builder.WithPredicates(predicate.GenerationChangedPredicate{})).
 		WithOptions(r.Settings.controllerOptions("server")).
 		Complete(r)
 }
@@ -455,6 +461,15 @@ func mapsEqual(a, b map[string]string) bool {
 		}
 	}
 	return true
+}
+
+// claimServer maps a claim to the Server it holds.
+func claimServer(_ context.Context, o client.Object) []reconcile.Request {
+	claim, ok := o.(*metalv1alpha1.ServerClaim)
+	if !ok || claim.Status.ServerRef == nil {
+		return nil
+	}
+	return []reconcile.Request{{NamespacedName: client.ObjectKey{Name: claim.Status.ServerRef.Name}}}
 }
 
 // maintenanceServer maps a maintenance to its Server.

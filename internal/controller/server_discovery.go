@@ -41,7 +41,7 @@ func (r *ServerReconciler) initial(ctx context.Context, server *metalv1alpha1.Se
 	}
 	// A dirty server (released, its wipe not verified, then taken to maintenance) is
 	// re-discovered with the wipe probe: it never reaches the pool unwiped.
-	sbc, err := ensureProbeBoot(ctx, r.Client, r.APIReader, r.Probe, server, discoveryPurpose(server))
+	sbc, err := ensureProbeBoot(ctx, r.Client, r.APIReader, r.Probe, server, discoveryPurpose(server), nil)
 	if err != nil {
 		return step{}, err
 	}

@@ -240,7 +240,13 @@ func (r *ServerClaimReconciler) candidates(ctx context.Context, claim *metalv1al
 // configuration and power.
 func (r *ServerClaimReconciler) provision(ctx context.Context, claim *metalv1alpha1.ServerClaim, server *metalv1alpha1.Server) error {
 	var bootRef *metalv1alpha1.ObjectReference
-	if claim.Spec.Image != "" {
+	if installsImages(r.BootOperator) {
+		// The probe installs the image (the server's own boot): a configuration at the
+		// claim's name is a stray (a create that landed late, or from before).
+		if err := r.dropStrayBootConfig(ctx, claim); err != nil {
+			return err
+		}
+	} else if claim.Spec.Image != "" {
 		sbc, err := r.ensureBootConfig(ctx, claim, server)
 		if err != nil {
 			return err
@@ -260,6 +266,8 @@ func (r *ServerClaimReconciler) provision(ctx context.Context, claim *metalv1alp
 	case server.Status.State != metalv1alpha1.ServerStateReserved:
 		setCondition(&claim.Status.Conditions, claim.Generation, metalv1alpha1.ConditionReady, metav1.ConditionFalse, ReasonWaitingForServer,
 			fmt.Sprintf("server %s is %s", server.Name, server.Status.State))
+	case claim.Spec.Image != "" && installsImages(r.BootOperator):
+		showInstall(claim, server, power)
 	case meta.IsStatusConditionTrue(server.Status.Conditions, metalv1alpha1.ConditionProvisioned) || claim.Spec.Image == "":
 		setCondition(&claim.Status.Conditions, claim.Generation, metalv1alpha1.ConditionReady, metav1.ConditionTrue, ReasonServerReady,
 			fmt.Sprintf("server %s is reserved for this claim, power %s", server.Name, power))
@@ -268,6 +276,49 @@ func (r *ServerClaimReconciler) provision(ctx context.Context, claim *metalv1alp
 			"waiting for the boot service to serve "+claim.Spec.Image)
 	}
 	return nil
+}
+
+// installsImages says whether claims' images are installed to disk by Ironfleet's probe: with
+// Ironfleet's boot operator. Another boot operator is handed a boot configuration to serve.
+func installsImages(bootOperator string) bool {
+	return bootOperator == "" || bootOperator == metalv1alpha1.BootOperatorIronfleet
+}
+
+// showInstall mirrors the server's install onto the claim: its Provisioned condition, its
+// progress, and Ready once the image is installed.
+func showInstall(claim *metalv1alpha1.ServerClaim, server *metalv1alpha1.Server, power metalv1alpha1.Power) {
+	prov := meta.FindStatusCondition(server.Status.Conditions, metalv1alpha1.ConditionProvisioned)
+	if prov == nil {
+		prov = &metav1.Condition{Status: metav1.ConditionFalse, Reason: ReasonInstalling, Message: "waiting for the server to start installing " + claim.Spec.Image}
+	}
+	setCondition(&claim.Status.Conditions, claim.Generation, metalv1alpha1.ConditionProvisioned, prov.Status, prov.Reason, prov.Message)
+	claim.Status.InstallProgress = ""
+	if prov.Status == metav1.ConditionTrue {
+		if last := server.Status.LastInstall; last != nil && last.Bytes > 0 {
+			claim.Status.InstallProgress = humanBytes(last.Bytes) + " written"
+		}
+		setCondition(&claim.Status.Conditions, claim.Generation, metalv1alpha1.ConditionReady, metav1.ConditionTrue, ReasonServerReady,
+			fmt.Sprintf("server %s is reserved for this claim with %s installed, power %s", server.Name, claim.Spec.Image, power))
+		return
+	}
+	if probe := meta.FindStatusCondition(server.Status.Conditions, conditionProbe); probe != nil && probe.Reason == ReasonInstalling && prov.Reason == ReasonInstalling {
+		claim.Status.InstallProgress = probe.Message
+	}
+	setCondition(&claim.Status.Conditions, claim.Generation, metalv1alpha1.ConditionReady, metav1.ConditionFalse, prov.Reason, prov.Message)
+}
+
+// humanBytes prints a size in binary units, as kubectl users read them.
+func humanBytes(n int64) string {
+	const unit = 1024
+	if n < unit {
+		return fmt.Sprintf("%d B", n)
+	}
+	div, exp := int64(unit), 0
+	for m := n / unit; m >= unit; m /= unit {
+		div *= unit
+		exp++
+	}
+	return fmt.Sprintf("%.1f %ciB", float64(n)/float64(div), "KMGTPE"[exp])
 }
 
 func sameRef(a, b *metalv1alpha1.ObjectReference) bool {
@@ -543,6 +594,15 @@ func (r *ServerClaimReconciler) claimsForServer(ctx context.Context, o client.Ob
 	return reqs
 }
 
+// conditionNews says whether a server's condition of type t changed in a way its claim shows.
+func conditionNews(old, now *metalv1alpha1.Server, t string) bool {
+	a, b := meta.FindStatusCondition(old.Status.Conditions, t), meta.FindStatusCondition(now.Status.Conditions, t)
+	if a == nil || b == nil {
+		return (a == nil) != (b == nil)
+	}
+	return a.Status != b.Status || a.Reason != b.Reason || a.Message != b.Message
+}
+
 // pending is a claim still waiting for a server.
 func pending(c *metalv1alpha1.ServerClaim) bool {
 	return c.Status.Phase != metalv1alpha1.ClaimPhaseBound && c.DeletionTimestamp.IsZero()
@@ -563,8 +623,7 @@ func claimRelevantServerChange() predicate.Predicate {
 			}
 			return now.Spec.ServerClaimRef != nil && (old.Status.State != now.Status.State ||
 				!sameRef(old.Spec.ServerClaimRef, now.Spec.ServerClaimRef) ||
-				meta.IsStatusConditionTrue(old.Status.Conditions, metalv1alpha1.ConditionProvisioned) !=
-					meta.IsStatusConditionTrue(now.Status.Conditions, metalv1alpha1.ConditionProvisioned))
+				conditionNews(old, now, metalv1alpha1.ConditionProvisioned) || conditionNews(old, now, conditionProbe))
 		},
 		CreateFunc: func(e event.CreateEvent) bool { s, ok := e.Object.(*metalv1alpha1.Server); return ok && bindable(s) },
 		DeleteFunc: func(e event.DeleteEvent) bool {

@@ -4,8 +4,10 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"github.com/ironfleet/ironfleet/metalprobe/configdrive"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -402,26 +404,56 @@ func TestFailedWipeKeepsTheServerOutOfThePool(t *testing.T) {
 	assert.Equal(t, m.ServerStateError, s.Status.State)
 }
 
-// TestProvisionedServerBootsFromDiskAfterPowerCycle: the image is network-booted once; powering
-// the server off and on through the claim boots it from disk.
-func TestProvisionedServerBootsFromDiskAfterPowerCycle(t *testing.T) {
+// TestClaimsImageIsInstalledAndBootsFromDisk: the claim's image is installed by the probe
+// (in-process, on the host's disk file): the disk holds the image's bytes and a config drive
+// with the claim's ignition; the server then boots its disk, for good, and powering it off and
+// on through the claim boots the disk again.
+func TestClaimsImageIsInstalledAndBootsFromDisk(t *testing.T) {
 	ctx := context.Background()
 	p, name := startOneServer(t, "provision", 220)
-	claim := claimServer(t, "provision", "web", name, func(c *m.ServerClaim) { c.Spec.Image = "registry.example/os:1.0" })
+	userData := []byte("#cloud-config\nhostname: web\n\x00binary\xff")
+	require.NoError(t, k8s.Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: "provision", Name: "web-ignition"},
+		Data: map[string][]byte{m.IgnitionSecretKey: userData}}))
+	image, checksum := images.SimImage()
+	claim := claimServer(t, "provision", "web", name, func(c *m.ServerClaim) {
+		c.Spec.Image, c.Spec.ImageChecksum = image, checksum
+		c.Spec.IgnitionSecretRef = &m.LocalObjectReference{Name: "web-ignition"}
+	})
 	eventually(t, 30*time.Second, func() bool {
 		require.NoError(t, k8s.Get(ctx, client.ObjectKeyFromObject(claim), claim))
 		return meta.IsStatusConditionTrue(claim.Status.Conditions, m.ConditionReady)
-	}, "the claim is Ready once its image is booted")
+	}, "the claim is Ready once its image is installed")
+	assert.True(t, meta.IsStatusConditionTrue(claim.Status.Conditions, m.ConditionProvisioned))
+	assert.NotEmpty(t, claim.Status.InstallProgress, "the claim shows what was written")
 	var s m.Server
 	require.NoError(t, k8s.Get(ctx, client.ObjectKey{Name: name}, &s))
+	last := s.Status.LastInstall
+	require.NotNil(t, last)
+	require.True(t, last.Succeeded, "%+v", last)
+	assert.Equal(t, checksum, last.ServedDigest)
+	assert.EqualValues(t, lab.SimImageBytes, last.Bytes)
+
+	// The disk's bytes: the image, then the config drive with the ignition, byte for byte.
+	disk := wipe.DevicePath(p.hosts[name].Root, last.Disk)
+	data, err := os.ReadFile(disk)
+	require.NoError(t, err)
+	want := lab.SimImage()
+	// The config drive's partition entry is the one difference: the MBR's second entry.
+	assert.Equal(t, want[:462], data[:462], "the image's boot code and first partition are on %s", last.Disk)
+	assert.Equal(t, want[512:], data[512:lab.SimImageBytes], "the image's sectors are on %s", last.Disk)
+	assert.NotEqual(t, want[462:478], data[462:478], "a second partition, the config drive, is in the MBR")
+	files, err := configdrive.Read(disk)
+	require.NoError(t, err)
+	assert.Equal(t, userData, files.UserData)
+	assert.Equal(t, string(claim.UID), files.InstanceID)
+
 	id := systemID(t, &s)
 	eventually(t, 10*time.Second, func() bool {
-		log := p.sim.BootLog(id)
-		return len(log) > 0 && log[len(log)-1].Boot == bmcsim.BootPxe && p.sim.PowerState(id) == "On"
-	}, "the image is network-booted once")
-	provisioningBoots := len(p.sim.BootLog(id))
-	eventually(t, 10*time.Second, func() bool { return servedImage(name, "registry.example/os:1.0") }, "the boot service served the claim's image")
-
+		target, enabled := p.sim.BootOverride(id)
+		return p.sim.PowerState(id) == "On" && target == bmcsim.BootHdd && enabled == "Continuous"
+	}, "installed: on, booting its disk for good")
+	eventually(t, 10*time.Second, func() bool { return servedImage(name, image) }, "the install boot was served")
+	installBoots := len(p.sim.BootLog(id))
 	for _, power := range []m.Power{m.PowerOff, m.PowerOn} {
 		require.NoError(t, k8s.Get(ctx, client.ObjectKeyFromObject(claim), claim))
 		before := claim.DeepCopy()
@@ -430,8 +462,52 @@ func TestProvisionedServerBootsFromDiskAfterPowerCycle(t *testing.T) {
 		eventually(t, 20*time.Second, func() bool { return p.sim.PowerState(id) == string(power) }, "power %s through the claim", power)
 	}
 	log := p.sim.BootLog(id)
-	require.Len(t, log, provisioningBoots+1, "one more boot")
-	assert.Equal(t, bmcsim.BootHdd, log[len(log)-1].Boot, "the reserved server boots from disk, not the network")
+	require.Len(t, log, installBoots+1, "one more boot")
+	assert.Equal(t, bmcsim.BootHdd, log[len(log)-1].Boot, "the installed server boots from disk, not the network")
+}
+
+// TestFailedInstallsEndWithAReason: a wrong checksum, a missing image and hints that match no
+// disk each end, after the attempts allowed, with the claim saying why; the disk of a failed
+// write is wiped again, and nothing is left on it.
+func TestFailedInstallsEndWithAReason(t *testing.T) {
+	ctx := context.Background()
+	image, checksum := images.SimImage()
+	wrong := "sha256:" + strings.Repeat("0", 64)
+	for i, tc := range []struct {
+		name, reason, message string
+		mutate                func(*m.ServerClaim)
+	}{
+		{"checksum", m.InstallReasonChecksumMismatch, checksum[:20], func(c *m.ServerClaim) { c.Spec.Image, c.Spec.ImageChecksum = image, wrong }},
+		{"missing", m.InstallReasonImageUnreachable, "404", func(c *m.ServerClaim) { c.Spec.Image, c.Spec.ImageChecksum = images.URL("no-such.raw.gz"), checksum }},
+		{"hints", m.InstallReasonNoMatchingDisk, "no-such-serial", func(c *m.ServerClaim) {
+			c.Spec.Image, c.Spec.ImageChecksum = image, checksum
+			c.Spec.RootDeviceHints = &m.RootDeviceHints{SerialNumber: "no-such-serial"}
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ns := "install-" + tc.name
+			p, name := startOneServer(t, ns, 260+i)
+			claim := claimServer(t, ns, "web", name, tc.mutate)
+			var c m.ServerClaim
+			eventually(t, 60*time.Second, func() bool {
+				require.NoError(t, k8s.Get(ctx, client.ObjectKeyFromObject(claim), &c))
+				cond := meta.FindStatusCondition(c.Status.Conditions, m.ConditionProvisioned)
+				return cond != nil && cond.Reason == controller.ReasonInstallFailed
+			}, "the install fails for good")
+			cond := meta.FindStatusCondition(c.Status.Conditions, m.ConditionProvisioned)
+			assert.Contains(t, cond.Message, tc.reason)
+			assert.Contains(t, cond.Message, tc.message)
+			var s m.Server
+			require.NoError(t, k8s.Get(ctx, client.ObjectKey{Name: name}, &s))
+			assert.EqualValues(t, operatorDeps.Discovery.Attempts, s.Status.ProvisionAttempts, "retried as often as allowed")
+			assert.Equal(t, m.ServerStateReserved, s.Status.State, "the server stays the claim's")
+			for _, d := range p.hosts[name].Disks {
+				data, err := os.ReadFile(wipe.DevicePath(p.hosts[name].Root, d))
+				require.NoError(t, err)
+				assert.NotContains(t, string(data), "ironfleet lab image sector", "nothing of the image is left on %s", d)
+			}
+		})
+	}
 }
 
 // TestMaintenanceWaitsForOwnerApproval: OwnerApproval waits for the claim's owner, then takes
@@ -497,7 +573,7 @@ func TestBootConfigurationOfAGoneClaimIsDeleted(t *testing.T) {
 	// A claim named "again" is there now (waiting: no server matches it); the configuration
 	// is an earlier one's.
 	again := poolClaim(ns, "again", "no-such-pool")
-	again.Spec.Image = "ghcr.io/example/new-tenant:1"
+	again.Spec.Image, again.Spec.ImageChecksum = images.SimImage()
 	require.NoError(t, k8s.Create(ctx, again))
 	earlier := claimed("again", "6f0c1f9e-0000-4000-8000-000000000002")
 
@@ -521,7 +597,8 @@ func TestBootConfigurationForAnotherServerIsReplaced(t *testing.T) {
 	_, name := startOneServer(t, "boot-elsewhere", 240)
 	// The claim waits for a server that does not exist, so nothing binds it yet.
 	claim := &m.ServerClaim{ObjectMeta: metav1.ObjectMeta{Namespace: "boot-elsewhere", Name: "web"},
-		Spec: m.ServerClaimSpec{ServerRef: &m.LocalObjectReference{Name: "a-server-it-lost"}, Image: "registry.example/os:2.0"}}
+		Spec: m.ServerClaimSpec{ServerRef: &m.LocalObjectReference{Name: "a-server-it-lost"}}}
+	claim.Spec.Image, claim.Spec.ImageChecksum = images.SimImage()
 	require.NoError(t, k8s.Create(ctx, claim))
 	key := client.ObjectKeyFromObject(claim)
 	stale := func() *m.ServerBootConfiguration {
@@ -550,38 +627,24 @@ func TestBootConfigurationForAnotherServerIsReplaced(t *testing.T) {
 	eventually(t, 30*time.Second, func() bool {
 		var now m.ServerClaim
 		return k8s.Get(ctx, key, &now) == nil && meta.IsStatusConditionTrue(now.Status.Conditions, m.ConditionReady)
-	}, "the claim is Ready once its image is booted")
-	eventually(t, 10*time.Second, func() bool { return servedImage(name, "registry.example/os:2.0") },
-		"the boot service served the claim's image to the server it holds")
+	}, "the claim is Ready once its image is installed")
+	eventually(t, 10*time.Second, func() bool { return servedImage(name, claim.Spec.Image) },
+		"the claim's image was installed on the server it holds")
 
-	// Bound: a configuration for another server appears in place of its own (the claim makes
-	// its own again as soon as it is deleted, so the swap is tried until it lands first).
+	// Bound: a configuration of the claim's for another server appears (a create that landed
+	// late); the claim's image is installed by the probe, so the claim has no configuration of
+	// its own, and this one is deleted.
 	bound := stale()
-	for deadline := time.Now().Add(30 * time.Second); ; {
-		require.True(t, time.Now().Before(deadline), "the claim's own configuration was always made again first")
-		var own m.ServerBootConfiguration
-		if err := k8s.Get(ctx, key, &own); err == nil {
-			require.NoError(t, client.IgnoreNotFound(k8s.Delete(ctx, &own)))
-		}
-		err := k8s.Create(ctx, bound)
-		if err == nil {
-			break
-		}
-		require.True(t, apierrors.IsAlreadyExists(err), "creating the stale configuration: %v", err)
-		bound = stale()
-	}
-	eventually(t, 30*time.Second, func() bool {
-		var sbc m.ServerBootConfiguration
-		var s m.Server
-		if k8s.Get(ctx, key, &sbc) != nil || sbc.UID == bound.UID || sbc.Spec.ServerRef.Name != name || k8s.Get(ctx, client.ObjectKey{Name: name}, &s) != nil {
-			return false
-		}
-		return s.Spec.BootConfigurationRef != nil && s.Spec.BootConfigurationRef.UID == string(sbc.UID)
-	}, "the bound claim's configuration made again for its server, and the server names it")
+	require.NoError(t, k8s.Create(ctx, bound))
+	eventually(t, 30*time.Second, replaced(bound), "the bound claim's stray configuration deleted")
+	var s m.Server
+	require.NoError(t, k8s.Get(ctx, client.ObjectKey{Name: name}, &s))
+	assert.Nil(t, s.Spec.BootConfigurationRef, "the server names no claim configuration")
 }
 
-// TestPowerOffClaimLeavesItsServerOff: a claim that wants its server off gets it off — even one
-// powered on meanwhile from outside — with the image's PXE boot left for its first power-on.
+// TestPowerOffClaimLeavesItsServerOff: a claim that wants its server off gets its image
+// installed and the server off — even one powered on meanwhile from outside — booting its disk
+// at the first power-on.
 func TestPowerOffClaimLeavesItsServerOff(t *testing.T) {
 	ctx := context.Background()
 	p, name := startOneServer(t, "claim-off", 250)
@@ -591,17 +654,15 @@ func TestPowerOffClaimLeavesItsServerOff(t *testing.T) {
 	p.sim.SetPowerState(id, "On") // someone at the rack
 
 	claim := claimServer(t, "claim-off", "cold", name, func(c *m.ServerClaim) {
-		c.Spec.Power, c.Spec.Image = m.PowerOff, "registry.example/os:3.0"
+		c.Spec.Power = m.PowerOff
+		c.Spec.Image, c.Spec.ImageChecksum = images.SimImage()
 	})
 	eventually(t, 30*time.Second, func() bool {
 		var now m.ServerClaim
 		return k8s.Get(ctx, client.ObjectKeyFromObject(claim), &now) == nil && meta.IsStatusConditionTrue(now.Status.Conditions, m.ConditionReady)
 	}, "the claim is Ready")
 	eventually(t, 30*time.Second, func() bool {
-		target, once := p.sim.BootOverride(id)
-		return p.sim.PowerState(id) == "Off" && target == bmcsim.BootPxe && once == "Once"
-	}, "the server is off, its next boot PXE once")
-	for _, b := range boots.Boots() {
-		assert.False(t, b.Server == name && b.Purpose == m.BootPurposeProvisioning, "the image waits for the first power-on: it was served at %s", b.Time)
-	}
+		target, enabled := p.sim.BootOverride(id)
+		return p.sim.PowerState(id) == "Off" && target == bmcsim.BootHdd && enabled == "Continuous"
+	}, "the server is off, its next boot its disk")
 }

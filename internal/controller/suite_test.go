@@ -179,6 +179,10 @@ macPrefixes:
 	if err != nil {
 		return 0, err
 	}
+	if images, err = lab.StartImageServer(); err != nil {
+		return 0, err
+	}
+	defer images.Close()
 	boots = lab.NewBootService(ctx, k8s, ctrl.Log.WithName("boot-service"))
 	if err := boots.SetupWithManager(bootMgr); err != nil {
 		return 0, err
@@ -213,6 +217,8 @@ var (
 	registryCreds *registry.Credentials
 	registryAddr  string
 	boots         *lab.BootService
+	// images serves the claims' OS images to the in-process probes that install them.
+	images *lab.ImageServer
 	stopManager   context.CancelFunc
 	managerDone   chan error
 	// operatorClient, when set, builds the operator's API client (a test that watches what the

@@ -36,8 +36,9 @@ type Boot struct {
 
 // BootService plays the external boot operator: it marks ServerBootConfigurations Ready, and
 // when a simulated server powers on from PXE it "boots" what the configuration asks for — the
-// real metalprobe, in-process, on that host's hardware tree, for discovery and wipe; for
-// provisioning it records the image (there is nothing to run).
+// real metalprobe, in-process, on that host's hardware tree, for discovery, wipe and install
+// (onto the host's disk files); a claim's own image (another boot operator's configuration,
+// owned by the claim) is recorded, with nothing to run.
 type BootService struct {
 	// Client talks to the API directly: a PXE request is answered with the configuration and
 	// ignition as they are, not as a cache last saw them.
@@ -158,8 +159,8 @@ func (b *BootService) serve(ctx context.Context, ev bmcsim.PowerOnEvent) (Boot, 
 		return boot, err
 	}
 	boot.Purpose, boot.Image = sbc.Spec.Purpose, sbc.Spec.Image
-	if sbc.Spec.Purpose == metalv1alpha1.BootPurposeProvisioning {
-		return boot, nil // the tenant's image: recorded, nothing to run
+	if sbc.Spec.Purpose == metalv1alpha1.BootPurposeProvisioning && !probeBoot(sbc) {
+		return boot, nil // another boot operator's image, served as it is: recorded, nothing to run
 	}
 	ign, err := b.ignition(ctx, sbc)
 	if err != nil {
@@ -177,6 +178,17 @@ func (b *BootService) serve(ctx context.Context, ev bmcsim.PowerOnEvent) (Boot, 
 		}
 	}
 	return boot, b.Probe(ctx, ign, host)
+}
+
+// probeBoot says whether a boot configuration is one of the operator's probe boots (owned by
+// its Server), rather than a claim's own image for another boot operator.
+func probeBoot(sbc *metalv1alpha1.ServerBootConfiguration) bool {
+	for _, ref := range sbc.OwnerReferences {
+		if ref.Kind == "Server" {
+			return true
+		}
+	}
+	return false
 }
 
 func (b *BootService) skips(uuid string) bool {

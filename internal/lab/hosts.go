@@ -23,8 +23,9 @@ type Host struct {
 }
 
 // DiskBytes is the size of a simulated host's disk files: large enough that the metadata wipe
-// (the first and last MiB) leaves a middle untouched.
-const DiskBytes = 3 << 20
+// (the first and last MiB) leaves a middle untouched, and that SimImage and its config drive
+// fit.
+const DiskBytes = 4 << 20
 
 // PrepareHost copies the named fixture tree (metalprobe/testdata/hosts) to dir and makes uuid
 // its DMI product UUID, so several simulated hosts can share one hardware shape and still be

@@ -128,6 +128,8 @@ type Lab struct {
 	ManagerOptions manager.Options
 	// MetricsURL is the operator's /metrics when it runs as a process; empty otherwise.
 	MetricsURL string
+	// Images serves OS images to the simulated hosts' probes (SimImage among them).
+	Images *ImageServer
 
 	fleet       *bmcsim.LoopbackFleet
 	prepared    *manager.Prepared
@@ -162,6 +164,9 @@ func Start(ctx context.Context, opts Options) (l *Lab, err error) {
 		return nil, err
 	}
 	if err := l.Client.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: Namespace}}); err != nil && !apierrors.IsAlreadyExists(err) {
+		return nil, err
+	}
+	if l.Images, err = StartImageServer(); err != nil {
 		return nil, err
 	}
 	if opts.VMs > 0 {
@@ -210,6 +215,7 @@ func Start(ctx context.Context, opts Options) (l *Lab, err error) {
 	o.RegistrySecret = Namespace + "/ironfleet-registry"
 	o.SystemNamespace, o.ProbeImage = Namespace, "lab/metalprobe:dev"
 	o.Discovery.Timeout = opts.DiscoveryTimeout
+	o.Discovery.InstallTimeout = opts.DiscoveryTimeout
 	if opts.ManagerBinary != "" {
 		if opts.ManagerConfig != nil {
 			return nil, errors.New("lab: ManagerConfig is for in-process managers only")
@@ -499,6 +505,10 @@ func (l *Lab) Stop() {
 	if l.fleet != nil {
 		_ = l.fleet.Close()
 		l.fleet, l.BMCs = nil, nil
+	}
+	if l.Images != nil {
+		_ = l.Images.Close()
+		l.Images = nil
 	}
 	if l.procLog != nil {
 		_ = l.procLog.Close()

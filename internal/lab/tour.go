@@ -100,14 +100,17 @@ func Poll(ctx context.Context, timeout time.Duration, what string, cond func() (
 	}
 }
 
-// SampleClaim is the claim the lab applies once the fleet is Available.
-func SampleClaim(name string) *metalv1alpha1.ServerClaim {
+// SampleClaim is the claim the lab applies once the fleet is Available: the lab's SimImage,
+// installed onto the server's disk.
+func (l *Lab) SampleClaim(name string) *metalv1alpha1.ServerClaim {
+	image, checksum := l.Images.SimImage()
 	return &metalv1alpha1.ServerClaim{
 		ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: name},
 		Spec: metalv1alpha1.ServerClaimSpec{
-			MinCPUCores: ptrTo(int32(2)),
-			Power:       metalv1alpha1.PowerOn,
-			Image:       "ghcr.io/ironfleet/examples/flatcar:stable",
+			MinCPUCores:   ptrTo(int32(2)),
+			Power:         metalv1alpha1.PowerOn,
+			Image:         image,
+			ImageChecksum: checksum,
 		},
 	}
 }
@@ -157,7 +160,7 @@ func (l *Lab) Tour(ctx context.Context, out io.Writer) error {
 		return fmt.Errorf("enroll and discover: %w", err)
 	}
 	step("claim a server with an image")
-	claim := l.OffVMs(SampleClaim("tour"))
+	claim := l.OffVMs(l.SampleClaim("tour"))
 	server, err := l.ClaimAndWait(ctx, claim, 2*time.Minute)
 	if err != nil {
 		return fmt.Errorf("claim: %w", err)

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"net/http"
 	"net/netip"
 	"os"
 	"os/exec"
@@ -50,6 +51,7 @@ type vmLab struct {
 	registryTarget string
 	uuids          map[string]bool
 	labelled       chan struct{} // closed when labelVMServers has returned
+	servers        []*http.Server // ServeToVMs's
 }
 
 // VMDefinition is the lab's VM i: even ones boot SeaBIOS with a virtio NIC (QEMU's iPXE ROM),
@@ -323,8 +325,29 @@ func (l *Lab) stopVMs() {
 	if l.vms.registry != nil {
 		_ = l.vms.registry.Close()
 	}
+	for _, srv := range l.vms.servers {
+		_ = srv.Close()
+	}
 	_ = l.vms.network.Close()
 	l.vms = nil
+}
+
+// ServeToVMs serves the files of dir over HTTP on the VMs' network, at the address returned
+// (http://<bridge>:<port>), until the lab stops: OS images for claims on the VMs, which reach
+// nothing outside their network.
+func (l *Lab) ServeToVMs(dir string, port int) (string, error) {
+	if l.vms == nil {
+		return "", errors.New("the lab runs no VMs")
+	}
+	addr := net.JoinHostPort(l.vms.network.BridgeIP().String(), fmt.Sprint(port))
+	ln, err := l.vms.network.ListenTCP(addr)
+	if err != nil {
+		return "", err
+	}
+	srv := &http.Server{Handler: http.FileServer(http.Dir(dir)), ReadHeaderTimeout: 10 * time.Second}
+	go func() { _ = srv.Serve(ln) }()
+	l.vms.servers = append(l.vms.servers, srv)
+	return "http://" + addr, nil
 }
 
 // IsVM says whether a server UUID is one of the lab's VMs.

@@ -73,7 +73,7 @@ func DefaultOptions() Options {
 		SystemNamespace: "ironfleet-system",
 		ProbeImage:      "ghcr.io/ironfleet/metalprobe:latest",
 		BootOperator:    metalv1alpha1.BootOperatorIronfleet,
-		Discovery:       controller.DiscoverySettings{Timeout: 10 * time.Minute, Attempts: 3},
+		Discovery:       controller.DiscoverySettings{Timeout: 10 * time.Minute, Attempts: 3, InstallTimeout: 30 * time.Minute, InstallAttempts: 3},
 		Settings:        controller.DefaultSettings(),
 	}
 }
@@ -114,6 +114,15 @@ func BindFlags(fs *flag.FlagSet, o *Options) {
 		o.Discovery.Attempts = int32(n)
 		return nil
 	})
+	fs.DurationVar(&o.Discovery.InstallTimeout, "install-timeout", o.Discovery.InstallTimeout, "How long a probe booted to install a claim's image may take to report (download, write, read back).")
+	fs.Func("install-attempts", fmt.Sprintf("Install boots a claim's image gets before the claim shows it failed (default %d).", o.Discovery.InstallAttempts), func(v string) error {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 {
+			return fmt.Errorf("--install-attempts: %q is not a whole number ≥ 1", v)
+		}
+		o.Discovery.InstallAttempts = int32(n)
+		return nil
+	})
 }
 
 // Args renders o as the flags BindFlags reads, so that a manager process started with them runs
@@ -143,6 +152,8 @@ func (o Options) Args() []string {
 		"--boot-operator=" + o.BootOperator,
 		"--discovery-timeout=" + dur(o.Discovery.Timeout),
 		"--discovery-attempts=" + strconv.Itoa(int(o.Discovery.Attempts)),
+		"--install-timeout=" + dur(o.Discovery.InstallTimeout),
+		"--install-attempts=" + strconv.Itoa(int(o.Discovery.InstallAttempts)),
 	}
 	if len(o.Settings.MaxConcurrentReconciles) > 0 {
 		pairs := make([]string, 0, len(o.Settings.MaxConcurrentReconciles))
@@ -205,6 +216,9 @@ func Prepare(o Options) (*Prepared, error) {
 	p.secret = client.ObjectKey{Namespace: ns, Name: name}
 	if o.Discovery.Attempts < 1 || o.Discovery.Timeout <= 0 {
 		return nil, errors.New("--discovery-timeout and --discovery-attempts must be positive")
+	}
+	if o.Discovery.InstallAttempts < 1 || o.Discovery.InstallTimeout <= 0 {
+		return nil, errors.New("--install-timeout and --install-attempts must be positive")
 	}
 	return p, nil
 }

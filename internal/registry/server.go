@@ -207,10 +207,16 @@ func (s *Server) postReport(w http.ResponseWriter, r *http.Request) {
 		wipe.ReportedAt = &received
 		server.Status.LastWipe = &wipe
 	}
+	if rep.Install != nil {
+		install := *rep.Install
+		install.ReportedAt = &received
+		install.Message = truncate(install.Message, 2048)
+		server.Status.LastInstall = &install
+	}
 	if !s.storeStatus(r.Context(), w, server, original, "report") {
 		return
 	}
-	s.Log.Info("stored probe report", "server", server.Name, "disks", len(inv.Storage), "nics", len(inv.NetworkInterfaces), "wipe", rep.Wipe != nil)
+	s.Log.Info("stored probe report", "server", server.Name, "disks", len(inv.Storage), "nics", len(inv.NetworkInterfaces), "wipe", rep.Wipe != nil, "install", rep.Install != nil)
 	w.WriteHeader(http.StatusNoContent)
 }
 

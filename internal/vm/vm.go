@@ -97,6 +97,10 @@ func New(def Definition, opts Options) (*VM, error) {
 // Definition is the hardware the VM was made with.
 func (v *VM) Definition() Definition { return v.def }
 
+// DiskFiles are the raw files behind the VM's disks, in Definition order: what the host reads
+// to check what the guest wrote (sync the guest or stop the VM first).
+func (v *VM) DiskFiles() []string { return append([]string(nil), v.layout.DiskFiles...) }
+
 // ConsoleLog is the file the serial console is appended to, across restarts (see
 // ReadConsole and TailConsole).
 func (v *VM) ConsoleLog() string { return v.layout.ConsoleLog }

@@ -1,6 +1,7 @@
 // Package cli is metalprobe's command line: collect this host's hardware (and, in wipe mode,
-// wipe its disks) and report to the registry. The metalprobe binary and the lab's in-process
-// boots both run it, so the lab exercises exactly what a host runs.
+// wipe its disks; in provision mode, install an OS image on one of them) and report to the
+// registry. The metalprobe binary and the lab's in-process boots both run it, so the lab
+// exercises exactly what a host runs.
 package cli
 
 import (
@@ -34,7 +35,7 @@ var Version = "dev"
 // Exit codes.
 const (
 	exitOK      = 0
-	exitFailure = 1 // collection, delivery, a wipe, or a file that cannot be read
+	exitFailure = 1 // collection, delivery, a wipe, an install, or a file that cannot be read
 	exitUsage   = 2 // the command line itself is wrong
 )
 
@@ -57,6 +58,8 @@ func (e usageError) Error() string { return e.msg }
 
 // Run runs metalprobe with args and returns its exit status.
 func Run(args []string, stdout, stderr io.Writer) int {
+	// Provision mode posts its progress from a goroutine of its own, which may log.
+	stderr = &syncWriter{w: stderr}
 	fs := flag.NewFlagSet("metalprobe", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	var f flags
@@ -65,29 +68,35 @@ func Run(args []string, stdout, stderr io.Writer) int {
 	fs.StringVar(&f.registryURL, "registry-url", "", "registry base `URL` (reports go to <URL>/v1/reports)")
 	fs.StringVar(&f.token, "token", "", "bearer `token` for the registry (prefer --token-file)")
 	fs.StringVar(&f.tokenFile, "token-file", "", "read the bearer token from `file`")
-	fs.StringVar(&f.ignition, "ignition", "", "read registryURL, token, mode, wipePolicy (and registryCA) from this JSON `file`; flags override it")
-	fs.StringVar(&f.mode, "mode", "", "what to do: discovery (report the inventory; the default) or wipe (wipe every non-removable disk, then report)")
-	fs.StringVar(&f.wipePolicy, "wipe-policy", "", "with wipe mode: metadata (the default), zero or secure")
+	fs.StringVar(&f.ignition, "ignition", "", "read registryURL, token, mode, wipePolicy, install (and registryCA) from this JSON `file`; flags override it")
+	fs.StringVar(&f.mode, "mode", "", "what to do: discovery (report the inventory; the default), wipe (wipe every non-removable disk, then report) or provision (install the ignition's image, then report; needs --ignition)")
+	fs.StringVar(&f.wipePolicy, "wipe-policy", "", "with wipe mode: metadata (the default), zero or secure; with provision mode: how the disk is wiped again after a failed install")
 	fs.StringVar(&f.caFile, "ca-file", "", "trust only the CA certificates in this PEM `file` for the registry")
 	fs.BoolVar(&f.insecure, "insecure-skip-verify", false, "do not verify the registry's certificate (testing only)")
 	fs.StringVar(&f.lldpctl, "lldpctl", "", "lldpctl binary `path` (default: lldpctl on PATH; ignored with --root)")
-	fs.DurationVar(&f.timeout, "timeout", 2*time.Minute, "give up on collecting and sending after this long (in wipe mode each has this long; the wipe itself is not bounded)")
+	fs.DurationVar(&f.timeout, "timeout", 2*time.Minute, "give up on collecting and sending after this long (in wipe and provision modes each has this long; the wipe or install itself is not bounded)")
 	fs.BoolVar(&f.version, "version", false, "print the version and exit")
 	fs.Usage = func() {
 		_, _ = fmt.Fprint(fs.Output(), `Usage: metalprobe [--root DIR] [--dry-run] [--registry-url URL] [--token TOKEN | --token-file FILE]
-                  [--ignition FILE] [--mode discovery|wipe] [--wipe-policy metadata|zero|secure]
+                  [--ignition FILE] [--mode discovery|wipe|provision] [--wipe-policy metadata|zero|secure]
                   [--ca-file PEM] [--insecure-skip-verify] [--lldpctl PATH] [--timeout 2m]
 
 Collects this host's hardware inventory and sends it to the Ironfleet registry. In wipe mode it
 first wipes every non-removable disk (<root>/dev/<name>) and adds the result to the report:
 this destroys the disks' contents, --dry-run included (it only skips sending).
 
+In provision mode (only from an --ignition with an install section) it writes the install's
+image (http(s):// or oci://, verified against its checksum) to the disk its root device hints
+choose, adds a config drive with the user data, and adds the result to the report; progress
+goes to the registry's <URL>/v1/bootstate while it writes. This overwrites that disk, --dry-run
+included.
+
 `)
 		fs.PrintDefaults()
 		_, _ = fmt.Fprint(fs.Output(), `
 Exit status: 0 done (or --dry-run printed the report), 1 collecting or sending failed, a disk
-could not be wiped (the report is still sent), or a file could not be read, 2 the command line
-is wrong.
+could not be wiped or the install failed (the report is still sent), or a file could not be
+read, 2 the command line is wrong.
 `)
 	}
 	if err := fs.Parse(args); err != nil {
@@ -130,11 +139,32 @@ is wrong.
 		_, _ = fmt.Fprintf(stderr, "metalprobe: warning: %s\n", w)
 	}
 
-	wipeFailed := false
-	if cfg.Mode == ignition.ModeWipe {
-		// Zeroing a large disk takes hours: --timeout does not bound the wipe, only a signal
-		// does, and sending the report afterwards gets a --timeout of its own.
-		wipeFailed = wipeDisks(sigCtx, stderr, f.root, cfg.WipePolicy, otherSystem, rep)
+	var client *http.Client
+	if !f.dryRun {
+		if f.insecure {
+			_, _ = fmt.Fprintln(stderr, "metalprobe: warning: not verifying the registry's certificate (--insecure-skip-verify)")
+		}
+		if client, err = httpClient(cfg.caPEM, f.insecure); err != nil {
+			_, _ = fmt.Fprintf(stderr, "metalprobe: %v\n", err)
+			return exitFailure
+		}
+	}
+
+	modeFailed := false // the wipe or the install failed: exit 1 once the report is sent
+	if cfg.Mode == ignition.ModeWipe || cfg.Mode == ignition.ModeProvision {
+		// Zeroing a large disk or writing a large image takes long: --timeout does not bound
+		// the wipe or the install, only a signal does, and sending the report afterwards gets a
+		// --timeout of its own.
+		if cfg.Mode == ignition.ModeWipe {
+			modeFailed = wipeDisks(sigCtx, stderr, f.root, cfg.WipePolicy, otherSystem, rep)
+		} else {
+			var states *bootStates
+			if client != nil {
+				states = startBootStates(client, cfg.RegistryURL, cfg.Token, rep.SystemUUID, stderr)
+			}
+			modeFailed = provision(sigCtx, stderr, f, cfg, otherSystem, rep, states)
+			states.stop()
+		}
 		parent := sigCtx
 		if sigCtx.Err() != nil {
 			// Interrupted: still tell the registry (the disks are not clean), but let a second
@@ -148,25 +178,17 @@ is wrong.
 	}
 
 	if f.dryRun {
-		if code := printReport(stdout, stderr, rep); code != exitOK || wipeFailed {
+		if code := printReport(stdout, stderr, rep); code != exitOK || modeFailed {
 			return exitFailure
 		}
 		return exitOK
-	}
-	if f.insecure {
-		_, _ = fmt.Fprintln(stderr, "metalprobe: warning: not verifying the registry's certificate (--insecure-skip-verify)")
-	}
-	client, err := httpClient(cfg.caPEM, f.insecure)
-	if err != nil {
-		_, _ = fmt.Fprintf(stderr, "metalprobe: %v\n", err)
-		return exitFailure
 	}
 	if err := post.Send(ctx, client, cfg.RegistryURL, cfg.Token, rep, sendBackoff); err != nil {
 		_, _ = fmt.Fprintf(stderr, "metalprobe: %v\n", err)
 		return exitFailure
 	}
 	_, _ = fmt.Fprintf(stderr, "metalprobe: report for system %s delivered to %s\n", rep.SystemUUID, cfg.RegistryURL)
-	if wipeFailed {
+	if modeFailed {
 		return exitFailure
 	}
 	return exitOK
@@ -266,9 +288,9 @@ func resolve(f flags, rest []string) (config, error) {
 		return config{}, usageError{"--timeout must be positive"}
 	}
 	switch ignition.Mode(f.mode) {
-	case "", ignition.ModeDiscovery, ignition.ModeWipe:
+	case "", ignition.ModeDiscovery, ignition.ModeWipe, ignition.ModeProvision:
 	default:
-		return config{}, usageError{fmt.Sprintf("--mode %q is not discovery or wipe", f.mode)}
+		return config{}, usageError{fmt.Sprintf("--mode %q is not discovery, wipe or provision", f.mode)}
 	}
 	switch metalv1alpha1.WipePolicy(f.wipePolicy) {
 	case "", metalv1alpha1.WipeMetadata, metalv1alpha1.WipeZero, metalv1alpha1.WipeSecure:
@@ -292,17 +314,33 @@ func resolve(f flags, rest []string) (config, error) {
 	if f.wipePolicy != "" {
 		cfg.WipePolicy = metalv1alpha1.WipePolicy(f.wipePolicy)
 	}
-	if cfg.Mode == ignition.ModeWipe {
+	switch cfg.Mode {
+	case ignition.ModeWipe:
+		cfg.Install = nil
 		if cfg.WipePolicy == "" {
 			cfg.WipePolicy = metalv1alpha1.WipeMetadata
 		}
 		if f.dryRun && isLive(f.root) {
 			return config{}, usageError{"wipe mode with --dry-run would still wipe this machine's disks (--dry-run only skips sending the report); use --root with a copy of a fixture tree to try it"}
 		}
-	} else {
+	case ignition.ModeProvision:
+		if cfg.Install == nil {
+			return config{}, usageError{"provision mode needs the install section of an ignition (--ignition with mode \"provision\"); the image cannot be given with flags"}
+		}
+		if err := cfg.Install.Validate(); err != nil {
+			return config{}, fmt.Errorf("ignition %s: %w", f.ignition, err)
+		}
+		if cfg.WipePolicy == "" {
+			cfg.WipePolicy = metalv1alpha1.WipeMetadata
+		}
+		if f.dryRun && isLive(f.root) {
+			return config{}, usageError{"provision mode with --dry-run would still overwrite a disk of this machine (--dry-run only skips sending the report); use --root with a copy of a fixture tree to try it"}
+		}
+	default:
 		cfg.Mode = ignition.ModeDiscovery
+		cfg.Install = nil
 		if f.wipePolicy != "" {
-			return config{}, usageError{"--wipe-policy only applies in wipe mode (--mode wipe, or mode \"wipe\" in --ignition)"}
+			return config{}, usageError{"--wipe-policy only applies in wipe and provision modes (--mode wipe, or mode \"wipe\" or \"provision\" in --ignition)"}
 		}
 	}
 	if f.registryURL != "" {

@@ -101,15 +101,16 @@ func TestWipeDryRunWithIgnitionDefaultsToMetadata(t *testing.T) {
 	}
 	checkDisk(t, root, "sdf")
 
-	// The flag overrides the ignition's policy.
+	// The flag overrides the ignition's policy. Secure is the device's own erase: a disk
+	// without one (a fixture's file) fails, named, and is not zero-filled instead.
 	require.NoError(t, fixtures.MakeDiskFiles(root, storageDisks, diskSize))
 	r = runProbe(t, "--root", root, "--dry-run", "--ignition", ign, "--wipe-policy", "secure")
-	require.Equal(t, exitOK, r.code, r.stderr)
+	require.Equal(t, exitFailure, r.code, r.stderr)
 	for _, d := range requireWipe(t, decodeStrict(t, []byte(r.stdout)), metalv1alpha1.WipeSecure) {
-		assert.Equal(t, wipe.MethodZeroFallback, d.Method, "no device erase under --root")
-		assert.True(t, d.Succeeded, "%s: %s", d.Name, d.Message)
-		assert.Contains(t, d.Message, "secure erase unavailable")
-		checkDisk(t, root, d.Name, [2]int64{0, diskSize})
+		assert.Equal(t, wipe.MethodNone, d.Method, "no device erase under --root")
+		assert.False(t, d.Succeeded, "%s: %s", d.Name, d.Message)
+		assert.Contains(t, d.Message, d.Name+": no device-level secure erase")
+		checkDisk(t, root, d.Name)
 	}
 }
 

@@ -109,6 +109,45 @@ func Send(ctx context.Context, c *http.Client, registryURL, token string, r *rep
 	return fmt.Errorf("posting report to %s: giving up after %d attempts: %w", endpoint, attempts, last)
 }
 
+// BootStatePath is where the registry accepts the probe's progress, relative to its base URL.
+const BootStatePath = "/v1/bootstate"
+
+// maxStateMessageBytes is how much of a boot state's message the registry keeps.
+const maxStateMessageBytes = 1024
+
+// BootState POSTs one progress update, {"systemUUID", "state", "message"} as JSON, to
+// <registryURL>/v1/bootstate with the bearer token. It makes one request and does not retry:
+// progress is for people watching, and the next update supersedes this one. It returns nil
+// once the registry answers 2xx, a *StatusError (wrapped) for a refusal. Errors never contain
+// the token. A nil client means http.DefaultClient; bound the call with ctx.
+func BootState(ctx context.Context, c *http.Client, registryURL, token, systemUUID, state, message string) error {
+	if c == nil {
+		c = http.DefaultClient
+	}
+	if token == "" {
+		return errors.New("posting boot state: no token")
+	}
+	endpoint, err := endpointURL(registryURL, BootStatePath, "posting boot state")
+	if err != nil {
+		return err
+	}
+	if len(message) > maxStateMessageBytes {
+		message = message[:maxStateMessageBytes]
+	}
+	body, err := json.Marshal(struct {
+		SystemUUID string `json:"systemUUID"`
+		State      string `json:"state"`
+		Message    string `json:"message,omitempty"`
+	}{systemUUID, state, strings.ToValidUTF8(message, "")})
+	if err != nil {
+		return fmt.Errorf("posting boot state: encoding: %w", err)
+	}
+	if _, err := postOnce(ctx, c, endpoint, token, "", body); err != nil {
+		return fmt.Errorf("posting boot state %s to %s: %w", state, endpoint, redact(err, token))
+	}
+	return nil
+}
+
 // postOnce makes one request. It returns how long the registry asked to wait (Retry-After)
 // alongside a retryable refusal.
 func postOnce(ctx context.Context, c *http.Client, endpoint, token, version string, body []byte) (time.Duration, error) {
@@ -180,11 +219,15 @@ func sleep(ctx context.Context, d time.Duration) error {
 }
 
 func reportsURL(registryURL string) (string, error) {
+	return endpointURL(registryURL, ReportsPath, "posting report")
+}
+
+func endpointURL(registryURL, path, what string) (string, error) {
 	u, err := url.Parse(strings.TrimSpace(registryURL))
 	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-		return "", fmt.Errorf("posting report: registry URL %q is not an http(s) URL", registryURL)
+		return "", fmt.Errorf("%s: registry URL %q is not an http(s) URL", what, registryURL)
 	}
-	u.Path = strings.TrimRight(u.Path, "/") + ReportsPath
+	u.Path = strings.TrimRight(u.Path, "/") + path
 	u.RawPath = ""
 	return u.String(), nil
 }

@@ -235,3 +235,39 @@ func TestStatusErrorRetryable(t *testing.T) {
 	assert.False(t, (&StatusError{Code: 404}).Retryable())
 	assert.True(t, retryable(errors.New("connection refused")))
 }
+
+func TestBootStatePostsOneState(t *testing.T) {
+	reg, srv := newRegistry(t, status(http.StatusNoContent, ``))
+	err := BootState(context.Background(), srv.Client(), srv.URL+"/base/", secretToken, testReport().SystemUUID, "Installing", "31 MiB of 64 MiB written")
+	require.NoError(t, err)
+	require.Equal(t, 1, reg.count())
+	req := reg.requests[0]
+	assert.Equal(t, http.MethodPost, req.Method)
+	assert.Equal(t, "/base/v1/bootstate", req.URL.Path)
+	assert.Equal(t, "Bearer "+secretToken, req.Header.Get("Authorization"))
+	assert.Equal(t, "application/json", req.Header.Get("Content-Type"))
+	var got struct {
+		SystemUUID, State, Message string
+	}
+	dec := json.NewDecoder(bytes.NewReader(reg.bodies[0]))
+	dec.DisallowUnknownFields()
+	require.NoError(t, dec.Decode(&got))
+	assert.Equal(t, testReport().SystemUUID, got.SystemUUID)
+	assert.Equal(t, "Installing", got.State)
+	assert.Equal(t, "31 MiB of 64 MiB written", got.Message)
+}
+
+func TestBootStateDoesNotRetryAndHidesTheToken(t *testing.T) {
+	reg, srv := newRegistry(t, status(http.StatusServiceUnavailable, `{"error":"token `+secretToken+` unknown"}`))
+	err := BootState(context.Background(), srv.Client(), srv.URL, secretToken, testReport().SystemUUID, "Installing", "")
+	require.Error(t, err)
+	assert.Equal(t, 1, reg.count(), "progress is not retried")
+	var se *StatusError
+	require.ErrorAs(t, err, &se)
+	assert.Equal(t, http.StatusServiceUnavailable, se.Code)
+	assert.NotContains(t, err.Error(), secretToken)
+
+	require.Error(t, BootState(context.Background(), srv.Client(), "registry:8443", secretToken, "u", "Installing", ""))
+	require.Error(t, BootState(context.Background(), srv.Client(), srv.URL, "", "u", "Installing", ""))
+	assert.Equal(t, 1, reg.count(), "bad arguments send nothing")
+}

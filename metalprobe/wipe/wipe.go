@@ -26,11 +26,26 @@
 //     installers and to udev; it is not a sanitisation. Use zero or secure for that.
 //   - zero: zeros over the whole device, [0, N), written in ChunkBytes pieces; the context is
 //     checked between pieces, so a cancelled wipe stops within one piece.
-//   - secure: Options.Eraser.SecureErase (the device's own erase). When Eraser is nil or
-//     returns ErrSecureEraseUnsupported, the whole device is zeroed as for zero and the disk
-//     is reported with Method "zero-fallback" and a Message saying why secure erase was not
-//     used. Any other error from the eraser fails the disk (it is not zeroed instead: a
-//     half-run device erase must be looked at, not papered over).
+//   - secure: a device-level erase, verified by reading the device back, or a failure that
+//     names the disk. Nothing is ever zero-filled by this policy: a zero-fill is the zero
+//     policy, and it is never reported as secure. Options.Eraser.SecureErase erases the device
+//     (HostEraser on a real host: NVMe Sanitize or Format NVM with Secure Erase Settings,
+//     else the kernel's BLKSECDISCARD; see HostEraser). When it succeeds the device is read
+//     back (VerifyRanges, after fsync, POSIX_FADV_DONTNEED and, on a block device, BLKFLSBUF,
+//     so that the reads reach the device and not the page cache): every byte read must be
+//     zero, else the disk fails with "read back non-zero data at offset N".
+//
+// The secure policy's outcomes, per disk:
+//
+//   - Method "secure", Succeeded: the device erased itself and read back as zeros. The
+//     Message says which erase ran and what was read back.
+//   - Method "none", not Succeeded: no device-level erase exists for it (Eraser nil, a
+//     regular file, a device that supports none of the above). Nothing was written. The
+//     Message names the disk and says what was tried: "not wiped: vda: no device-level
+//     secure erase: not NVMe; BLKSECDISCARD: operation not supported".
+//   - Method "secure", not Succeeded: the erase was attempted and failed (or was interrupted),
+//     or it "succeeded" but the read-back found data or could not read. The Message names the
+//     disk and the failure.
 //
 // Every write is checked (a short write fails the disk) and the device is fsynced before it is
 // closed; a failed sync or close fails the disk too.
@@ -38,16 +53,18 @@
 // # Report
 //
 // Wipe returns one DiskWipe per non-removable disk, in inventory order. Method is the policy
-// applied ("metadata", "zero", "secure"), "zero-fallback", or "none" when nothing could be
-// done (the device could not be opened, its name is not a plain kernel name, the context was
-// already done, or the policy is unknown). A failure is recorded and the next disk is still
-// wiped. The report's Policy is the policy asked for, with "" reported as "metadata", the
-// policy actually applied. ReportedAt is left nil: the registry stamps it.
+// applied ("metadata", "zero", "secure"), or "none" when nothing could be done (the device
+// could not be opened, its name is not a plain kernel name, the context was already done, the
+// policy is unknown, or secure was asked for and the device has no device-level erase).
+// "zero-fallback" is never reported any more (older probes reported it for a secure wipe that
+// zero-filled instead; the API keeps the value so that their reports still parse). A failure
+// is recorded and the next disk is still wiped. The report's Policy is the policy asked for,
+// with "" reported as "metadata", the policy actually applied. ReportedAt is left nil: the
+// registry stamps it.
 package wipe
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -65,35 +82,12 @@ const ChunkBytes = 4 << 20
 
 // Methods reported in DiskWipe.Method.
 const (
-	MethodMetadata     = string(metalv1alpha1.WipeMetadata)
-	MethodZero         = string(metalv1alpha1.WipeZero)
-	MethodSecure       = string(metalv1alpha1.WipeSecure)
-	MethodZeroFallback = "zero-fallback"
-	MethodNone         = "none"
+	MethodMetadata = string(metalv1alpha1.WipeMetadata)
+	MethodZero     = string(metalv1alpha1.WipeZero)
+	MethodSecure   = string(metalv1alpha1.WipeSecure)
+	MethodNone     = "none"
 )
 
-// ErrSecureEraseUnsupported is what a SecureEraser returns (possibly wrapped, with the reason)
-// when it cannot erase a device; Wipe then zeroes the device instead.
-var ErrSecureEraseUnsupported = errors.New("secure erase is not supported")
-
-// SecureEraser runs a device's own secure erase on dev, the device's path (DevicePath), for the
-// inventory's disk. It may return ErrSecureEraseUnsupported.
-type SecureEraser interface {
-	SecureErase(ctx context.Context, dev string, disk metalv1alpha1.StorageDevice) error
-}
-
-// HostEraser is the SecureEraser for real hosts. For now it never erases: it always returns
-// ErrSecureEraseUnsupported, so the secure policy zeroes each device and says so.
-//
-// Follow-up: NVMe sanitize / format with secure erase settings and ATA SECURITY ERASE UNIT,
-// each only when the device says it supports it and (for ATA) is not frozen. This iteration
-// deliberately does not shell out to nvme-cli or hdparm.
-type HostEraser struct{}
-
-// SecureErase implements SecureEraser.
-func (HostEraser) SecureErase(context.Context, string, metalv1alpha1.StorageDevice) error {
-	return fmt.Errorf("%w by this metalprobe build (device-native erase is not implemented yet)", ErrSecureEraseUnsupported)
-}
 
 // Progress is told, after each write, how many of the bytes to zero on a disk are done.
 type Progress func(disk string, done, total int64)
@@ -105,7 +99,8 @@ type Options struct {
 	Root string
 	// Policy is metadata, zero or secure; empty means metadata.
 	Policy metalv1alpha1.WipePolicy
-	// Eraser runs device-native secure erase for the secure policy; nil means none available.
+	// Eraser runs the device-level erase of the secure policy (HostEraser on a real host);
+	// nil means none is available, and the secure policy then fails every disk.
 	Eraser SecureEraser
 	// Progress, when set, is called after every write (from Wipe's goroutine).
 	Progress Progress
@@ -180,8 +175,16 @@ func (w *wiper) wipe(ctx context.Context, disk metalv1alpha1.StorageDevice) meta
 		res.Message = "not wiped: opening device: " + err.Error()
 		return res
 	}
+	if w.policy == metalv1alpha1.WipeSecure {
+		// The device was there and writable; the eraser opens it as it needs.
+		if err := f.Close(); err != nil {
+			res.Message = "not wiped: closing device: " + err.Error()
+			return res
+		}
+		return w.secure(ctx, dev, disk, res)
+	}
 	res.Method = string(w.policy)
-	msg, err := w.apply(ctx, f, dev, disk, &res)
+	msg, err := w.apply(ctx, f, dev, disk)
 	if err == nil {
 		if err = f.Sync(); err != nil {
 			err = fmt.Errorf("syncing %s: %w", dev, err)
@@ -199,29 +202,12 @@ func (w *wiper) wipe(ctx context.Context, disk metalv1alpha1.StorageDevice) meta
 	return res
 }
 
-// apply runs the policy on an open device. It sets res.Method when secure erase falls back to
-// zero, and returns a message for the report (what was done, or why secure erase fell back).
-func (w *wiper) apply(ctx context.Context, f *os.File, dev string, disk metalv1alpha1.StorageDevice, res *metalv1alpha1.DiskWipe) (string, error) {
-	var fallback string
-	if w.policy == metalv1alpha1.WipeSecure {
-		why := "no secure eraser is available"
-		if w.opts.Eraser != nil {
-			err := w.opts.Eraser.SecureErase(ctx, dev, disk)
-			if err == nil {
-				return "erased by the device's secure erase", nil
-			}
-			if !errors.Is(err, ErrSecureEraseUnsupported) {
-				return "", fmt.Errorf("secure erase: %w", err)
-			}
-			why = err.Error()
-		}
-		res.Method = MethodZeroFallback
-		fallback = "secure erase unavailable (" + why + "); zeroed the whole device instead"
-	}
-
+// apply runs the metadata or zero policy on an open device and returns a message for the
+// report (what was zeroed).
+func (w *wiper) apply(ctx context.Context, f *os.File, dev string, disk metalv1alpha1.StorageDevice) (string, error) {
 	size, err := f.Seek(0, io.SeekEnd)
 	if err != nil {
-		return fallback, fmt.Errorf("finding the size of %s: %w", dev, err)
+		return "", fmt.Errorf("finding the size of %s: %w", dev, err)
 	}
 	ranges := [][2]int64{{0, size}}
 	if w.policy == metalv1alpha1.WipeMetadata {
@@ -233,11 +219,8 @@ func (w *wiper) apply(ctx context.Context, f *os.File, dev string, disk metalv1a
 	}
 	for _, r := range ranges {
 		if err := w.zero(ctx, f, disk.Name, r[0], r[1], &done, total); err != nil {
-			return fallback, fmt.Errorf("after zeroing %d of %d bytes: %w", done, total, err)
+			return "", fmt.Errorf("after zeroing %d of %d bytes: %w", done, total, err)
 		}
-	}
-	if fallback != "" {
-		return fallback, nil
 	}
 	return describe(ranges, size), nil
 }

@@ -138,68 +138,215 @@ func TestZeroWipesEveryByte(t *testing.T) {
 	assert.Equal(t, 9, calls, "one call per chunk written: none for empty, 3 for odd, 1 for each other disk")
 }
 
+// fakeEraser records its calls and returns err; with zero set it first writes zeros over the
+// device (a device erase that works), with leave set it then puts one byte back at offset
+// leave-1 (an erase that missed a spot).
 type fakeEraser struct {
 	err   error
+	zero  bool
+	leave int64
 	calls []string
 }
 
-func (e *fakeEraser) SecureErase(_ context.Context, dev string, disk metalv1alpha1.StorageDevice) error {
+func (e *fakeEraser) SecureErase(_ context.Context, dev string, disk metalv1alpha1.StorageDevice) (string, error) {
 	e.calls = append(e.calls, dev+" "+disk.SerialNumber)
-	return e.err
+	if e.zero {
+		fi, err := os.Stat(dev)
+		if err != nil {
+			return "", err
+		}
+		if err := os.WriteFile(dev, make([]byte, fi.Size()), 0); err != nil {
+			return "", err
+		}
+		if e.leave > 0 {
+			f, err := os.OpenFile(dev, os.O_WRONLY, 0)
+			if err != nil {
+				return "", err
+			}
+			_, err = f.WriteAt([]byte{0x5a}, e.leave-1)
+			if cerr := f.Close(); err == nil {
+				err = cerr
+			}
+			if err != nil {
+				return "", err
+			}
+		}
+	}
+	if e.err != nil {
+		return "", e.err
+	}
+	return "fake device erase", nil
 }
 
-func TestSecureWithoutEraserFallsBackToZero(t *testing.T) {
+func TestSecureWithoutEraserFailsEveryDiskAndWritesNothing(t *testing.T) {
 	root, inv := disks(t, sizes)
 	rep := Wipe(context.Background(), inv, Options{Root: root, Policy: metalv1alpha1.WipeSecure})
 	assert.Equal(t, metalv1alpha1.WipeSecure, rep.Policy, "the report says what was asked")
 	require.Len(t, rep.Disks, len(sizes))
 	for _, d := range rep.Disks {
-		assert.Equal(t, MethodZeroFallback, d.Method)
-		assert.True(t, d.Succeeded, "%s: %s", d.Name, d.Message)
-		assert.Contains(t, d.Message, "secure erase unavailable (no secure eraser is available)")
-		assert.Contains(t, d.Message, "zeroed the whole device instead")
-		checkBytes(t, DevicePath(root, d.Name), sizes[d.Name], [][2]int64{{0, sizes[d.Name]}})
+		assert.Equal(t, MethodNone, d.Method, d.Name)
+		assert.False(t, d.Succeeded, "%s: %s", d.Name, d.Message)
+		assert.Equal(t, "not wiped: "+d.Name+": no device-level secure erase for a regular file", d.Message)
+		checkBytes(t, DevicePath(root, d.Name), sizes[d.Name], nil) // never zero-filled
 	}
+	assert.Len(t, Failed(rep), len(sizes))
 }
 
-func TestSecureWithUnsupportedEraserFallsBackAndSaysWhy(t *testing.T) {
-	root, inv := disks(t, map[string]int64{"nvme0n1": 3*mib + 5})
-	for _, eraser := range []SecureEraser{HostEraser{}, &fakeEraser{err: fmt.Errorf("%w: frozen", ErrSecureEraseUnsupported)}} {
-		require.NoError(t, fixtures.MakeDiskFiles(root, []string{"nvme0n1"}, 3*mib+5))
-		rep := Wipe(context.Background(), inv, Options{Root: root, Policy: metalv1alpha1.WipeSecure, Eraser: eraser})
+func TestSecureUnsupportedFailsSaysWhyAndWritesNothing(t *testing.T) {
+	const size = 3*mib + 5
+	root, inv := disks(t, map[string]int64{"nvme0n1": size})
+	for _, tc := range []struct {
+		eraser SecureEraser
+		want   string
+	}{
+		{HostEraser{}, "not wiped: nvme0n1: no device-level secure erase for a regular file"},
+		{&fakeEraser{err: unsupported("not NVMe; BLKSECDISCARD: operation not supported")},
+			"not wiped: nvme0n1: no device-level secure erase: not NVMe; BLKSECDISCARD: operation not supported"},
+		{&fakeEraser{err: fmt.Errorf("%w: frozen", ErrSecureEraseUnsupported)}, "not wiped: nvme0n1: no device-level secure erase: frozen"},
+	} {
+		rep := Wipe(context.Background(), inv, Options{Root: root, Policy: metalv1alpha1.WipeSecure, Eraser: tc.eraser})
 		require.Len(t, rep.Disks, 1)
 		d := rep.Disks[0]
-		assert.Equal(t, MethodZeroFallback, d.Method)
-		assert.True(t, d.Succeeded, d.Message)
-		assert.Contains(t, d.Message, "secure erase is not supported")
-		checkBytes(t, DevicePath(root, "nvme0n1"), 3*mib+5, [][2]int64{{0, 3*mib + 5}})
+		assert.Equal(t, MethodNone, d.Method)
+		assert.False(t, d.Succeeded, d.Message)
+		assert.Equal(t, tc.want, d.Message)
+		checkBytes(t, DevicePath(root, "nvme0n1"), size, nil)
 	}
 }
 
-func TestSecureEraserResults(t *testing.T) {
-	root, inv := disks(t, map[string]int64{"sda": 3 * mib, "sdb": 3 * mib})
+func TestHostEraserRefusesWhatIsNotABlockDevice(t *testing.T) {
+	root, _ := disks(t, map[string]int64{"sda": mib})
+	disk := metalv1alpha1.StorageDevice{Name: "sda"}
+	for dev, want := range map[string]string{
+		DevicePath(root, "sda"):        "no device-level secure erase for a regular file",
+		"/dev/null":                    "no device-level secure erase: /dev/null is not a block device",
+		root:                           "no device-level secure erase: " + root + " is not a block device",
+		filepath.Join(root, "missing"): "no device-level secure erase: stat " + filepath.Join(root, "missing") + ": no such file or directory",
+	} {
+		what, err := HostEraser{}.SecureErase(context.Background(), dev, disk)
+		assert.Empty(t, what)
+		require.ErrorIs(t, err, ErrSecureEraseUnsupported, dev)
+		assert.ErrorContains(t, err, want)
+	}
+	checkBytes(t, DevicePath(root, "sda"), mib, nil)
+}
 
-	ok := &fakeEraser{}
+func TestSecureSucceedsOnlyWhenTheEraserSucceededAndTheDeviceReadsBackZero(t *testing.T) {
+	root, inv := disks(t, sizes)
+
+	// An eraser that erases: success, and the message says what ran and what was read.
+	ok := &fakeEraser{zero: true}
 	rep := Wipe(context.Background(), inv, Options{Root: root, Policy: metalv1alpha1.WipeSecure, Eraser: ok})
-	require.Len(t, rep.Disks, 2)
+	require.Len(t, rep.Disks, len(sizes))
 	for _, d := range rep.Disks {
 		assert.Equal(t, MethodSecure, d.Method)
-		assert.True(t, d.Succeeded, d.Message)
+		assert.True(t, d.Succeeded, "%s: %s", d.Name, d.Message)
+		assert.Equal(t, fmt.Sprintf("fake device erase; read back all %d bytes: zeros", sizes[d.Name]), d.Message)
+		checkBytes(t, DevicePath(root, d.Name), sizes[d.Name], [][2]int64{{0, sizes[d.Name]}})
 	}
-	assert.Equal(t, []string{DevicePath(root, "sda") + " SN-sda", DevicePath(root, "sdb") + " SN-sdb"}, ok.calls)
-	// The fake erased nothing, and Wipe did not zero behind its back.
-	checkBytes(t, DevicePath(root, "sda"), 3*mib, nil)
+	require.Len(t, ok.calls, len(sizes))
+	assert.Equal(t, DevicePath(root, "chunk")+" SN-chunk", ok.calls[0])
 
+	// An eraser that says it erased but did not: the read-back fails the disk, and Wipe does
+	// not zero behind its back.
+	for name, size := range sizes {
+		require.NoError(t, fixtures.MakeDiskFiles(root, []string{name}, size))
+	}
+	liar := &fakeEraser{}
+	rep = Wipe(context.Background(), inv, Options{Root: root, Policy: metalv1alpha1.WipeSecure, Eraser: liar})
+	for _, d := range rep.Disks {
+		assert.Equal(t, MethodSecure, d.Method, d.Name)
+		if sizes[d.Name] == 0 {
+			assert.True(t, d.Succeeded, "an empty device has nothing to read back: %s", d.Message)
+			continue
+		}
+		assert.False(t, d.Succeeded, d.Name)
+		assert.Equal(t, d.Name+": fake device erase; failed verification: read back non-zero data at offset 0", d.Message)
+		checkBytes(t, DevicePath(root, d.Name), sizes[d.Name], nil)
+	}
+	assert.Len(t, liar.calls, len(sizes))
+
+	// An eraser that missed one byte, anywhere (these devices are read back in full).
+	for _, leave := range []int64{1, MetadataBytes + 77, ChunkBytes} {
+		t.Run(fmt.Sprintf("byte %d left", leave-1), func(t *testing.T) {
+			root, inv := disks(t, map[string]int64{"chunk": ChunkBytes})
+			rep := Wipe(context.Background(), inv, Options{Root: root, Policy: metalv1alpha1.WipeSecure, Eraser: &fakeEraser{zero: true, leave: leave}})
+			require.Len(t, rep.Disks, 1)
+			assert.False(t, rep.Disks[0].Succeeded)
+			assert.Equal(t, MethodSecure, rep.Disks[0].Method)
+			assert.Contains(t, rep.Disks[0].Message, fmt.Sprintf("read back non-zero data at offset %d", leave-1))
+		})
+	}
+
+	// An eraser that fails: the disk fails with its error, named, and nothing is written.
+	root, inv = disks(t, map[string]int64{"sda": 3 * mib, "sdb": 3 * mib})
 	failing := &fakeEraser{err: errors.New("sanitize aborted: status 0x2")}
 	rep = Wipe(context.Background(), inv, Options{Root: root, Policy: metalv1alpha1.WipeSecure, Eraser: failing})
 	require.Len(t, rep.Disks, 2)
 	for _, d := range rep.Disks {
 		assert.Equal(t, MethodSecure, d.Method)
 		assert.False(t, d.Succeeded)
-		assert.Contains(t, d.Message, "sanitize aborted: status 0x2")
+		assert.Equal(t, d.Name+": secure erase failed: sanitize aborted: status 0x2", d.Message)
 	}
 	assert.Len(t, failing.calls, 2, "a failed disk does not stop the next one")
 	checkBytes(t, DevicePath(root, "sdb"), 3*mib, nil)
+}
+
+func TestVerifyRangesSampleLargeDevices(t *testing.T) {
+	assert.Equal(t, [][2]int64{{0, 0}}, VerifyRanges(0))
+	assert.Equal(t, [][2]int64{{0, VerifyWholeBytes}}, VerifyRanges(VerifyWholeBytes))
+	for _, size := range []int64{VerifyWholeBytes + 512, 8_001_563_222_016} {
+		r := VerifyRanges(size)
+		require.Len(t, r, VerifySamples+2)
+		assert.Equal(t, [2]int64{0, MetadataBytes}, r[0])
+		assert.Equal(t, [2]int64{size - MetadataBytes, size}, r[len(r)-1])
+		assert.Equal(t, [2]int64{MetadataBytes, MetadataBytes + VerifySampleBytes}, r[1], "the first sample follows the first MiB")
+		last := r[len(r)-2]
+		assert.LessOrEqual(t, last[1], size-MetadataBytes)
+		assert.Greater(t, last[1], size-MetadataBytes-2*VerifySampleBytes, "the last sample reaches the last MiB")
+		for i := 1; i <= VerifySamples; i++ {
+			assert.Equal(t, int64(VerifySampleBytes), r[i][1]-r[i][0])
+			assert.Zero(t, r[i][0]%VerifySampleBytes, "aligned")
+			assert.LessOrEqual(t, r[i-1][1], r[i][0], "no overlap")
+		}
+	}
+}
+
+func TestSecureReadsBackSamplesOfALargeDevice(t *testing.T) {
+	const size = 1 << 30 // sparse: reads as zeros
+	root := t.TempDir()
+	require.NoError(t, os.MkdirAll(filepath.Join(root, "dev"), 0o755))
+	path := DevicePath(root, "nvme0n1")
+	require.NoError(t, os.WriteFile(path, nil, 0o644))
+	require.NoError(t, os.Truncate(path, size))
+	inv := []metalv1alpha1.StorageDevice{{Name: "nvme0n1"}}
+	wipe := func() metalv1alpha1.DiskWipe {
+		rep := Wipe(context.Background(), inv, Options{Root: root, Policy: metalv1alpha1.WipeSecure, Eraser: &fakeEraser{}})
+		require.Len(t, rep.Disks, 1)
+		return rep.Disks[0]
+	}
+	d := wipe()
+	assert.True(t, d.Succeeded, d.Message)
+	assert.Equal(t, fmt.Sprintf("fake device erase; read back the first and last MiB and %d samples of %d bytes of all %d bytes: zeros", VerifySamples, VerifySampleBytes, size), d.Message)
+
+	poke := func(off int64, b byte) {
+		f, err := os.OpenFile(path, os.O_WRONLY, 0)
+		require.NoError(t, err)
+		_, err = f.WriteAt([]byte{b}, off)
+		require.NoError(t, err)
+		require.NoError(t, f.Close())
+	}
+	sample := VerifyRanges(size)[100]
+	for _, off := range []int64{7, size - 1, sample[0] + 4000} {
+		poke(off, 1)
+		d = wipe()
+		assert.False(t, d.Succeeded)
+		assert.Equal(t, "nvme0n1: fake device erase; failed verification: read back non-zero data at offset "+fmt.Sprint(off), d.Message)
+		poke(off, 0)
+	}
+	// Between samples nothing is read: it is a sample, not a proof.
+	poke(sample[1]+1, 1)
+	assert.True(t, wipe().Succeeded)
 }
 
 func TestMissingOrBadDeviceFailsAndTheOthersAreStillWiped(t *testing.T) {
@@ -214,7 +361,7 @@ func TestMissingOrBadDeviceFailsAndTheOthersAreStillWiped(t *testing.T) {
 				{Name: "sdd"},                         // a directory
 				inv[1],
 			}
-			eraser := &fakeEraser{}
+			eraser := &fakeEraser{zero: true}
 			rep := Wipe(context.Background(), inv, Options{Root: root, Policy: policy, Eraser: eraser})
 			require.Len(t, rep.Disks, 5)
 			for _, i := range []int{1, 2, 3} {
@@ -234,9 +381,8 @@ func TestMissingOrBadDeviceFailsAndTheOthersAreStillWiped(t *testing.T) {
 			}
 			if policy == metalv1alpha1.WipeSecure {
 				assert.Len(t, eraser.calls, 2, "the eraser only sees devices that opened")
-			} else {
-				checkBytes(t, DevicePath(root, "sdc"), mib, [][2]int64{{0, mib}})
 			}
+			checkBytes(t, DevicePath(root, "sdc"), mib, [][2]int64{{0, mib}})
 		})
 	}
 }

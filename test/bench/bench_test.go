@@ -206,7 +206,7 @@ func TestBench(t *testing.T) {
 	logf("claims: %d created at once", claims)
 	claimStart := time.Now()
 	require.NoError(t, lab.Parallel(64, claims, func(i int) error {
-		claim := lab.SampleClaim(benchClaim(i))
+		claim := l.SampleClaim(benchClaim(i))
 		at := time.Now()
 		mu.Lock()
 		created[claim.Name] = at
@@ -244,7 +244,7 @@ func TestBench(t *testing.T) {
 	// One delete per claim, as their users would: a single delete-collection of 5,000 claims
 	// outlasts the apiserver's request timeout at 10,000 servers.
 	require.NoError(t, lab.Parallel(64, claims, func(i int) error {
-		claim := lab.SampleClaim(benchClaim(i))
+		claim := l.SampleClaim(benchClaim(i))
 		return persist(func() error { return client.IgnoreNotFound(c.Delete(ctx, claim)) })
 	}))
 	require.NoError(t, waitFor(ctx, scaled(claims, time.Second), fmt.Sprintf("%d servers Available again", n), func() (bool, string) {

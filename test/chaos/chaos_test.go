@@ -131,7 +131,8 @@ func TestCrashConsistency(t *testing.T) {
 	c, err := client.NewWithWatch(restCfg, client.Options{Scheme: l.Env.Scheme})
 	require.NoError(t, err)
 
-	wl := newWorkload(c, cfg.seed, cfg.claims, cfg.maints)
+	image, checksum := l.Images.SimImage()
+	wl := newWorkload(c, image, checksum, cfg.seed, cfg.claims, cfg.maints)
 	obs := newObserver(c, cfg.observeEvery, wl.claimDeleted)
 	wl.obs = obs
 	obsCtx, stopObserver := context.WithCancel(ctx)

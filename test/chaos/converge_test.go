@@ -67,16 +67,12 @@ func convergence(s *snapshot, l *lab.Lab, servers int) []string {
 		byName[s.Servers[i].Name] = &s.Servers[i]
 	}
 	held := map[string]*m.ServerClaim{}
-	images := 0
 	for i := range s.Claims {
 		c := &s.Claims[i]
 		key := c.Namespace + "/" + c.Name
 		if !c.DeletionTimestamp.IsZero() {
 			add("claim %s is still being deleted (%s)", key, c.Status.Phase)
 			continue
-		}
-		if c.Spec.Image != "" {
-			images++
 		}
 		if c.Status.Phase != m.ClaimPhaseBound || c.Status.ServerRef == nil || !meta.IsStatusConditionTrue(c.Status.Conditions, m.ConditionReady) {
 			add("claim %s is %s, Ready %s", key, c.Status.Phase, describeCondition(meta.FindStatusCondition(c.Status.Conditions, m.ConditionReady)))
@@ -113,26 +109,22 @@ func convergence(s *snapshot, l *lab.Lab, servers int) []string {
 		if got := sim.PowerState(id); got != wantPower {
 			add("server %s (%s, %s) is powered %q at its BMC, want %s (status says %s)", srv.Name, srv.Status.State, srv.Status.LastTransitionReason, got, wantPower, srv.Status.PowerState)
 		}
-		// The claim's image was network-booted (power On) or waits for the first power-on.
+		// The claim's image was installed by a probe boot, and the server boots its disk from
+		// then on, whatever its power.
 		if c != nil && c.Spec.Image != "" {
-			if wantPower == "On" && !bootedImage(l, srv.Name, c) {
-				add("server %s holds claim %s/%s but the boot service never served it %s", srv.Name, c.Namespace, c.Name, c.Spec.Image)
+			if !bootedImage(l, srv.Name, c) {
+				add("server %s holds claim %s/%s but the boot service never booted the install of %s", srv.Name, c.Namespace, c.Name, c.Spec.Image)
 			}
-			if target, once := sim.BootOverride(id); wantPower == "Off" && (target != bmcsim.BootPxe || once != "Once") {
-				add("server %s holds claim %s/%s (power Off) but its next boot is %s/%s, not PXE once", srv.Name, c.Namespace, c.Name, target, once)
+			if last := srv.Status.LastInstall; last == nil || !last.Succeeded || last.Image != c.Spec.Image {
+				add("server %s holds claim %s/%s but its last install is %+v", srv.Name, c.Namespace, c.Name, last)
+			}
+			if target, once := sim.BootOverride(id); target != bmcsim.BootHdd || once != "Continuous" {
+				add("server %s holds claim %s/%s (installed) but its boot is %s/%s, not the disk for good", srv.Name, c.Namespace, c.Name, target, once)
 			}
 		}
 	}
-	provisioning := 0
 	for _, b := range s.Boots {
-		if b.Spec.Purpose != m.BootPurposeProvisioning {
-			add("probe boot configuration %s/%s (%s, server %s) is left over", b.Namespace, b.Name, b.Spec.Purpose, b.Spec.ServerRef.Name)
-		} else {
-			provisioning++
-		}
-	}
-	if provisioning != images {
-		add("%d provisioning boot configurations for %d claims with an image", provisioning, images)
+		add("probe boot configuration %s/%s (%s, server %s) is left over", b.Namespace, b.Name, b.Spec.Purpose, b.Spec.ServerRef.Name)
 	}
 	for _, sec := range s.Secrets {
 		for _, ref := range sec.OwnerReferences {

@@ -25,7 +25,9 @@ const (
 // free and claimed servers into maintenance and gives them back, all drawn from its own seeded
 // random source.
 type workload struct {
-	c   client.Client
+	c client.Client
+	// image and checksum are what the claims install (the lab's SimImage).
+	image, checksum string
 	rng *rand.Rand
 	// obs picks servers for maintenance from what it has seen.
 	obs *observer
@@ -66,8 +68,8 @@ type workloadStats struct {
 	ClaimsCreated, ClaimsDeleted, FlashClaims, MaintsCreated, MaintsDeleted, MaintsOnClaimed, Approvals, Errors int
 }
 
-func newWorkload(c client.Client, seed uint64, targetClaims, targetMaints int) *workload {
-	return &workload{c: c, rng: rand.New(rand.NewPCG(seed, 0x636c61696d73)),
+func newWorkload(c client.Client, image, checksum string, seed uint64, targetClaims, targetMaints int) *workload {
+	return &workload{c: c, image: image, checksum: checksum, rng: rand.New(rand.NewPCG(seed, 0x636c61696d73)),
 		targetClaims: targetClaims, targetMaints: targetMaints, started: time.Now(),
 		deleted: map[types.UID]time.Time{}, claims: map[string]*claimInfo{}, maints: map[string]*maintInfo{}}
 }
@@ -170,7 +172,8 @@ func (w *workload) createClaim(ctx context.Context) {
 	w.seq++
 	name := fmt.Sprintf("chaos-%04d", w.seq)
 	claim := &m.ServerClaim{ObjectMeta: metav1.ObjectMeta{Namespace: claimNamespace, Name: name},
-		Spec: m.ServerClaimSpec{Power: m.PowerOn, Image: "ghcr.io/ironfleet/examples/flatcar:stable"}}
+		Spec: m.ServerClaimSpec{Power: m.PowerOn}}
+	claim.Spec.Image, claim.Spec.ImageChecksum = w.image, w.checksum
 	switch p := w.rng.IntN(10); {
 	case p == 0:
 		claim.Spec.Power = m.PowerOff

@@ -65,7 +65,7 @@ func TestMaintenanceAndRestartMidLifecycle(t *testing.T) {
 	require.NoError(t, l.RestartManager())
 	require.NoError(t, l.WaitForServers(ctx, 4, m.ServerStateAvailable, 3*time.Minute))
 
-	server, err := l.ClaimAndWait(ctx, lab.SampleClaim("db"), 2*time.Minute)
+	server, err := l.ClaimAndWait(ctx, l.SampleClaim("db"), 2*time.Minute)
 	require.NoError(t, err)
 
 	sm := &m.ServerMaintenance{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "firmware"},

@@ -158,7 +158,7 @@ func TestManagerNeedsNothingBeyondTheCSV(t *testing.T) {
 	defer l.Stop()
 
 	require.NoError(t, l.WaitForServers(ctx, 2, m.ServerStateAvailable, 2*time.Minute), "discovery with the CSV's permissions (forbidden: %v)", refused.list())
-	claim := lab.SampleClaim("rbac")
+	claim := l.SampleClaim("rbac")
 	server, err := l.ClaimAndWait(ctx, claim, time.Minute)
 	require.NoError(t, err, "claim with the CSV's permissions (forbidden: %v)", refused.list())
 	require.NoError(t, l.Client.Delete(ctx, claim))

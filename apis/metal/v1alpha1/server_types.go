@@ -14,7 +14,8 @@ const (
 	WipeMetadata WipePolicy = "metadata"
 	// WipeZero writes zeroes over each whole device.
 	WipeZero WipePolicy = "zero"
-	// WipeSecure uses the device's own secure erase, falling back to zero (and saying so).
+	// WipeSecure uses the device's own erase (NVMe Sanitize or Format with user-data erase,
+	// BLKSECDISCARD), read back; a disk that has none fails the cleanup, named. Never a zero-fill.
 	WipeSecure WipePolicy = "secure"
 )
 
@@ -156,7 +157,8 @@ type DiskWipe struct {
 	Name string `json:"name"`
 	// +optional
 	SerialNumber string `json:"serialNumber,omitempty"`
-	// Method is what was done: metadata, zero, secure, or zero-fallback (secure erase was not
+	// Method is what was done: metadata, zero, secure (the device's own erase, read back), none,
+	// or zero-fallback (reported by older probes only: secure erase was not
 	// available, the whole device was zeroed instead).
 	// +kubebuilder:validation:Enum=metadata;zero;secure;zero-fallback;none
 	Method string `json:"method"`

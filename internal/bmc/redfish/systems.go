@@ -209,6 +209,17 @@ func (c *Client) actionInfoAllowable(uri, parameter string) []string {
 // SetBootOnce points the next boot at target. It never sends BootSourceOverrideMode, which
 // some BMCs refuse to PATCH.
 func (c *Client) SetBootOnce(ctx context.Context, systemURI string, target bmc.BootTarget) error {
+	return c.setBoot(ctx, systemURI, target, "Once")
+}
+
+// SetBootPersistent points every boot from now on at target (BootSourceOverrideEnabled
+// Continuous): an installed server boots its disk on every power-on, whatever the boot order
+// says.
+func (c *Client) SetBootPersistent(ctx context.Context, systemURI string, target bmc.BootTarget) error {
+	return c.setBoot(ctx, systemURI, target, "Continuous")
+}
+
+func (c *Client) setBoot(ctx context.Context, systemURI string, target bmc.BootTarget, enabled string) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
@@ -222,16 +233,16 @@ func (c *Client) SetBootOnce(ctx context.Context, systemURI string, target bmc.B
 	if len(ctl.Boot.TargetAllowed) > 0 && !slices.Contains(ctl.Boot.TargetAllowed, string(target)) {
 		return bmc.Classify(metalv1alpha1.BMCReasonProtocolError, fmt.Errorf("system %s cannot boot from %s (offers %v): %w", systemURI, target, ctl.Boot.TargetAllowed, bmc.ErrUnsupported))
 	}
-	if len(ctl.Boot.EnabledAllowed) > 0 && !slices.Contains(ctl.Boot.EnabledAllowed, "Once") {
-		return bmc.Classify(metalv1alpha1.BMCReasonProtocolError, fmt.Errorf("system %s offers no one-time boot override (offers %v): %w", systemURI, ctl.Boot.EnabledAllowed, bmc.ErrUnsupported))
+	if len(ctl.Boot.EnabledAllowed) > 0 && !slices.Contains(ctl.Boot.EnabledAllowed, enabled) {
+		return bmc.Classify(metalv1alpha1.BMCReasonProtocolError, fmt.Errorf("system %s offers no %s boot override (offers %v): %w", systemURI, enabled, ctl.Boot.EnabledAllowed, bmc.ErrUnsupported))
 	}
 	patch := map[string]any{"Boot": map[string]string{
 		"BootSourceOverrideTarget":  string(target),
-		"BootSourceOverrideEnabled": "Once",
+		"BootSourceOverrideEnabled": enabled,
 	}}
 	resp, err := c.api.Patch(systemURI, patch)
 	if err != nil {
-		return classify(fmt.Sprintf("setting %s to boot once from %s", systemURI, target), err)
+		return classify(fmt.Sprintf("setting %s to boot from %s (%s)", systemURI, target, enabled), err)
 	}
 	drain(resp.Body)
 	return nil

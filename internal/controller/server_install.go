@@ -1,0 +1,280 @@
+package controller
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	metalv1alpha1 "github.com/ironfleet/ironfleet/apis/metal/v1alpha1"
+	"github.com/ironfleet/ironfleet/internal/bmc"
+	"github.com/ironfleet/ironfleet/internal/ignition"
+)
+
+// Reasons of the Provisioned condition while a claim's image is installed to disk.
+const (
+	ReasonInstalling         = "Installing"
+	ReasonInstalled          = "Installed"
+	ReasonInstallFailed      = "InstallFailed"
+	ReasonInstallTimedOut    = "InstallTimedOut"
+	ReasonReprovisioning     = "Reprovisioning"
+	ReasonIgnitionUnreadable = "IgnitionUnreadable"
+)
+
+// Installing a claim's image (Ironfleet's boot operator):
+//
+//  1. the probe is network-booted once in provision mode (a boot configuration <server>-provision
+//     in the system namespace whose ignition carries the image, its checksum, the root device
+//     hints and the claim's ignition for the config drive);
+//  2. it writes the image to the chosen disk, verifies it, writes the config drive, reports
+//     (status.lastInstall) and powers off;
+//  3. the server's boot override is set to the disk persistently and its power follows the
+//     claim: every later power-on boots the installed OS, never the network.
+//
+// A failed or silent install is booted again, up to InstallAttempts; then the claim shows why
+// and nothing more happens until its image changes. A changed image (or checksum) re-provisions:
+// the probe wipes the chosen disk's ends before it writes the new image.
+
+// installs says whether claims' images are installed by Ironfleet's probe (Ironfleet's boot
+// operator), rather than network-booted by another boot service.
+func (r *ServerReconciler) installs() bool {
+	return r.Probe.BootOperator == "" || r.Probe.BootOperator == metalv1alpha1.BootOperatorIronfleet
+}
+
+func (r *ServerReconciler) installAttempts() int32 {
+	if r.Discovery.InstallAttempts > 0 {
+		return r.Discovery.InstallAttempts
+	}
+	return r.Discovery.Attempts
+}
+
+func (r *ServerReconciler) installTimeout() time.Duration {
+	if r.Discovery.InstallTimeout > 0 {
+		return r.Discovery.InstallTimeout
+	}
+	return r.Discovery.Timeout
+}
+
+// heldClaim is the claim the server is bound to, as cached; nil when it is not there (the
+// dangling reference is dropped elsewhere).
+func (r *ServerReconciler) heldClaim(ctx context.Context, server *metalv1alpha1.Server) (*metalv1alpha1.ServerClaim, error) {
+	ref := server.Spec.ServerClaimRef
+	var claim metalv1alpha1.ServerClaim
+	if err := r.Client.Get(ctx, client.ObjectKey{Namespace: ref.Namespace, Name: ref.Name}, &claim); err != nil {
+		return nil, client.IgnoreNotFound(err)
+	}
+	if ref.UID != "" && string(claim.UID) != ref.UID {
+		return nil, nil
+	}
+	return &claim, nil
+}
+
+// installed says whether the server's last install is the claim's image, and succeeded.
+func installed(server *metalv1alpha1.Server, claim *metalv1alpha1.ServerClaim) bool {
+	last := server.Status.LastInstall
+	return last != nil && last.Succeeded && installTarget(last.Image, last.ImageChecksum) == claimTarget(claim)
+}
+
+func claimTarget(claim *metalv1alpha1.ServerClaim) string {
+	return installTarget(claim.Spec.Image, claim.Spec.ImageChecksum)
+}
+
+// install drives the claim's image onto the server's disk. done: the image is installed and the
+// server's power may follow the claim.
+func (r *ServerReconciler) install(ctx context.Context, server *metalv1alpha1.Server, claim *metalv1alpha1.ServerClaim) (st step, done bool, err error) {
+	cond := meta.FindStatusCondition(server.Status.Conditions, metalv1alpha1.ConditionProvisioned)
+	target := claimTarget(claim)
+	if cond != nil && cond.Status == metav1.ConditionTrue {
+		if installed(server, claim) {
+			return step{}, true, nil
+		}
+		// The claim's image changed (or Provisioned came from a boot without an install):
+		// install again, from a new boot.
+		if err := deleteProbeBoot(ctx, r.Client, r.Probe, server, metalv1alpha1.BootPurposeProvisioning); err != nil {
+			return step{}, false, err
+		}
+		return r.reprovision(server, fmt.Sprintf("the claim's image is now %s; installing it", claim.Spec.Image)), false, nil
+	}
+	// An install under way (or failed) for another image or checksum starts over.
+	var sbc metalv1alpha1.ServerBootConfiguration
+	key := client.ObjectKey{Namespace: r.Probe.Namespace, Name: probeBootName(server, metalv1alpha1.BootPurposeProvisioning)}
+	err = r.Client.Get(ctx, key, &sbc)
+	if client.IgnoreNotFound(err) != nil {
+		return step{}, false, err
+	}
+	haveBoot := err == nil
+	if haveBoot && sbc.Annotations[AnnotationInstallTarget] != target {
+		if err := deleteProbeBoot(ctx, r.Client, r.Probe, server, metalv1alpha1.BootPurposeProvisioning); err != nil {
+			return step{}, false, err
+		}
+		return r.reprovision(server, fmt.Sprintf("the claim's image is now %s; installing it instead", claim.Spec.Image)), false, nil
+	}
+	last := server.Status.LastInstall
+	if !haveBoot && server.Status.ProvisionAttempts > 0 && (last == nil || installTarget(last.Image, last.ImageChecksum) != target) {
+		return r.reprovision(server, fmt.Sprintf("the claim's image is now %s; installing it", claim.Spec.Image)), false, nil
+	}
+
+	max := r.installAttempts()
+	if cond != nil && (cond.Reason == ReasonInstallFailed || cond.Reason == ReasonInstallTimedOut) && server.Status.ProvisionAttempts >= max {
+		return wait(cond.Reason, cond.Message, 0), false, nil // until the claim's image changes
+	}
+	since := server.Status.LastProbeBootTime
+	if since != nil && last != nil && last.ReportedAt != nil && !last.ReportedAt.Time.Before(since.Time.Truncate(time.Second)) &&
+		installTarget(last.Image, last.ImageChecksum) == target {
+		// This attempt reported. The boot ends with the install, or with the last attempt; a
+		// retry boots the same configuration again.
+		if last.Succeeded || server.Status.ProvisionAttempts >= max {
+			if err := deleteProbeBoot(ctx, r.Client, r.Probe, server, metalv1alpha1.BootPurposeProvisioning); err != nil {
+				return step{}, false, err
+			}
+		}
+		if last.Succeeded {
+			return r.bootFromDisk(server, claim, last), false, nil
+		}
+		failure := fmt.Sprintf("%s: %s", last.Reason, last.Message)
+		if last.WipedAfterFailure && !strings.Contains(last.Message, "wiped again") {
+			failure += " (the disk was wiped again)"
+		}
+		if server.Status.ProvisionAttempts >= max {
+			return r.installFailed(server, ReasonInstallFailed, fmt.Sprintf("install failed after %d attempt(s): %s", server.Status.ProvisionAttempts, failure)), false, nil
+		}
+		return r.bootInstall(ctx, server, claim, fmt.Sprintf("attempt %d failed: %s", server.Status.ProvisionAttempts, failure))
+	}
+	if since != nil && server.Status.ProvisionAttempts > 0 {
+		deadline := since.Add(r.installTimeout())
+		if remaining := deadline.Sub(r.now()); remaining > 0 {
+			return wait(ReasonInstalling, fmt.Sprintf("attempt %d of %d: installing %s; waiting for the probe's report until %s", server.Status.ProvisionAttempts, max, claim.Spec.Image, deadline.UTC().Format(time.RFC3339)), remaining), false, nil
+		}
+		if server.Status.ProvisionAttempts >= max {
+			if err := deleteProbeBoot(ctx, r.Client, r.Probe, server, metalv1alpha1.BootPurposeProvisioning); err != nil {
+				return step{}, false, err
+			}
+			return r.installFailed(server, ReasonInstallTimedOut, fmt.Sprintf("no install report after %d boot(s) of %v each", server.Status.ProvisionAttempts, r.installTimeout())), false, nil
+		}
+		return r.bootInstall(ctx, server, claim, fmt.Sprintf("attempt %d did not report within %v", server.Status.ProvisionAttempts, r.installTimeout()))
+	}
+	return r.bootInstall(ctx, server, claim, "")
+}
+
+// reprovision starts the claim's install over: attempts reset, the server off.
+func (r *ServerReconciler) reprovision(server *metalv1alpha1.Server, message string) step {
+	const off = "powered off to install the claim's new image"
+	return step{reason: ReasonReprovisioning, message: message, effect: sendPower(server.Spec.SystemURI, metalv1alpha1.PowerOff, off),
+		apply: func(s *metalv1alpha1.Server) {
+			s.Status.ProvisionAttempts = 0
+			s.Status.LastProbeBootTime = nil
+			setCondition(&s.Status.Conditions, s.Generation, metalv1alpha1.ConditionProvisioned, metav1.ConditionFalse, ReasonReprovisioning, message)
+			requestPower(s, metalv1alpha1.PowerOff, off)
+		}}
+}
+
+// installFailed gives up on the claim's image: the server stays the claim's, powered off.
+func (r *ServerReconciler) installFailed(server *metalv1alpha1.Server, reason, message string) step {
+	const off = "powered off: the claim's image could not be installed"
+	r.Events.Eventf(server, nil, corev1.EventTypeWarning, reason, "Install", "%s", message)
+	return step{reason: reason, message: message, effect: sendPower(server.Spec.SystemURI, metalv1alpha1.PowerOff, off),
+		apply: func(s *metalv1alpha1.Server) {
+			setCondition(&s.Status.Conditions, s.Generation, metalv1alpha1.ConditionProvisioned, metav1.ConditionFalse, reason, message)
+			requestPower(s, metalv1alpha1.PowerOff, off)
+		}}
+}
+
+// bootFromDisk finishes an install: the disk becomes the boot device for good, and the power
+// follows the claim.
+func (r *ServerReconciler) bootFromDisk(server *metalv1alpha1.Server, claim *metalv1alpha1.ServerClaim, last *metalv1alpha1.InstallReport) step {
+	power := orDefault(server.Spec.Power, metalv1alpha1.PowerOn)
+	powerMessage := fmt.Sprintf("power %s for the claim, booting from disk", power)
+	message := fmt.Sprintf("installed %s on %s (%d bytes, %s); config drive %s; boots from disk", last.Image, last.Disk, last.Bytes, last.WrittenDigest, orDefault(last.ConfigDrive, "none"))
+	uri := server.Spec.SystemURI
+	eff := sendPower(uri, power, powerMessage)
+	power1 := eff.run
+	eff.run = func(ctx context.Context, c bmc.Client) error {
+		if err := c.SetBootPersistent(ctx, uri, bmc.BootDisk); err != nil {
+			return err
+		}
+		return power1(ctx, c)
+	}
+	r.Events.Eventf(server, nil, corev1.EventTypeNormal, ReasonInstalled, "Install", "%s", message)
+	return step{reason: ReasonInstalled, message: message, effect: eff, apply: func(s *metalv1alpha1.Server) {
+		s.Status.ProvisionAttempts = 0
+		s.Status.LastProbeBootTime = nil
+		setCondition(&s.Status.Conditions, s.Generation, metalv1alpha1.ConditionProvisioned, metav1.ConditionTrue, ReasonInstalled, message)
+		requestPower(s, power, powerMessage)
+	}}
+}
+
+// bootInstall network-boots the probe in provision mode: its boot configuration, Ready, PXE
+// once, power on.
+func (r *ServerReconciler) bootInstall(ctx context.Context, server *metalv1alpha1.Server, claim *metalv1alpha1.ServerClaim, why string) (step, bool, error) {
+	sbc, err := ensureProbeBoot(ctx, r.Client, r.APIReader, r.Probe, server, metalv1alpha1.BootPurposeProvisioning, func() (*ignition.Install, error) {
+		return r.installOf(ctx, claim)
+	})
+	var unreadable *userDataError
+	if errors.As(err, &unreadable) {
+		return step{reason: ReasonIgnitionUnreadable, message: unreadable.Error(), requeueAfter: 30 * time.Second, apply: func(s *metalv1alpha1.Server) {
+			setCondition(&s.Status.Conditions, s.Generation, metalv1alpha1.ConditionProvisioned, metav1.ConditionFalse, ReasonIgnitionUnreadable, unreadable.Error())
+		}}, false, nil
+	}
+	if err != nil {
+		return step{}, false, err
+	}
+	if sbc.Status.State != metalv1alpha1.BootConfigurationStateReady {
+		return wait(ReasonWaitingForBootService, fmt.Sprintf("waiting for the boot service to mark %s/%s Ready", sbc.Namespace, sbc.Name), 0), false, nil
+	}
+	n := server.Status.ProvisionAttempts + 1
+	message := fmt.Sprintf("attempt %d of %d: installing %s (PXE once into %s)", n, r.installAttempts(), claim.Spec.Image, sbc.Name)
+	if why != "" {
+		message = why + "; " + message
+	}
+	return step{reason: ReasonInstalling, message: message, requeueAfter: r.installTimeout(), effect: pxeBoot(server.Spec.SystemURI),
+		apply: func(s *metalv1alpha1.Server) {
+			now := metav1.NewTime(r.now())
+			s.Status.LastProbeBootTime = &now
+			s.Status.ProvisionAttempts = n
+			setCondition(&s.Status.Conditions, s.Generation, metalv1alpha1.ConditionProvisioned, metav1.ConditionFalse, ReasonInstalling, message)
+			meta.RemoveStatusCondition(&s.Status.Conditions, conditionProbe)
+		}}, false, nil
+}
+
+// conditionProbe is the registry's condition of the probe's own progress (registry.ConditionProbe).
+const conditionProbe = "Probe"
+
+// userDataError: the claim's ignition cannot be read; the claim says so until it can.
+type userDataError struct{ msg string }
+
+func (e *userDataError) Error() string { return e.msg }
+
+// installOf is what the probe installs for the claim: image, checksum, hints, and the claim's
+// ignition (read from the API: Secrets are not cached), byte for byte, for the config drive.
+func (r *ServerReconciler) installOf(ctx context.Context, claim *metalv1alpha1.ServerClaim) (*ignition.Install, error) {
+	in := &ignition.Install{Image: claim.Spec.Image, ImageChecksum: claim.Spec.ImageChecksum, RootDeviceHints: claim.Spec.RootDeviceHints,
+		Hostname: claim.Name, InstanceID: string(claim.UID)}
+	ref := claim.Spec.IgnitionSecretRef
+	if ref == nil {
+		return in, nil
+	}
+	var secret corev1.Secret
+	err := r.APIReader.Get(ctx, client.ObjectKey{Namespace: claim.Namespace, Name: ref.Name}, &secret)
+	switch {
+	case apierrors.IsNotFound(err):
+		return nil, &userDataError{fmt.Sprintf("ignition Secret %s/%s does not exist", claim.Namespace, ref.Name)}
+	case err != nil:
+		return nil, err
+	}
+	data, ok := secret.Data[metalv1alpha1.IgnitionSecretKey]
+	if !ok {
+		return nil, &userDataError{fmt.Sprintf("ignition Secret %s/%s has no %q key", claim.Namespace, ref.Name, metalv1alpha1.IgnitionSecretKey)}
+	}
+	if len(data) > metalv1alpha1.MaxUserDataBytes {
+		return nil, &userDataError{fmt.Sprintf("ignition Secret %s/%s: %q is %d bytes, more than %d", claim.Namespace, ref.Name, metalv1alpha1.IgnitionSecretKey, len(data), metalv1alpha1.MaxUserDataBytes)}
+	}
+	in.UserData = data
+	return in, nil
+}

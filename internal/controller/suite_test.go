@@ -218,9 +218,9 @@ var (
 	registryAddr  string
 	boots         *lab.BootService
 	// images serves the claims' OS images to the in-process probes that install them.
-	images *lab.ImageServer
-	stopManager   context.CancelFunc
-	managerDone   chan error
+	images      *lab.ImageServer
+	stopManager context.CancelFunc
+	managerDone chan error
 	// operatorClient, when set, builds the operator's API client (a test that watches what the
 	// reconcilers write sets it before restarting the operator); nil is controller-runtime's.
 	operatorClient client.NewClientFunc

@@ -50,7 +50,7 @@ type vmLab struct {
 	// registryTarget is the registry on the host's loopback that the forwarder reaches.
 	registryTarget string
 	uuids          map[string]bool
-	labelled       chan struct{} // closed when labelVMServers has returned
+	labelled       chan struct{}  // closed when labelVMServers has returned
 	servers        []*http.Server // ServeToVMs's
 }
 

@@ -88,7 +88,6 @@ const (
 	MethodNone     = "none"
 )
 
-
 // Progress is told, after each write, how many of the bytes to zero on a disk are done.
 type Progress func(disk string, done, total int64)
 

@@ -28,7 +28,7 @@ type workload struct {
 	c client.Client
 	// image and checksum are what the claims install (the lab's SimImage).
 	image, checksum string
-	rng *rand.Rand
+	rng             *rand.Rand
 	// obs picks servers for maintenance from what it has seen.
 	obs *observer
 

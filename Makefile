@@ -70,7 +70,7 @@ build: ## Build the manager binary into bin/.
 TEST_FUZZTIME ?= 100000x
 
 .PHONY: test
-test: test-deps verify-generated verify-bundle vet envtest probe-image $(KUSTOMIZE) ## Verify generated files, vet, run every test against a real control plane (and real VMs, as root), then fuzz each parser with TEST_FUZZTIME inputs.
+test: test-deps verify-generated verify-bundle vet envtest probe-image tenant-image $(KUSTOMIZE) ## Verify generated files, vet, run every test against a real control plane (and real VMs, as root), then fuzz each parser with TEST_FUZZTIME inputs.
 	go test $(GO_TEST_FLAGS) -timeout $(GO_TEST_TIMEOUT) ./...
 	$(MAKE) --no-print-directory fuzz FUZZTIME=$(TEST_FUZZTIME)
 
@@ -139,6 +139,22 @@ PROBE_VERSION ?= $(VERSION)
 .PHONY: probe-image
 probe-image: ## Build metalprobe's boot image (vmlinuz, initramfs.cpio.gz, manifest.json) into bin/probe/, reproducibly; kept as it is when its sources have not changed.
 	go run ./metalprobe/image/cmd/build-probe-image -out $(PROBE_IMAGE_DIR) -version $(PROBE_VERSION)
+
+# A tenant OS image for tests (test/tenantimage): a raw disk that SeaBIOS boots with Debian's
+# syslinux into the probe's kernel and an initramfs whose /init reads the config drive.
+TENANT_IMAGE_DIR ?= $(LOCALBIN)/tenant
+# The tests that install and boot a tenant OS find it here (test/tenantimage.Dir).
+export IRONFLEET_TENANT_DIR := $(abspath $(TENANT_IMAGE_DIR))
+TENANT_IMAGE_PACKAGES := syslinux syslinux-common mtools dosfstools
+
+.PHONY: tenant-image
+tenant-image: ## Build the tenant test image (disk.raw and its .gz/.zst/.xz, SHA256SUMS, manifest.json) into bin/tenant/, reproducibly; installs syslinux, mtools and dosfstools with apt-get if missing (as root); kept as it is when its sources have not changed.
+	@missing=$$(for p in $(TENANT_IMAGE_PACKAGES); do dpkg-query -W -f='$${Status}\n' $$p 2>/dev/null | grep -q 'install ok installed' || echo $$p; done); \
+	if [ -n "$$missing" ]; then \
+		if [ "$$(id -u)" -eq 0 ]; then apt-get update && apt-get install -y --no-install-recommends $$missing; \
+		else echo "tenant-image: not root, not installing $$missing"; fi; \
+	fi
+	go run ./test/tenantimage/cmd/build-tenant-image -out $(TENANT_IMAGE_DIR)
 
 .PHONY: verify-bundle
 verify-bundle: $(KUSTOMIZE) $(OPERATOR_SDK) ## Fail when bundle/ is not what config/ generates, or does not validate.

@@ -194,12 +194,19 @@ func (r *ServerReconciler) bootFromDisk(server *metalv1alpha1.Server, claim *met
 	message := fmt.Sprintf("installed %s on %s (%d bytes, %s); config drive %s; boots from disk", last.Image, last.Disk, last.Bytes, last.WrittenDigest, orDefault(last.ConfigDrive, "none"))
 	uri := server.Spec.SystemURI
 	eff := sendPower(uri, power, powerMessage)
-	power1 := eff.run
+	// The probe powers the server off once it has reported, and may still be doing so: a
+	// power-on now would find it on, and leave it off a moment later. A restart boots the disk
+	// whether it finds the server on (the probe is cut short: its install is synced and
+	// reported) or off.
+	action := bmc.PowerForceRestart
+	if power == metalv1alpha1.PowerOff {
+		action = bmc.PowerOff
+	}
 	eff.run = func(ctx context.Context, c bmc.Client) error {
 		if err := c.SetBootPersistent(ctx, uri, bmc.BootDisk); err != nil {
 			return err
 		}
-		return power1(ctx, c)
+		return c.SetPower(ctx, uri, action)
 	}
 	r.Events.Eventf(server, nil, corev1.EventTypeNormal, ReasonInstalled, "Install", "%s", message)
 	return step{reason: ReasonInstalled, message: message, effect: eff, apply: func(s *metalv1alpha1.Server) {

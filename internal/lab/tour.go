@@ -117,8 +117,8 @@ func (l *Lab) SampleClaim(name string) *metalv1alpha1.ServerClaim {
 
 func ptrTo[T any](v T) *T { return &v }
 
-// OffVMs keeps a claim off the lab's VMs, whose boot service does not install tenants' images
-// yet: it adds a selector on LabelVM when the lab runs VMs.
+// OffVMs keeps a claim off the lab's VMs, which cannot reach the lab's loopback image server:
+// it adds a selector on LabelVM when the lab runs VMs.
 func (l *Lab) OffVMs(claim *metalv1alpha1.ServerClaim) *metalv1alpha1.ServerClaim {
 	if l.vms == nil {
 		return claim

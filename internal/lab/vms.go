@@ -26,7 +26,8 @@ import (
 )
 
 // LabelVM marks the Servers that are the lab's virtual machines. Sample claims stay off them:
-// the boot service serves VMs the probe (discovery and wipe), not tenants' images yet.
+// their image (the lab's SimImage) is served on the host's loopback, which the VMs cannot
+// reach; a claim for a VM serves its image with ServeToVMs (test/e2e's install test does).
 const LabelVM = "lab.ironfleet.dev/vm"
 
 // VMHost is one of the lab's real virtual machines: a QEMU VM behind a simulated Redfish BMC,

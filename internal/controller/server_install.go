@@ -92,7 +92,9 @@ func (r *ServerReconciler) install(ctx context.Context, server *metalv1alpha1.Se
 	cond := meta.FindStatusCondition(server.Status.Conditions, metalv1alpha1.ConditionProvisioned)
 	target := claimTarget(claim)
 	if cond != nil && cond.Status == metav1.ConditionTrue {
-		if installed(server, claim) {
+		// Provisioned before installs recorded what they wrote (an older operator, which
+		// network-booted the image): the tenant's disk is left alone, never installed over.
+		if installed(server, claim) || server.Status.LastInstall == nil {
 			return step{}, true, nil
 		}
 		// The claim's image changed (or Provisioned came from a boot without an install):

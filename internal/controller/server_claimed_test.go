@@ -20,7 +20,9 @@ func TestReservedWaitsForTheClaimsPower(t *testing.T) {
 			ServerClaimRef: &m.ObjectReference{Namespace: "tenant", Name: "cold", UID: "0b4d3c2a-0000-4000-8000-000000000001"}},
 		Status: m.ServerStatus{State: m.ServerStateReserved},
 	}
-	var r ServerReconciler
+	// Another boot operator's claims: the power handover alone, without reading the claim
+	// (which installs to disk need).
+	r := ServerReconciler{Probe: ProbeBoot{BootOperator: "other-boot-operator"}}
 	st, err := r.reserved(ctx, server)
 	require.NoError(t, err)
 	assert.Nil(t, st.effect.run, "no BMC action before the claim's power is known")

@@ -20,6 +20,7 @@ func TestArgsRoundTripThroughTheFlags(t *testing.T) {
 		SystemNamespace: "sys", ProbeImage: "img:1", BootOperator: "other-boot-operator",
 	}
 	o.Discovery.Timeout, o.Discovery.Attempts = 42*time.Second, 5
+	o.Discovery.InstallTimeout, o.Discovery.InstallAttempts = 17*time.Minute, 4
 	o.Settings.ResyncPeriod, o.Settings.BackoffBase, o.Settings.BackoffMax = 3*time.Minute, 250*time.Millisecond, time.Minute
 	o.Settings.DefaultConcurrency = 9
 	o.Settings.MaxConcurrentReconciles = map[string]int{"server": 16, "bmc": 8}

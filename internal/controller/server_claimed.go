@@ -45,7 +45,9 @@ func (r *ServerReconciler) available(server *metalv1alpha1.Server) step {
 func (r *ServerReconciler) reserved(ctx context.Context, server *metalv1alpha1.Server) (step, error) {
 	if server.Spec.ServerClaimRef == nil {
 		// An install under way ends with the claim: its boot must not outlive it.
-		if server.Status.ProvisionAttempts == 0 {
+		// (A boot is named on the server before its configuration is made, and counted only
+		// once it is booted: either says one may exist.)
+		if server.Status.ProvisionAttempts == 0 && server.Annotations[metalv1alpha1.AnnotationProbeBoot] == "" {
 			return r.release(server), nil
 		}
 		if err := deleteProbeBoot(ctx, r.Client, r.Probe, server, metalv1alpha1.BootPurposeProvisioning); err != nil {

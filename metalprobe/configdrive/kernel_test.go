@@ -96,14 +96,8 @@ func sysPartition(t *testing.T, dev string, n int) (start, size int64) {
 func partitionNode(t *testing.T, dev string, n int) string {
 	t.Helper()
 	node := PartitionDevice(dev, n)
-	for range 100 {
-		if _, err := os.Stat(node); err == nil {
-			return node
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
-	t.Fatalf("%s did not appear", node)
-	return ""
+	require.Eventually(t, func() bool { _, err := os.Stat(node); return err == nil }, 5*time.Second, 50*time.Millisecond, "%s did not appear", node)
+	return node
 }
 
 // checkKernelSees checks what Linux makes of the config drive on partition r.Partition: its

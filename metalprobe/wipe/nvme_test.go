@@ -52,6 +52,8 @@ type fakeNVMe struct {
 	sstat       []uint16 // Sanitize Status log SSTAT per read; the last one repeats
 	cmds        []nvmeAdminCmd
 	logs        int
+	// onLog, when set, runs after each Sanitize Status read (with the count so far).
+	onLog func(n int)
 }
 
 func (f *fakeNVMe) NamespaceID() (uint32, error) { return f.nsid, f.nsidErr }
@@ -95,6 +97,9 @@ func (f *fakeNVMe) Admin(cmd *nvmeAdminCmd, data []byte) error {
 			st = f.sstat[min(f.logs, len(f.sstat)-1)]
 		}
 		f.logs++
+		if f.onLog != nil {
+			f.onLog(f.logs)
+		}
 		binary.LittleEndian.PutUint16(data[0:], 0x8000) // 50%
 		binary.LittleEndian.PutUint16(data[2:], st)
 	default:
@@ -199,10 +204,12 @@ func TestNVMeSanitizeInterrupted(t *testing.T) {
 	fastPoll(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	f := &fakeNVMe{nsid: 1, sanicap: sanicapBlockErase, sstat: []uint16{0, sstatInProgress}}
-	go func() {
-		time.Sleep(20 * time.Millisecond)
-		cancel()
-	}()
+	// Cancelled once the sanitize is seen in progress: the erase must stop waiting for it.
+	f.onLog = func(n int) {
+		if n == 2 {
+			cancel()
+		}
+	}
 	_, err := nvmeErase(ctx, f)
 	require.ErrorIs(t, err, context.Canceled)
 	assert.NotErrorIs(t, err, ErrSecureEraseUnsupported)

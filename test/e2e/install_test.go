@@ -150,7 +150,7 @@ func requireTenantImage(t *testing.T) string {
 		if os.Getenv("CI") != "" {
 			t.Fatalf("the tenant image is missing in CI (%v): make test builds it with make tenant-image", err)
 		}
-		t.Skipf("the tenant image is missing (%v): run make tenant-image", err)
+		t.Skipf("the tenant image is missing (%v): run make tenant-image; make test builds it and runs this test (as root), and in CI it fails instead of skipping", err)
 	}
 	return dir
 }

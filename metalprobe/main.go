@@ -5,6 +5,10 @@ package main
 import (
 	"os"
 
+	// The probe's initramfs has no CA roots of its own: images on public https servers are
+	// verified against Mozilla's roots, which this embeds (used only where the system has none).
+	_ "golang.org/x/crypto/x509roots/fallback"
+
 	"github.com/ironfleet/ironfleet/metalprobe/cli"
 )
 

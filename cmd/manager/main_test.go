@@ -40,6 +40,10 @@ func TestBadFlagsAreRejected(t *testing.T) {
 	assert.ErrorContains(t, err, `--concurrency: "bmc=zero" is not controller=count`)
 	err = run([]string{"--bmc-ca-file", filepath.Join(t.TempDir(), "missing.pem")})
 	assert.ErrorContains(t, err, "--bmc-ca-file")
+	notPEM := filepath.Join(t.TempDir(), "ca.pem")
+	require.NoError(t, os.WriteFile(notPEM, []byte("not a certificate"), 0o600))
+	err = run([]string{"--image-ca-file", notPEM})
+	assert.ErrorContains(t, err, "--image-ca-file "+notPEM)
 }
 
 func TestParseConcurrency(t *testing.T) {

@@ -28,6 +28,8 @@ type ProbeBoot struct {
 	// RegistryURL is where the probe reports, and RegistryCA how it trusts it.
 	RegistryURL string
 	RegistryCA  string
+	// ImageCA is a PEM bundle the probe also trusts for claims' images (--image-ca-file).
+	ImageCA string
 	// Token mints the token of one probe boot of a server.
 	Token func(systemUUID, boot string) string
 	// BootOperator names the boot service that serves the boot configurations the operator
@@ -187,6 +189,11 @@ func probeIgnition(c client.Client, pb ProbeBoot, server *metalv1alpha1.Server, 
 		cfg.Mode, cfg.WipePolicy = ignition.ModeWipe, orDefault(server.Spec.WipePolicy, metalv1alpha1.WipeMetadata)
 	case metalv1alpha1.BootPurposeProvisioning:
 		cfg.Mode, cfg.WipePolicy, cfg.Install = ignition.ModeProvision, orDefault(server.Spec.WipePolicy, metalv1alpha1.WipeMetadata), in
+		if in != nil && pb.ImageCA != "" {
+			withCA := *in
+			withCA.CABundle = pb.ImageCA
+			cfg.Install = &withCA
+		}
 	}
 	data, err := ignition.Render(cfg)
 	if err != nil {
@@ -248,22 +255,26 @@ func patchProbeBootName(ctx context.Context, c client.Client, server *metalv1alp
 	return nil
 }
 
-// deleteProbeBoot ends a probe boot: the Server stops naming it (the registry then refuses its
-// reports), and its boot configuration and ignition Secret are removed. Both are owned by the
-// Server, but garbage collection is not relied on: the server may live on for years.
-func deleteProbeBoot(ctx context.Context, c client.Client, pb ProbeBoot, server *metalv1alpha1.Server, purpose metalv1alpha1.BootPurpose) error {
+// deleteProbeBoot ends a probe boot of any of purposes: its boot configuration and ignition
+// Secret are removed, then the Server stops naming the boot (the registry then refuses its
+// reports). Both objects are owned by the Server, but garbage collection is not relied on: the
+// server may live on for years. The name goes last: a manager killed half way leaves the Server
+// naming the boot, so whoever looks next knows something may be left and deletes again.
+func deleteProbeBoot(ctx context.Context, c client.Client, pb ProbeBoot, server *metalv1alpha1.Server, purposes ...metalv1alpha1.BootPurpose) error {
+	for _, purpose := range purposes {
+		name := probeBootName(server, purpose)
+		for _, obj := range []client.Object{
+			&metalv1alpha1.ServerBootConfiguration{ObjectMeta: metav1.ObjectMeta{Namespace: pb.Namespace, Name: name}},
+			&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: pb.Namespace, Name: name + "-ignition"}},
+		} {
+			if err := c.Delete(ctx, obj); client.IgnoreNotFound(err) != nil {
+				return fmt.Errorf("deleting %s: %w", obj.GetName(), err)
+			}
+		}
+	}
 	if _, ok := server.Annotations[metalv1alpha1.AnnotationProbeBoot]; ok {
 		if err := patchProbeBootName(ctx, c, server, ""); err != nil {
 			return fmt.Errorf("ending the probe boot of server %s: %w", server.Name, err)
-		}
-	}
-	name := probeBootName(server, purpose)
-	for _, obj := range []client.Object{
-		&metalv1alpha1.ServerBootConfiguration{ObjectMeta: metav1.ObjectMeta{Namespace: pb.Namespace, Name: name}},
-		&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: pb.Namespace, Name: name + "-ignition"}},
-	} {
-		if err := c.Delete(ctx, obj); client.IgnoreNotFound(err) != nil {
-			return fmt.Errorf("deleting %s: %w", obj.GetName(), err)
 		}
 	}
 	return nil

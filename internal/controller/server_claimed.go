@@ -65,6 +65,7 @@ func (r *ServerReconciler) reserved(ctx context.Context, server *metalv1alpha1.S
 	// A claim with an image has it installed to disk (Ironfleet's boot operator) or
 	// network-booted once (another's); after that, or without an image, the server's power
 	// follows the claim, booting from disk.
+	installedImage := false
 	if r.installs() {
 		claim, err := r.heldClaim(ctx, server)
 		if err != nil {
@@ -77,17 +78,26 @@ func (r *ServerReconciler) reserved(ctx context.Context, server *metalv1alpha1.S
 			if st, done, err := r.install(ctx, server, claim); err != nil || !done {
 				return st, err
 			}
+			installedImage = installed(server, claim)
 		}
 	} else if !meta.IsStatusConditionTrue(server.Status.Conditions, metalv1alpha1.ConditionProvisioned) && server.Spec.BootConfigurationRef != nil {
 		return r.provision(ctx, server)
 	}
 	powered := meta.FindStatusCondition(server.Status.Conditions, metalv1alpha1.ConditionPowered)
+	var st step
 	if powered != nil && powered.ObservedGeneration == server.Generation {
-		return resendPower(server), nil
+		st = resendPower(server)
+	} else {
+		// The claim's power changed since it was last requested: request it again, from disk.
+		want := orDefault(server.Spec.Power, metalv1alpha1.PowerOn)
+		st = powerStep(server, want, fmt.Sprintf("power %s for the claim, booting from disk", want))
 	}
-	// The claim's power changed since it was last requested: request it again, from disk.
-	want := orDefault(server.Spec.Power, metalv1alpha1.PowerOn)
-	return powerStep(server, want, fmt.Sprintf("power %s for the claim, booting from disk", want)), nil
+	// The disk Ironfleet installed is the next boot of every power-on it sends (a BMC that
+	// allows only one-time overrides may boot anything after the last one).
+	if installedImage && st.effect.powering == metalv1alpha1.PowerStatePoweringOn {
+		st.effect = fromDisk(st.effect, server.Spec.SystemURI)
+	}
+	return st, nil
 }
 
 // provision network-boots the claim's image once, when its boot configuration is Ready: for

@@ -26,6 +26,7 @@ const (
 	ReasonInstallTimedOut    = "InstallTimedOut"
 	ReasonReprovisioning     = "Reprovisioning"
 	ReasonIgnitionUnreadable = "IgnitionUnreadable"
+	ReasonInstallInterrupted = "InstallInterrupted"
 )
 
 // Installing a claim's image (Ironfleet's boot operator):
@@ -36,7 +37,9 @@ const (
 //  2. it writes the image to the chosen disk, verifies it, writes the config drive, reports
 //     (status.lastInstall) and powers off;
 //  3. the server's boot override is set to the disk persistently and its power follows the
-//     claim: every later power-on boots the installed OS, never the network.
+//     claim: every later power-on boots the installed OS, never the network. A BMC that allows
+//     only one-time overrides gets one before each power-on Ironfleet sends (fromDisk), and
+//     the Provisioned condition says so.
 //
 // A failed or silent install is booted again, up to InstallAttempts; then the claim shows why
 // and nothing more happens until its image changes. A changed image (or checksum) re-provisions:
@@ -204,12 +207,9 @@ func (r *ServerReconciler) bootFromDisk(server *metalv1alpha1.Server, claim *met
 	if power == metalv1alpha1.PowerOff {
 		action = bmc.PowerOff
 	}
-	eff.run = func(ctx context.Context, c bmc.Client) error {
-		if err := c.SetBootPersistent(ctx, uri, bmc.BootDisk); err != nil {
-			return err
-		}
-		return c.SetPower(ctx, uri, action)
-	}
+	eff.run = setPower(uri, action).run
+	// Off too: the next power-on, whoever asks for it, boots the disk.
+	eff = fromDisk(eff, uri)
 	r.Events.Eventf(server, nil, corev1.EventTypeNormal, ReasonInstalled, "Install", "%s", message)
 	return step{reason: ReasonInstalled, message: message, effect: eff, apply: func(s *metalv1alpha1.Server) {
 		s.Status.ProvisionAttempts = 0

@@ -26,10 +26,9 @@ const (
 // Reserved server is marked dirty here: its tenant has had its disks, and if the claim goes
 // while it is in maintenance, it leaves through re-discovery, not through Cleanup.
 func (r *ServerReconciler) startMaintenance(ctx context.Context, server *metalv1alpha1.Server) (step, error) {
-	for _, purpose := range []metalv1alpha1.BootPurpose{metalv1alpha1.BootPurposeDiscovery, metalv1alpha1.BootPurposeCleanup} {
-		if err := deleteProbeBoot(ctx, r.Client, r.Probe, server, purpose); err != nil {
-			return step{}, err
-		}
+	if err := deleteProbeBoot(ctx, r.Client, r.Probe, server, metalv1alpha1.BootPurposeDiscovery,
+		metalv1alpha1.BootPurposeCleanup, metalv1alpha1.BootPurposeProvisioning); err != nil {
+		return step{}, err
 	}
 	ref := server.Spec.MaintenanceRef
 	fromTenant := server.Status.State == metalv1alpha1.ServerStateReserved
@@ -37,6 +36,13 @@ func (r *ServerReconciler) startMaintenance(ctx context.Context, server *metalv1
 		message: fmt.Sprintf("taken by ServerMaintenance %s/%s", ref.Namespace, ref.Name),
 		apply: func(s *metalv1alpha1.Server) {
 			s.Status.DiscoveryAttempts, s.Status.LastProbeBootTime = 0, nil
+			// An install under way is abandoned with its boot; back with its claim, the
+			// server installs afresh, with every attempt.
+			s.Status.ProvisionAttempts = 0
+			if c := meta.FindStatusCondition(s.Status.Conditions, metalv1alpha1.ConditionProvisioned); c != nil && c.Status != metav1.ConditionTrue {
+				setCondition(&s.Status.Conditions, s.Generation, metalv1alpha1.ConditionProvisioned, metav1.ConditionFalse, ReasonInstallInterrupted,
+					fmt.Sprintf("the install was stopped by ServerMaintenance %s/%s; it starts again when the maintenance ends", ref.Namespace, ref.Name))
+			}
 			setCondition(&s.Status.Conditions, s.Generation, metalv1alpha1.ConditionInMaintenance, metav1.ConditionTrue, ReasonMaintenanceStarted,
 				fmt.Sprintf("held by %s/%s", ref.Namespace, ref.Name))
 			if fromTenant {

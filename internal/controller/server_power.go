@@ -1,6 +1,10 @@
 package controller
 
 import (
+	"context"
+	"errors"
+	"strings"
+
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
@@ -82,6 +86,50 @@ func resendPower(server *metalv1alpha1.Server) step {
 		return step{}
 	}
 	return step{effect: sendPower(server.Spec.SystemURI, want, message)}
+}
+
+// bootDisk points the server's boots at its disk: for good (BootSourceOverrideEnabled
+// Continuous) where the BMC allows it; for the next boot only (persistent false) on a BMC that
+// offers one-time overrides alone (Supermicro's). Either way the next boot is the disk.
+func bootDisk(ctx context.Context, c bmc.Client, uri string) (persistent bool, err error) {
+	err = c.SetBootPersistent(ctx, uri, bmc.BootDisk)
+	if !errors.Is(err, bmc.ErrUnsupported) {
+		return err == nil, err
+	}
+	return false, c.SetBootOnce(ctx, uri, bmc.BootDisk)
+}
+
+// bootOnceOnlyNote ends the Provisioned message of an installed server whose BMC allows only
+// one-time boot overrides.
+const bootOnceOnlyNote = " (when Ironfleet powers it on: its BMC allows only one-time boot overrides, so a power-on outside Ironfleet follows the firmware's boot order)"
+
+// fromDisk makes a power effect boot the disk: the boot override is set (bootDisk) before the
+// power action, and once both are done the Provisioned condition says whether the disk boot
+// holds for every power-on or only for Ironfleet's.
+func fromDisk(eff effect, uri string) effect {
+	run, done := eff.run, eff.done
+	persistent := true // what this effect's bootDisk found, for its done
+	eff.run = func(ctx context.Context, c bmc.Client) error {
+		var err error
+		if persistent, err = bootDisk(ctx, c, uri); err != nil {
+			return err
+		}
+		return run(ctx, c)
+	}
+	eff.done = func(s *metalv1alpha1.Server) {
+		if done != nil {
+			done(s)
+		}
+		c := meta.FindStatusCondition(s.Status.Conditions, metalv1alpha1.ConditionProvisioned)
+		if c == nil || c.Status != metav1.ConditionTrue {
+			return
+		}
+		c.Message = strings.TrimSuffix(c.Message, bootOnceOnlyNote)
+		if !persistent {
+			c.Message += bootOnceOnlyNote
+		}
+	}
+	return eff
 }
 
 func powerAction(p metalv1alpha1.Power) bmc.PowerAction {

@@ -4,7 +4,9 @@ import (
 	"bytes"
 	"context"
 	"fmt"
-	"github.com/ironfleet/ironfleet/metalprobe/configdrive"
+	"io"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
@@ -28,6 +30,7 @@ import (
 	"github.com/ironfleet/ironfleet/internal/bmcsim"
 	"github.com/ironfleet/ironfleet/internal/controller"
 	"github.com/ironfleet/ironfleet/internal/lab"
+	"github.com/ironfleet/ironfleet/metalprobe/configdrive"
 	"github.com/ironfleet/ironfleet/metalprobe/wipe"
 )
 
@@ -42,6 +45,13 @@ type pool struct {
 // the BMC, and waits until every server is Available.
 func startPool(t *testing.T, name string, first int, fixtureOf []string) *pool {
 	t.Helper()
+	return startPoolWith(t, name, first, fixtureOf, bmcsim.Options{})
+}
+
+// startPoolWith is startPool with a BMC of its own kind: opts' profile and quirks (its
+// credentials and systems are the pool's).
+func startPoolWith(t *testing.T, name string, first int, fixtureOf []string, opts bmcsim.Options) *pool {
+	t.Helper()
 	specs := make([]bmcsim.SystemSpec, len(fixtureOf))
 	p := &pool{name: name, hosts: map[string]lab.Host{}}
 	for i, fixture := range fixtureOf {
@@ -51,7 +61,8 @@ func startPool(t *testing.T, name string, first int, fixtureOf []string) *pool {
 		boots.AddHost(host)
 		p.hosts[host.UUID] = host
 	}
-	sim, err := bmcsim.Start(bmcsim.Options{Username: goodUser, Password: goodPassword, Systems: specs})
+	opts.Username, opts.Password, opts.Systems = goodUser, goodPassword, specs
+	sim, err := bmcsim.Start(opts)
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = sim.Close() })
 	sim.OnPowerOn(boots.PowerOn)
@@ -69,7 +80,13 @@ func startPool(t *testing.T, name string, first int, fixtureOf []string) *pool {
 // claims; it returns the pool and the server's name.
 func startOneServer(t *testing.T, name string, system int) (*pool, string) {
 	t.Helper()
-	p := startPool(t, name, system, []string{"small-vm"})
+	return startOneServerWith(t, name, system, bmcsim.Options{})
+}
+
+// startOneServerWith is startOneServer behind a BMC of opts' profile and quirks.
+func startOneServerWith(t *testing.T, name string, system int, opts bmcsim.Options) (*pool, string) {
+	t.Helper()
+	p := startPoolWith(t, name, system, []string{"small-vm"}, opts)
 	createNamespace(t, name)
 	for server := range p.hosts {
 		return p, server
@@ -466,6 +483,79 @@ func TestClaimsImageIsInstalledAndBootsFromDisk(t *testing.T) {
 	assert.Equal(t, bmcsim.BootHdd, log[len(log)-1].Boot, "the installed server boots from disk, not the network")
 }
 
+// TestInstalledServerBootsFromDiskBehindABootOnceOnlyBMC: a BMC that offers no Continuous
+// boot override (Supermicro's) still gets its claim's image installed and booted from disk,
+// with a one-time override, and the claim says that a power-on outside Ironfleet follows the
+// firmware's boot order; every power-on through the claim sets the disk again first, even
+// after someone pointed the next boot at the network.
+func TestInstalledServerBootsFromDiskBehindABootOnceOnlyBMC(t *testing.T) {
+	ctx := context.Background()
+	p, name := startOneServerWith(t, "bootonce", 280, bmcsim.Options{Quirks: &bmcsim.Quirks{BootOnceOnly: true}})
+	claim := claimServer(t, "bootonce", "web", name, func(c *m.ServerClaim) {
+		c.Spec.Image, c.Spec.ImageChecksum = images.SimImage()
+	})
+	eventually(t, 60*time.Second, func() bool {
+		require.NoError(t, k8s.Get(ctx, client.ObjectKeyFromObject(claim), claim))
+		return meta.IsStatusConditionTrue(claim.Status.Conditions, m.ConditionProvisioned)
+	}, "the claim's image is installed behind a BMC without Continuous boot overrides")
+	var s m.Server
+	require.NoError(t, k8s.Get(ctx, client.ObjectKey{Name: name}, &s))
+	require.NotNil(t, s.Status.LastInstall)
+	require.True(t, s.Status.LastInstall.Succeeded, "%+v", s.Status.LastInstall)
+	id := systemID(t, &s)
+	eventually(t, 20*time.Second, func() bool {
+		log := p.sim.BootLog(id)
+		return p.sim.PowerState(id) == "On" && len(log) > 0 && log[len(log)-1].Boot == bmcsim.BootHdd
+	}, "installed: on, booted from its disk")
+	eventually(t, 10*time.Second, func() bool {
+		require.NoError(t, k8s.Get(ctx, client.ObjectKeyFromObject(claim), claim))
+		c := meta.FindStatusCondition(claim.Status.Conditions, m.ConditionProvisioned)
+		return c != nil && strings.Contains(c.Message, "only one-time boot overrides")
+	}, "the claim says the disk boot holds for Ironfleet's power-ons only")
+	target, enabled := p.sim.BootOverride(id)
+	assert.NotEqual(t, "Continuous", enabled, "the BMC has no Continuous override (%s %s)", target, enabled)
+
+	// Off, then someone points the next boot at the network (as a firmware boot order may):
+	// the claim's power-on boots the disk all the same.
+	installBoots := len(p.sim.BootLog(id))
+	setClaimPower(t, claim, m.PowerOff)
+	eventually(t, 20*time.Second, func() bool { return p.sim.PowerState(id) == "Off" }, "power Off through the claim")
+	patchBootOverride(t, p.sim, s.Spec.SystemURI, id, bmcsim.BootPxe, "Once")
+	setClaimPower(t, claim, m.PowerOn)
+	eventually(t, 20*time.Second, func() bool { return p.sim.PowerState(id) == "On" }, "power On through the claim")
+	log := p.sim.BootLog(id)
+	require.Len(t, log, installBoots+1, "one more boot")
+	assert.Equal(t, bmcsim.BootHdd, log[len(log)-1].Boot, "the installed server boots from disk, not the network")
+}
+
+// setClaimPower patches a claim's spec.power.
+func setClaimPower(t *testing.T, claim *m.ServerClaim, power m.Power) {
+	t.Helper()
+	ctx := context.Background()
+	require.NoError(t, k8s.Get(ctx, client.ObjectKeyFromObject(claim), claim))
+	before := claim.DeepCopy()
+	claim.Spec.Power = power
+	require.NoError(t, k8s.Patch(ctx, claim, client.MergeFrom(before)))
+}
+
+// patchBootOverride sets a system's boot override on the simulated BMC from outside Ironfleet
+// (Basic auth, as anyone with the BMC's credentials).
+func patchBootOverride(t *testing.T, sim *bmcsim.BMC, systemURI, id string, target bmcsim.BootTarget, enabled string) {
+	t.Helper()
+	body := fmt.Sprintf(`{"Boot":{"BootSourceOverrideTarget":%q,"BootSourceOverrideEnabled":%q}}`, target, enabled)
+	req, err := http.NewRequest(http.MethodPatch, sim.URL()+systemURI, strings.NewReader(body))
+	require.NoError(t, err)
+	req.SetBasicAuth(goodUser, goodPassword)
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := http.DefaultClient.Do(req)
+	require.NoError(t, err)
+	defer resp.Body.Close()
+	require.Less(t, resp.StatusCode, 300, "PATCH %s: %s", systemURI, resp.Status)
+	got, on := sim.BootOverride(id)
+	require.Equal(t, target, got)
+	require.Equal(t, enabled, on)
+}
+
 // TestFailedInstallsEndWithAReason: a wrong checksum, a missing image and hints that match no
 // disk each end, after the attempts allowed, with the claim saying why; the disk of a failed
 // write is wiped again, and nothing is left on it.
@@ -508,6 +598,71 @@ func TestFailedInstallsEndWithAReason(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestMaintenanceMidInstallEndsTheInstallBoot: a server taken into maintenance while its
+// claim's image is being installed loses its install boot (configuration and ignition), so
+// nothing of it outlives the claim; back with its claim it installs afresh; released, no
+// install boot is left.
+func TestMaintenanceMidInstallEndsTheInstallBoot(t *testing.T) {
+	ctx := context.Background()
+	_, name := startOneServer(t, "midinstall", 270)
+	image, checksum := images.SimImage()
+	// The image's server holds the first download until the test lets it go.
+	hold, held := make(chan struct{}), make(chan struct{}, 8)
+	var once sync.Once
+	t.Cleanup(func() { once.Do(func() { close(hold) }) })
+	slow := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		held <- struct{}{}
+		<-hold
+		resp, err := http.Get(image)
+		if err != nil {
+			http.Error(w, err.Error(), http.StatusBadGateway)
+			return
+		}
+		defer resp.Body.Close()
+		_, _ = io.Copy(w, resp.Body)
+	}))
+	t.Cleanup(slow.Close)
+	claim := claimServer(t, "midinstall", "web", name, func(c *m.ServerClaim) {
+		c.Spec.Image, c.Spec.ImageChecksum = slow.URL+"/"+lab.SimImageName, checksum
+	})
+	select {
+	case <-held:
+	case <-time.After(30 * time.Second):
+		t.Fatal("the install never asked for the image")
+	}
+	boot := client.ObjectKey{Namespace: operatorDeps.Probe.Namespace, Name: name + "-provision"}
+	require.NoError(t, k8s.Get(ctx, boot, &m.ServerBootConfiguration{}), "the install boot exists while it runs")
+
+	sm := &m.ServerMaintenance{ObjectMeta: metav1.ObjectMeta{Namespace: "midinstall", Name: "fw"},
+		Spec: m.ServerMaintenanceSpec{ServerRef: m.LocalObjectReference{Name: name}, Reason: "firmware", Policy: m.MaintenanceEnforced}}
+	require.NoError(t, k8s.Create(ctx, sm))
+	s := waitServer(t, name, m.ServerStateMaintenance, 20*time.Second)
+	assert.EqualValues(t, 0, s.Status.ProvisionAttempts, "the install starts afresh after the maintenance")
+	cond := meta.FindStatusCondition(s.Status.Conditions, m.ConditionProvisioned)
+	require.NotNil(t, cond)
+	assert.Equal(t, controller.ReasonInstallInterrupted, cond.Reason)
+	assert.Empty(t, s.Annotations[m.AnnotationProbeBoot], "the registry takes no report of the stopped install")
+	for _, obj := range []client.Object{&m.ServerBootConfiguration{}, &corev1.Secret{}} {
+		key := boot
+		if _, ok := obj.(*corev1.Secret); ok {
+			key.Name += "-ignition"
+		}
+		err := k8s.Get(ctx, key, obj)
+		assert.True(t, apierrors.IsNotFound(err), "%s is gone with the install: %v", key.Name, err)
+	}
+	once.Do(func() { close(hold) })
+
+	require.NoError(t, k8s.Delete(ctx, sm))
+	eventually(t, 60*time.Second, func() bool {
+		require.NoError(t, k8s.Get(ctx, client.ObjectKeyFromObject(claim), claim))
+		return meta.IsStatusConditionTrue(claim.Status.Conditions, m.ConditionProvisioned)
+	}, "back with its claim, the server installs the image")
+	releaseAndWait(t, claim)
+	waitServer(t, name, m.ServerStateAvailable, 60*time.Second)
+	err := k8s.Get(ctx, boot, &m.ServerBootConfiguration{})
+	assert.True(t, apierrors.IsNotFound(err), "no install boot outlives the claim: %v", err)
 }
 
 // TestMaintenanceWaitsForOwnerApproval: OwnerApproval waits for the claim's owner, then takes

@@ -46,6 +46,9 @@ type Install struct {
 	// Hostname and InstanceID go into the config drive's meta_data.json.
 	Hostname   string `json:"hostname,omitempty"`
 	InstanceID string `json:"instanceID,omitempty"`
+	// CABundle is PEM CAs the probe trusts for the image's server or registry, besides the
+	// system roots and RegistryCA (the manager's --image-ca-file).
+	CABundle string `json:"caBundle,omitempty"`
 }
 
 // Validate says what is wrong with an install, naming the field.
@@ -67,6 +70,11 @@ func (in *Install) Validate() error {
 	}
 	if len(in.UserData) > metalv1alpha1.MaxUserDataBytes {
 		return fmt.Errorf("install.userData is %d bytes, more than %d", len(in.UserData), metalv1alpha1.MaxUserDataBytes)
+	}
+	if in.CABundle != "" {
+		if _, err := CertPool([]byte(in.CABundle)); err != nil {
+			return fmt.Errorf("install.caBundle: %w", err)
+		}
 	}
 	return nil
 }

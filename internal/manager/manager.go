@@ -31,6 +31,7 @@ import (
 	metalv1alpha1 "github.com/ironfleet/ironfleet/apis/metal/v1alpha1"
 	"github.com/ironfleet/ironfleet/internal/bmc/redfish"
 	"github.com/ironfleet/ironfleet/internal/controller"
+	"github.com/ironfleet/ironfleet/internal/ignition"
 	"github.com/ironfleet/ironfleet/internal/macdb"
 	"github.com/ironfleet/ironfleet/internal/registry"
 )
@@ -44,6 +45,9 @@ type Options struct {
 	LeaderElectNS   string
 	MACPrefixesFile string
 	BMCCAFile       string
+	// ImageCAFile is a PEM bundle the probe trusts for claims' images (https servers and OCI
+	// registries), besides the system roots and the registry's own CA.
+	ImageCAFile     string
 	BMCTimeout      time.Duration
 	KubeQPS         float64
 	KubeBurst       int
@@ -87,6 +91,7 @@ func BindFlags(fs *flag.FlagSet, o *Options) {
 	fs.StringVar(&o.LeaderElectNS, "leader-election-namespace", o.LeaderElectNS, "Namespace of the leader-election lease (default: the pod's namespace).")
 	fs.StringVar(&o.MACPrefixesFile, "mac-prefixes-file", o.MACPrefixesFile, "YAML MAC-prefix database (vendor, protocol, default credentials per BMC MAC prefix). Without it no Endpoint matches.")
 	fs.StringVar(&o.BMCCAFile, "bmc-ca-file", o.BMCCAFile, "PEM bundle of CAs trusted for BMC certificates, in addition to the system roots.")
+	fs.StringVar(&o.ImageCAFile, "image-ca-file", o.ImageCAFile, "PEM bundle of CAs the probe trusts for claims' images (https servers, OCI registries), in addition to the system roots.")
 	fs.DurationVar(&o.BMCTimeout, "bmc-request-timeout", o.BMCTimeout, "Upper bound of each HTTP request to a BMC.")
 	fs.DurationVar(&o.Settings.ResyncPeriod, "bmc-resync-period", o.Settings.ResyncPeriod, "How often a healthy BMC is polled (jittered by ±10%).")
 	fs.DurationVar(&o.Settings.BackoffBase, "retry-backoff-base", o.Settings.BackoffBase, "First retry delay of a failing reconcile; doubles per failure.")
@@ -137,6 +142,7 @@ func (o Options) Args() []string {
 		"--leader-election-namespace=" + o.LeaderElectNS,
 		"--mac-prefixes-file=" + o.MACPrefixesFile,
 		"--bmc-ca-file=" + o.BMCCAFile,
+		"--image-ca-file=" + o.ImageCAFile,
 		"--bmc-request-timeout=" + dur(o.BMCTimeout),
 		"--bmc-resync-period=" + dur(o.Settings.ResyncPeriod),
 		"--retry-backoff-base=" + dur(o.Settings.BackoffBase),
@@ -185,6 +191,7 @@ type Prepared struct {
 	opts        Options
 	db          *macdb.DB
 	roots       *x509.CertPool
+	imageCA     []byte
 	registryURL *url.URL
 	secret      client.ObjectKey
 }
@@ -201,6 +208,14 @@ func Prepare(o Options) (*Prepared, error) {
 	}
 	if p.roots, err = bmcRoots(o.BMCCAFile); err != nil {
 		return nil, err
+	}
+	if o.ImageCAFile != "" {
+		if p.imageCA, err = os.ReadFile(o.ImageCAFile); err != nil {
+			return nil, fmt.Errorf("--image-ca-file: %w", err)
+		}
+		if _, err := ignition.CertPool(p.imageCA); err != nil {
+			return nil, fmt.Errorf("--image-ca-file %s: %w", o.ImageCAFile, err)
+		}
 	}
 	p.registryURL, err = url.Parse(o.RegistryURL)
 	if err != nil || (p.registryURL.Scheme != "https" && p.registryURL.Scheme != "http") || p.registryURL.Host == "" {
@@ -277,7 +292,7 @@ func (p *Prepared) Run(ctx context.Context, cfg *rest.Config) error {
 		Probe: controller.ProbeBoot{
 			Namespace: o.SystemNamespace, Image: o.ProbeImage,
 			RegistryURL: o.RegistryURL, RegistryCA: string(creds.CertPEM), Token: signer.Token,
-			BootOperator: o.BootOperator,
+			BootOperator: o.BootOperator, ImageCA: string(p.imageCA),
 		},
 		Discovery: o.Discovery,
 	}); err != nil {

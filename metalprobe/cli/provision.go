@@ -37,7 +37,7 @@ func provision(ctx context.Context, stderr io.Writer, f flags, cfg config, refus
 		_, _ = fmt.Fprintf(stderr, "metalprobe: not installing: %s\n", refuse)
 		return true
 	}
-	client, err := imageClient(cfg.caPEM, f.insecure)
+	client, err := imageClient(f.insecure, cfg.caPEM, []byte(spec.CABundle))
 	if err != nil {
 		rep.Install = &metalv1alpha1.InstallReport{Image: spec.Image, ImageChecksum: spec.ImageChecksum,
 			Reason: metalv1alpha1.InstallReasonImageUnreachable, Message: err.Error()}
@@ -75,15 +75,19 @@ func progressMessage(written, total int64) string {
 	return fmt.Sprintf("%d MiB written", written>>20)
 }
 
-// imageClient fetches images: the system's CAs and the registry's own (images are often served
-// by the registry's host), no overall timeout (the install bounds each request itself).
-func imageClient(caPEM []byte, insecure bool) (*http.Client, error) {
+// imageClient fetches images: the system's CAs, the registry's own (images are often served by
+// the registry's host) and the install's CA bundle (--image-ca-file); no overall timeout (the
+// install bounds each request itself).
+func imageClient(insecure bool, registryCA, imageCA []byte) (*http.Client, error) {
 	pool, err := x509.SystemCertPool()
 	if err != nil || pool == nil {
 		pool = x509.NewCertPool()
 	}
-	if len(caPEM) > 0 && !pool.AppendCertsFromPEM(caPEM) {
+	if len(registryCA) > 0 && !pool.AppendCertsFromPEM(registryCA) {
 		return nil, fmt.Errorf("registry CA: no PEM certificate found")
+	}
+	if len(imageCA) > 0 && !pool.AppendCertsFromPEM(imageCA) {
+		return nil, fmt.Errorf("install.caBundle: no PEM certificate found")
 	}
 	transport := http.DefaultTransport.(*http.Transport).Clone()
 	transport.TLSClientConfig = &tls.Config{MinVersion: tls.VersionTLS12, RootCAs: pool, InsecureSkipVerify: insecure} // insecure only on explicit request

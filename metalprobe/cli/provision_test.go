@@ -6,6 +6,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"encoding/pem"
 	"errors"
 	"io"
 	"math/rand/v2"
@@ -234,6 +235,38 @@ func TestProvisionFailureStillReportsAndExitsOne(t *testing.T) {
 	disk, err := os.ReadFile(wipe.DevicePath(root, "vda"))
 	require.NoError(t, err)
 	assert.True(t, bytes.Equal(disk, make([]byte, provisionDisk)), "zeroed whole")
+}
+
+// TestProvisionTrustsTheInstallsCABundle: an https image whose server's CA only the install's
+// caBundle names is refused without it (nothing written) and installed with it.
+func TestProvisionTrustsTheInstallsCABundle(t *testing.T) {
+	img := osImage()
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /os.img", func(w http.ResponseWriter, r *http.Request) {
+		http.ServeContent(w, r, "", time.Time{}, bytes.NewReader(img))
+	})
+	images := httptest.NewTLSServer(mux)
+	defer images.Close()
+	caPEM := string(pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: images.Certificate().Raw}))
+	reg := &registry{}
+	srv := httptest.NewServer(reg)
+	defer srv.Close()
+	root := provisionRoot(t)
+	in := ignition.Install{Image: images.URL + "/os.img", ImageChecksum: digest(img)}
+
+	r := runProbe(t, "--root", root, "--ignition", provisionIgnition(t, srv.URL, smallVMUUID, in))
+	assert.Equal(t, exitFailure, r.code, r.stderr)
+	require.Len(t, reg.received, 1)
+	assert.Equal(t, metalv1alpha1.InstallReasonImageUnreachable, reg.received[0].Install.Reason)
+	assert.Contains(t, reg.received[0].Install.Message, "certificate")
+	checkProvisionDiskUntouched(t, root)
+
+	in.CABundle = caPEM
+	r = runProbe(t, "--root", root, "--ignition", provisionIgnition(t, srv.URL, smallVMUUID, in))
+	require.Equal(t, exitOK, r.code, r.stderr)
+	require.Len(t, reg.received, 2)
+	assert.True(t, reg.received[1].Install.Succeeded, reg.received[1].Install.Message)
+	assert.Equal(t, digest(img), reg.received[1].Install.WrittenDigest)
 }
 
 func checkProvisionDiskUntouched(t *testing.T, root string) {

@@ -112,9 +112,10 @@ chaos: envtest ## Crash consistency, longer than make test's: CHAOS_KILLS (100) 
 BENCH_SERVERS ?= 1000
 
 .PHONY: bench
-bench: envtest vm-deps probe-image ## Scale benchmark: BENCH_SERVERS (1000) servers through enrollment, claims, release and 5 idle minutes; then real VMs' power-on → report (BENCH_VMS, 2); writes docs/bench/.
+bench: envtest vm-deps probe-image tenant-image ## Scale benchmark: BENCH_SERVERS (1000) servers through enrollment, claims, release and 5 idle minutes; then real VMs' power-on → report (BENCH_VMS, 2), and a VM's claim → OS booted from disk (the 64 MiB tenant image, raw/gz/zst/xz); writes docs/bench/.
 	IRONFLEET_BENCH=1 BENCH_SERVERS=$(BENCH_SERVERS) go test -count=1 -run '^TestBench$$' -timeout 4h -v ./test/bench/
 	IRONFLEET_BENCH=1 go test -count=1 -run '^TestBenchBoot$$' -timeout 30m -v ./test/bench/
+	IRONFLEET_BENCH=1 go test -count=1 -run '^TestBenchInstall$$' -timeout 60m -v ./test/bench/
 
 ##@ Packaging
 
@@ -140,10 +141,11 @@ PROBE_VERSION ?= $(VERSION)
 probe-image: ## Build metalprobe's boot image (vmlinuz, initramfs.cpio.gz, manifest.json) into bin/probe/, reproducibly; kept as it is when its sources have not changed.
 	go run ./metalprobe/image/cmd/build-probe-image -out $(PROBE_IMAGE_DIR) -version $(PROBE_VERSION)
 
-# A tenant OS image for tests (test/tenantimage): a raw disk that SeaBIOS boots with Debian's
-# syslinux into the probe's kernel and an initramfs whose /init reads the config drive.
+# A tenant OS image for tests and the lab's tour (internal/tenantimage): a raw disk that SeaBIOS
+# boots with Debian's syslinux into the probe's kernel and an initramfs whose /init reads the
+# config drive.
 TENANT_IMAGE_DIR ?= $(LOCALBIN)/tenant
-# The tests that install and boot a tenant OS find it here (test/tenantimage.Dir).
+# The tests and the lab that install and boot a tenant OS find it here (internal/tenantimage.Dir).
 export IRONFLEET_TENANT_DIR := $(abspath $(TENANT_IMAGE_DIR))
 TENANT_IMAGE_PACKAGES := syslinux syslinux-common mtools dosfstools
 
@@ -154,7 +156,7 @@ tenant-image: ## Build the tenant test image (disk.raw and its .gz/.zst/.xz, SHA
 		if [ "$$(id -u)" -eq 0 ]; then apt-get update && apt-get install -y --no-install-recommends $$missing; \
 		else echo "tenant-image: not root, not installing $$missing"; fi; \
 	fi
-	go run ./test/tenantimage/cmd/build-tenant-image -out $(TENANT_IMAGE_DIR)
+	go run ./internal/tenantimage/cmd/build-tenant-image -out $(TENANT_IMAGE_DIR)
 
 .PHONY: verify-bundle
 verify-bundle: $(KUSTOMIZE) $(OPERATOR_SDK) ## Fail when bundle/ is not what config/ generates, or does not validate.
@@ -191,5 +193,5 @@ $(ENVTEST_ASSETS)/etcd: hack/tools/etcd/go.mod
 ARGS ?=
 
 .PHONY: lab
-lab: envtest vm-deps probe-image ## Run the local lab: control plane, simulated fleet, real VMs (as root; ARGS=--vms 0 for none), boot service, operator (ARGS=--scenario=tour to run the tour and exit).
+lab: envtest vm-deps probe-image tenant-image ## Run the local lab: control plane, simulated fleet, real VMs (as root; ARGS=--vms 0 for none), boot service, operator (ARGS=--scenario=tour to run the tour and exit).
 	go run ./cmd/metal-lab $(ARGS)

@@ -56,6 +56,9 @@ type Options struct {
 	// behind a simulated BMC and network-booted by Ironfleet's boot service on a private network
 	// (vms.go). It needs root and QEMU (CanRunVMs) and the probe image (ProbeDir).
 	VMs int
+	// VMDiskBytes, when set, is the size of each VM's first disk (the second is half as big):
+	// a test that zeroes whole disks keeps them small. Default: VMDefinition's.
+	VMDiskBytes int64
 	// ProbeDir holds the probe's vmlinuz and initramfs.cpio.gz (default: ProbeDir()).
 	ProbeDir string
 	// VMRegistryClosed starts the lab with the registry out of the VMs' reach, until
@@ -211,6 +214,12 @@ func Start(ctx context.Context, opts Options) (l *Lab, err error) {
 		if err := l.startVMBootService(); err != nil {
 			return nil, err
 		}
+		// Claims' oci:// images come from the lab's registry, over HTTPS with the lab's image
+		// CA, which the probe is told to trust.
+		if l.vms.oci, err = l.startOCIRegistry(imageCAFile(opts.Dir)); err != nil {
+			return nil, err
+		}
+		o.ImageCAFile = imageCAFile(opts.Dir)
 	}
 	o.RegistrySecret = Namespace + "/ironfleet-registry"
 	o.SystemNamespace, o.ProbeImage = Namespace, "lab/metalprobe:dev"

@@ -1,6 +1,7 @@
 package lab
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"io"
@@ -8,11 +9,13 @@ import (
 	"strings"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	metalv1alpha1 "github.com/ironfleet/ironfleet/apis/metal/v1alpha1"
+	"github.com/ironfleet/ironfleet/internal/tenantimage"
 )
 
 // Watch prints a line per server state transition and a summary whenever the counts change,
@@ -149,7 +152,8 @@ func (l *Lab) ClaimAndWait(ctx context.Context, claim *metalv1alpha1.ServerClaim
 	return claim.Status.ServerRef.Name, nil
 }
 
-// Tour runs enroll → discover → claim → release → wipe → available, saying what it does.
+// Tour runs enroll → discover → claim → release → wipe → available, saying what it does; with
+// VMs, one of them also gets the tenant image installed to its disk and boots it from there.
 func (l *Lab) Tour(ctx context.Context, out io.Writer) error {
 	step := func(format string, args ...any) {
 		fmt.Fprintf(out, "%s  ▶ %s\n", time.Now().Format("15:04:05"), fmt.Sprintf(format, args...))
@@ -165,14 +169,92 @@ func (l *Lab) Tour(ctx context.Context, out io.Writer) error {
 	if err != nil {
 		return fmt.Errorf("claim: %w", err)
 	}
-	step("claim bound to %s, image booted", server)
-
+	step("claim bound to %s, image installed", server)
 	step("release it: delete the claim")
+	if err := l.releaseAndWait(ctx, claim, server, step, 2*time.Minute); err != nil {
+		return err
+	}
+	if len(l.VMs) > 0 {
+		if err := l.tourInstall(ctx, step); err != nil {
+			return err
+		}
+	}
+	if err := l.WaitForServers(ctx, n, metalv1alpha1.ServerStateAvailable, time.Minute); err != nil {
+		return err
+	}
+	step("tour complete: all %d servers Available", n)
+	return nil
+}
+
+// tourInstall claims a VM with the tenant image (make tenant-image), which the probe installs to
+// its disk with a config drive; the VM boots its disk, and the OS there reports the claim's
+// ignition; then the claim is released and the VM wiped.
+func (l *Lab) tourInstall(ctx context.Context, step func(string, ...any)) error {
+	tenants, err := l.ServeTenants()
+	if err != nil {
+		return fmt.Errorf("install on a VM: %w", err)
+	}
+	file := tenantimage.DiskGzFile
+	checksum, err := tenants.Checksum(file)
+	if err != nil {
+		return err
+	}
+	userData, err := tenants.UserData(map[string]any{"hello": "from the lab tour"}, nil)
+	if err != nil {
+		return err
+	}
+	secret := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "tour-vm-ignition"},
+		Data: map[string][]byte{metalv1alpha1.IgnitionSecretKey: userData}}
+	if err := l.Client.Create(ctx, secret); err != nil {
+		return err
+	}
+	// The first VM boots SeaBIOS, as the tenant image does (syslinux), from its first disk,
+	// which the hints name: without them the probe would take the smallest disk that holds the
+	// image, the NVMe one, which SeaBIOS does not boot.
+	vm := l.VMs[0]
+	claim := &metalv1alpha1.ServerClaim{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "tour-vm"},
+		Spec: metalv1alpha1.ServerClaimSpec{
+			ServerRef:         &metalv1alpha1.LocalObjectReference{Name: strings.ToLower(vm.Def.SMBIOS.UUID)},
+			Power:             metalv1alpha1.PowerOn,
+			Image:             tenants.URL(file),
+			ImageChecksum:     checksum,
+			RootDeviceHints:   &metalv1alpha1.RootDeviceHints{SerialNumber: vm.Def.Disks[0].Serial},
+			IgnitionSecretRef: &metalv1alpha1.LocalObjectReference{Name: secret.Name},
+		}}
+	step("claim a VM with the tenant image %s: the probe writes it to disk with a config drive", claim.Spec.Image)
+	server, err := l.ClaimAndWait(ctx, claim, 8*time.Minute)
+	if err != nil {
+		return fmt.Errorf("install on a VM: %w", err)
+	}
+	var s metalv1alpha1.Server
+	if err := l.Client.Get(ctx, client.ObjectKey{Name: server}, &s); err != nil {
+		return err
+	}
+	if last := s.Status.LastInstall; last != nil {
+		step("installed on %s of VM %s: %d bytes, %s; config drive %s; booting from disk", last.Disk, server, last.Bytes, last.WrittenDigest, last.ConfigDrive)
+	}
+	rep, err := tenants.Next(ctx, 5*time.Minute)
+	if err != nil {
+		return fmt.Errorf("install on a VM: %w", err)
+	}
+	if !bytes.Equal(rep.UserData, userData) {
+		return fmt.Errorf("install on a VM: the installed OS read %d bytes of ignition from its config drive, not the claim's %d", len(rep.UserData), len(userData))
+	}
+	step("the VM's firmware booted its disk (kernel %s, %q) and the OS read the claim's ignition from the config drive on %s", rep.Kernel, rep.Cmdline, rep.ConfigDrive)
+	step("release it: delete the claim")
+	if err := l.releaseAndWait(ctx, claim, server, step, 6*time.Minute); err != nil {
+		return err
+	}
+	return l.Client.Delete(ctx, secret)
+}
+
+// releaseAndWait deletes a claim and waits until its server is wiped and Available.
+func (l *Lab) releaseAndWait(ctx context.Context, claim *metalv1alpha1.ServerClaim, server string, step func(string, ...any), timeout time.Duration) error {
 	if err := l.Client.Delete(ctx, claim); err != nil {
 		return fmt.Errorf("release: %w", err)
 	}
 	var s metalv1alpha1.Server
-	err = Poll(ctx, 2*time.Minute, "server "+server+" wiped and Available", func() (bool, error) {
+	err := Poll(ctx, timeout, "server "+server+" wiped and Available", func() (bool, error) {
 		if err := l.Client.Get(ctx, client.ObjectKey{Name: server}, &s); err != nil {
 			return false, err
 		}
@@ -185,10 +267,6 @@ func (l *Lab) Tour(ctx context.Context, out io.Writer) error {
 		return fmt.Errorf("wipe: %w", err)
 	}
 	step("wiped (%d disks, policy %s) and Available again", len(s.Status.LastWipe.Disks), s.Status.LastWipe.Policy)
-	if err := l.WaitForServers(ctx, n, metalv1alpha1.ServerStateAvailable, time.Minute); err != nil {
-		return err
-	}
-	step("tour complete: all %d servers Available", n)
 	return nil
 }
 

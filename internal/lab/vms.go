@@ -53,6 +53,7 @@ type vmLab struct {
 	uuids          map[string]bool
 	labelled       chan struct{}  // closed when labelVMServers has returned
 	servers        []*http.Server // ServeToVMs's
+	oci            *ociRegistry   // PushImageToVMs's
 }
 
 // VMDefinition is the lab's VM i: even ones boot SeaBIOS with a virtio NIC (QEMU's iPXE ROM),
@@ -77,6 +78,17 @@ func VMDefinition(i int) vm.Definition {
 		// It boots from the firmware's own PXE (OVMF over virtio-net, no iPXE ROM), which
 		// loads snponly.efi over TFTP, as most UEFI servers do; the e1000 is its second NIC.
 		def.NICs = []vm.NIC{{Model: vm.VirtioNet, MAC: mac, FirmwarePXE: true}, {Model: vm.E1000, MAC: fmt.Sprintf("52:54:00:2f:%02x:%02x", i>>8&0xff, i&0xff)}}
+	}
+	return def
+}
+
+// vmDefinition is VMDefinition(i) with the lab's options applied: VMDiskBytes shrinks its disks.
+func (l *Lab) vmDefinition(i int) vm.Definition {
+	def := VMDefinition(i)
+	if l.Opts.VMDiskBytes > 0 {
+		for j := range def.Disks {
+			def.Disks[j].SizeBytes = l.Opts.VMDiskBytes >> j // the second disk is the smaller one, as ever
+		}
 	}
 	return def
 }
@@ -124,7 +136,7 @@ func (l *Lab) startVMNetwork() error {
 	}
 	l.vms = &vmLab{network: network, uuids: map[string]bool{}}
 	for i := range l.Opts.VMs {
-		l.vms.uuids[strings.ToLower(VMDefinition(i).SMBIOS.UUID)] = true
+		l.vms.uuids[strings.ToLower(l.vmDefinition(i).SMBIOS.UUID)] = true
 	}
 	return nil
 }
@@ -133,7 +145,7 @@ func (l *Lab) startVMNetwork() error {
 // ones, with Ids of their own.
 func (l *Lab) vmSystemSpecs(perBMC [][]bmcsim.SystemSpec) {
 	for i := range l.Opts.VMs {
-		spec := vm.SystemSpec(VMDefinition(i))
+		spec := vm.SystemSpec(l.vmDefinition(i))
 		spec.ID = fmt.Sprintf("VM%d", i)
 		perBMC[i%len(perBMC)] = append(perBMC[i%len(perBMC)], spec)
 	}
@@ -142,7 +154,7 @@ func (l *Lab) vmSystemSpecs(perBMC [][]bmcsim.SystemSpec) {
 // startVMs makes each VM and binds it to its system, once the fleet runs.
 func (l *Lab) startVMs() error {
 	for i := range l.Opts.VMs {
-		def := VMDefinition(i)
+		def := l.vmDefinition(i)
 		dir, err := filepath.Abs(filepath.Join(l.Opts.Dir, "vms", def.Name))
 		if err != nil {
 			return err
@@ -328,6 +340,9 @@ func (l *Lab) stopVMs() {
 	}
 	for _, srv := range l.vms.servers {
 		_ = srv.Close()
+	}
+	if l.vms.oci != nil {
+		l.vms.oci.close()
 	}
 	_ = l.vms.network.Close()
 	l.vms = nil

@@ -16,14 +16,14 @@ import (
 	"sync"
 	"time"
 
+	"github.com/ironfleet/ironfleet/internal/tenantimage/contract"
 	"github.com/ironfleet/ironfleet/metalprobe/image"
-	"github.com/ironfleet/ironfleet/test/tenantimage/contract"
 )
 
 // Packages the builder compiles and whose sources decide the image's bytes.
 const (
-	InitPackage    = "github.com/ironfleet/ironfleet/test/tenantimage/init"
-	builderPackage = "github.com/ironfleet/ironfleet/test/tenantimage"
+	InitPackage    = "github.com/ironfleet/ironfleet/internal/tenantimage/init"
+	builderPackage = "github.com/ironfleet/ironfleet/internal/tenantimage"
 )
 
 // WantedModules are the drivers /init loads: the virtio, NVMe, SATA and CD-ROM disks a config
@@ -149,7 +149,7 @@ func Ensure(ctx context.Context) (string, *Manifest, error) {
 }
 
 // builderCommand is build-tenant-image, relative to the repository's root.
-const builderCommand = "./test/tenantimage/cmd/build-tenant-image"
+const builderCommand = "./internal/tenantimage/cmd/build-tenant-image"
 
 // runBuilder runs build-tenant-image -out out (-force) from the repository's root and returns
 // its output.
@@ -308,7 +308,7 @@ func prepareKernel(ctx context.Context, opts Options, dir string) ([]byte, []ima
 	}
 	files := []image.File{{Name: contract.ModulesDir, Dir: true, Mode: 0o755}}
 	var order strings.Builder
-	order.WriteString("# Kernel modules in load order (dependencies first), written by test/tenantimage.\n")
+	order.WriteString("# Kernel modules in load order (dependencies first), written by internal/tenantimage.\n")
 	for _, m := range modules {
 		data, err := os.ReadFile(m.Path)
 		if err != nil {

@@ -23,8 +23,8 @@ import (
 	"github.com/u-root/u-root/pkg/cpio"
 	"github.com/ulikunitz/xz"
 
+	"github.com/ironfleet/ironfleet/internal/tenantimage/contract"
 	"github.com/ironfleet/ironfleet/metalprobe/image"
-	"github.com/ironfleet/ironfleet/test/tenantimage/contract"
 )
 
 // TestBuildIsReproducible builds the image again, from scratch, into a new directory and

@@ -1,7 +1,7 @@
 // Package tenantimage builds a real tenant operating system image for tests: a raw disk that
 // a server's firmware (SeaBIOS) boots with Debian's syslinux into Debian's kernel (the probe's
 // pinned one, metalprobe/image/kernel.version) and a small initramfs whose /init
-// (test/tenantimage/init) reads the OpenStack config drive, prints the user_data's digest on
+// (internal/tenantimage/init) reads the OpenStack config drive, prints the user_data's digest on
 // the console and, when the user_data asks for it, reports to the test over a static address.
 // `make tenant-image` builds it into bin/tenant; see README.md.
 //
@@ -16,7 +16,7 @@ import (
 	"path/filepath"
 	"strings"
 
-	"github.com/ironfleet/ironfleet/test/tenantimage/contract"
+	"github.com/ironfleet/ironfleet/internal/tenantimage/contract"
 )
 
 // Output files in the build directory.

@@ -99,6 +99,16 @@ import (
 // ChunkBytes is the size of one read from the image and one write to the disk.
 const ChunkBytes = 4 << 20
 
+// Media types of disk-image OCI artifacts (the layer's type is documentation: the format is
+// found from the bytes).
+const (
+	MediaTypeRaw     = "application/vnd.ironfleet.disk.image.raw"
+	MediaTypeRawGzip = MediaTypeRaw + "+gzip"
+	MediaTypeRawZstd = MediaTypeRaw + "+zstd"
+	MediaTypeRawXz   = MediaTypeRaw + "+xz"
+	MediaTypeConfig  = "application/vnd.ironfleet.disk.image.config.v1+json"
+)
+
 // Progress is told how many bytes of the raw image have been written, and how many there are
 // in all (0 when that is not known before the end: a compressed image, or no Content-Length).
 // It is called from Run's goroutine at most every ProgressInterval, or when another tenth of

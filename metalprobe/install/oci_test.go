@@ -27,9 +27,9 @@ import (
 
 // The media types this package documents for image artifacts.
 const (
-	mediaTypeRawGzip = types.MediaType("application/vnd.ironfleet.disk.image.raw+gzip")
-	mediaTypeRaw     = types.MediaType("application/vnd.ironfleet.disk.image.raw")
-	mediaTypeConfig  = types.MediaType("application/vnd.ironfleet.disk.image.config.v1+json")
+	mediaTypeRawGzip = types.MediaType(MediaTypeRawGzip)
+	mediaTypeRaw     = types.MediaType(MediaTypeRaw)
+	mediaTypeConfig  = types.MediaType(MediaTypeConfig)
 )
 
 // ociRegistry is go-containerregistry's in-process registry, whose blob responses can be

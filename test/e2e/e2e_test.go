@@ -38,15 +38,24 @@ func startLab(t *testing.T, servers int) *lab.Lab {
 	return l
 }
 
-// TestTour is `make lab ARGS=--scenario=tour` as a test: enroll → discover → claim → release →
-// wipe → available.
+// TestTour is `make lab ARGS=--scenario=tour` as a test, with one VM: enroll → discover → claim
+// → release → wipe → available, and the VM installs the tenant image and boots it from disk.
 func TestTour(t *testing.T) {
-	l := startLab(t, 4)
+	requireVMs(t)
+	requireTenantImage(t)
+	l, err := lab.Start(context.Background(), lab.Options{Dir: filepath.Join(t.TempDir(), "lab"), Servers: 4, BMCs: 2, VMs: 1})
+	require.NoError(t, err)
+	t.Cleanup(l.Stop)
+	t.Cleanup(func() {
+		if t.Failed() {
+			logConsole(t, l.VMs[0])
+		}
+	})
 	var out testWriter
 	out.t = t
 	require.NoError(t, l.Tour(context.Background(), &out))
 	// kubectl works against the lab, as the lab prints it.
-	_, err := os.Stat(l.Kubectl)
+	_, err = os.Stat(l.Kubectl)
 	require.NoError(t, err)
 }
 

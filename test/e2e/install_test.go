@@ -1,17 +1,13 @@
 package e2e
 
 import (
-	"bufio"
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
-	"io"
-	"net"
-	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -23,10 +19,12 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	m "github.com/ironfleet/ironfleet/apis/metal/v1alpha1"
+	"github.com/ironfleet/ironfleet/internal/controller"
 	"github.com/ironfleet/ironfleet/internal/lab"
-	"github.com/ironfleet/ironfleet/internal/vm"
-	"github.com/ironfleet/ironfleet/test/tenantimage"
-	"github.com/ironfleet/ironfleet/test/tenantimage/contract"
+	"github.com/ironfleet/ironfleet/internal/manager"
+	"github.com/ironfleet/ironfleet/internal/tenantimage"
+	"github.com/ironfleet/ironfleet/internal/tenantimage/contract"
+	"github.com/ironfleet/ironfleet/metalprobe/install"
 )
 
 // TestVMInstallsTheClaimsImageBootsItFromDiskAndIsWiped: a claim with the tenant test image
@@ -36,11 +34,19 @@ import (
 // ignition byte for byte; powering the claim off and on boots the disk again with no DHCP from
 // the VM; deleting the claim wipes the disk, which the host reads back, and the server is
 // Available again.
+//
+// Then, on the same VM, installs that must fail do, each with its reason and nothing written to
+// a disk it should not touch: a 404, a qcow2 image, hints that match no disk, a wrong checksum.
+// Last, the same flow from an oci:// reference (the lab's registry, over HTTPS with the lab's
+// image CA), released with the zero policy: every byte of both disks is read back.
 func TestVMInstallsTheClaimsImageBootsItFromDiskAndIsWiped(t *testing.T) {
 	requireVMs(t)
-	tenantDir := requireTenantImage(t)
+	requireTenantImage(t)
 	ctx := context.Background()
-	l, err := lab.Start(ctx, lab.Options{Dir: filepath.Join(t.TempDir(), "lab"), Servers: 1, BMCs: 1, VMs: 1, DiscoveryTimeout: 5 * time.Minute})
+	l, err := lab.Start(ctx, lab.Options{Dir: filepath.Join(t.TempDir(), "lab"), Servers: 1, BMCs: 1, VMs: 1,
+		DiscoveryTimeout: 5 * time.Minute, VMDiskBytes: 256 << 20,
+		// One install boot per image: the failures below end at once.
+		Manager: func(o *manager.Options) { o.Discovery.InstallAttempts = 1 }})
 	require.NoError(t, err)
 	t.Cleanup(l.Stop)
 	require.Len(t, l.VMs, 1)
@@ -53,19 +59,17 @@ func TestVMInstallsTheClaimsImageBootsItFromDiskAndIsWiped(t *testing.T) {
 	name := strings.ToLower(h.Def.SMBIOS.UUID)
 	require.NoError(t, l.WaitForServers(ctx, 2, m.ServerStateAvailable, 5*time.Minute))
 
-	network := l.VMNetwork()
-	imageBase, err := l.ServeToVMs(tenantDir, 8081)
+	tenants, err := l.ServeTenants()
 	require.NoError(t, err)
-	checksum := tenantChecksum(t, tenantDir, tenantimage.DiskGzFile)
-	reports := listenForTenant(t, network)
+	checksum, err := tenants.Checksum(tenantimage.DiskGzFile)
+	require.NoError(t, err)
+	network := l.VMNetwork()
 	dhcpSeen, err := network.WatchDHCP()
 	require.NoError(t, err)
 	t.Cleanup(dhcpSeen.Close)
 
 	// The ignition: the test's instructions to the tenant OS, and bytes no text would carry.
-	tenantAddr := vmAddress(network, 200)
-	userData, err := contract.UserData(contract.TestConfig{Address: tenantAddr + "/24", ReportURL: reports.url},
-		map[string]any{"tenant": "vm-tenant"}, []byte("\n# \x00\x01\xff tenant bytes\n"))
+	userData, err := tenants.UserData(map[string]any{"tenant": "vm-tenant"}, []byte("\n# \x00\x01\xff tenant bytes\n"))
 	require.NoError(t, err)
 	secret := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "vm-tenant-ignition"},
 		Data: map[string][]byte{m.IgnitionSecretKey: userData}}
@@ -75,7 +79,7 @@ func TestVMInstallsTheClaimsImageBootsItFromDiskAndIsWiped(t *testing.T) {
 		Spec: m.ServerClaimSpec{
 			ServerSelector:    &m.ServerSelector{MatchLabels: map[string]m.LabelValue{lab.LabelVM: "true"}},
 			Power:             m.PowerOn,
-			Image:             imageBase + "/" + tenantimage.DiskGzFile,
+			Image:             tenants.URL(tenantimage.DiskGzFile),
 			ImageChecksum:     checksum,
 			RootDeviceHints:   &m.RootDeviceHints{SerialNumber: vdSerial},
 			IgnitionSecretRef: &m.LocalObjectReference{Name: secret.Name},
@@ -95,10 +99,9 @@ func TestVMInstallsTheClaimsImageBootsItFromDiskAndIsWiped(t *testing.T) {
 	assert.Equal(t, "vda", last.Disk, "the hints named the virtio disk's serial")
 	assert.Equal(t, checksum, last.ServedDigest)
 	assert.Equal(t, "vda2", last.ConfigDrive)
-	installed := time.Now()
-	t.Logf("installed in %v: %+v", installed.Sub(installStart).Round(time.Second), last)
+	t.Logf("installed in %v: %+v", time.Since(installStart).Round(time.Second), last)
 
-	first := reports.next(t, 5*time.Minute)
+	first := nextReport(t, tenants)
 	assert.Equal(t, userData, first.UserData, "the installed OS reads the claim's ignition from its config drive")
 	assert.Contains(t, first.Cmdline, "BOOT_IMAGE=", "booted by the disk's boot loader, not by -kernel")
 	assert.Equal(t, "vda2", first.ConfigDrive)
@@ -110,21 +113,196 @@ func TestVMInstallsTheClaimsImageBootsItFromDiskAndIsWiped(t *testing.T) {
 	setClaimPower(t, l, claim, m.PowerOff)
 	waitForServer(t, l, name, 3*time.Minute, func(s *m.Server) bool { return s.Status.PowerState == m.PowerStateOff })
 	setClaimPower(t, l, claim, m.PowerOn)
-	second := reports.next(t, 5*time.Minute)
+	second := nextReport(t, tenants)
 	assert.Equal(t, userData, second.UserData)
 	assert.Empty(t, seenAfter(dhcpSeen.Seen(h.Def.NICs[0].MAC), last.ReportedAt.Time), "a power cycle of an installed server boots its disk, never the network (since %s)", bootedAt.Format(time.RFC3339))
 
 	// Deleting the claim wipes the disk (metadata policy): the host reads its ends back.
 	require.NoError(t, l.Client.Delete(ctx, claim))
-	waitForServer(t, l, name, 6*time.Minute, func(s *m.Server) bool {
+	waitWipedAndOff(t, l, name)
+	disks := h.Machine.DiskFiles()
+	assertZero(t, disks[0], 0, 1<<20, "the first MiB of vda (its partition table)")
+	assertZero(t, disks[0], fileSize(t, disks[0])-1<<20, 1<<20, "the last MiB of vda")
+
+	t.Run("failures", func(t *testing.T) { installsThatFail(t, l, h, tenants, checksum) })
+	t.Run("oci", func(t *testing.T) { installFromOCIAndZero(t, l, h, tenants, secret, userData) })
+}
+
+// installsThatFail: on the Available VM, installs that cannot succeed end with a claim that
+// says why, and write nothing to a disk they must not touch (the disks carry a marker the host
+// reads back): a 404, a qcow2 image and hints matching no disk write nothing at all; a wrong
+// checksum is only known once written, and that disk (and no other) is wiped again.
+func installsThatFail(t *testing.T, l *lab.Lab, h *lab.VMHost, tenants *lab.Tenants, checksum string) {
+	ctx := context.Background()
+	name := strings.ToLower(h.Def.SMBIOS.UUID)
+	disks := h.Machine.DiskFiles()
+	for _, d := range disks {
+		writeMarker(t, d)
+	}
+	qcow2 := append([]byte("QFI\xfb\x00\x00\x00\x03"), make([]byte, 64<<10)...)
+	qcowDir := t.TempDir()
+	require.NoError(t, os.WriteFile(filepath.Join(qcowDir, "disk.img"), qcow2, 0o644))
+	qcowBase, err := l.ServeToVMs(qcowDir, 8082)
+	require.NoError(t, err)
+
+	claim := &m.ServerClaim{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "vm-fails"},
+		Spec: m.ServerClaimSpec{
+			ServerSelector: &m.ServerSelector{MatchLabels: map[string]m.LabelValue{lab.LabelVM: "true"}},
+			Power:          m.PowerOn,
+			Image:          tenants.URL("no-such-image.raw.gz"), ImageChecksum: checksum,
+		}}
+	require.NoError(t, l.Client.Create(ctx, claim))
+	wrong := "sha256:" + strings.Repeat("ab", 32)
+	for _, tc := range []struct {
+		name, image, checksum string
+		hints                 *m.RootDeviceHints
+		says                  []string
+		wiped                 bool // vda is written, then wiped again
+	}{
+		{name: "404", image: claim.Spec.Image, checksum: checksum, says: []string{m.InstallReasonImageUnreachable, "404"}},
+		{name: "qcow2", image: qcowBase + "/disk.img", checksum: lab.Checksum(qcow2), says: []string{m.InstallReasonFormatUnsupported, "qcow2", "qemu-img convert"}},
+		{name: "hints", image: tenants.URL(tenantimage.DiskXzFile), checksum: mustChecksum(t, tenants, tenantimage.DiskXzFile),
+			hints: &m.RootDeviceHints{SerialNumber: "NO-SUCH-SERIAL"}, says: []string{m.InstallReasonNoMatchingDisk, "NO-SUCH-SERIAL"}},
+		{name: "checksum", image: tenants.URL(tenantimage.DiskZstFile), checksum: wrong, hints: &m.RootDeviceHints{SerialNumber: h.Def.Disks[0].Serial},
+			says: []string{m.InstallReasonChecksumMismatch, wrong, mustChecksum(t, tenants, tenantimage.DiskZstFile)}, wiped: true},
+	} {
+		patch, err := json.Marshal(map[string]any{"spec": map[string]any{"image": tc.image, "imageChecksum": tc.checksum, "rootDeviceHints": tc.hints}})
+		require.NoError(t, err)
+		require.NoError(t, l.Client.Patch(ctx, claim.DeepCopy(), client.RawPatch("application/merge-patch+json", patch)))
+		var cond *metav1.Condition
+		waitForClaim(t, l, claim, 5*time.Minute, func(c *m.ServerClaim) bool {
+			cond = meta.FindStatusCondition(c.Status.Conditions, m.ConditionProvisioned)
+			return cond != nil && cond.Reason == controller.ReasonInstallFailed && strings.Contains(cond.Message, tc.says[0])
+		})
+		t.Logf("%s: %s", tc.name, cond.Message)
+		for _, want := range tc.says {
+			assert.Contains(t, cond.Message, want, "%s: the claim says why", tc.name)
+		}
+		waitForServer(t, l, name, 2*time.Minute, func(s *m.Server) bool { return s.Status.PowerState == m.PowerStateOff })
+		assertMarker(t, disks[1], true, tc.name+": the other disk (nvme)")
+		assertMarker(t, disks[0], !tc.wiped, tc.name+": vda")
+		if tc.wiped {
+			assertZero(t, disks[0], 0, 1<<20, tc.name+": the first MiB of vda, wiped again")
+		}
+	}
+	require.NoError(t, l.Client.Delete(ctx, claim))
+	waitWipedAndOff(t, l, name)
+}
+
+// installFromOCIAndZero: the tenant image (zstd) from an oci:// reference, pulled over HTTPS
+// from the lab's registry; the OS reports its ignition; released with the zero policy, every
+// byte of both disks is zero.
+func installFromOCIAndZero(t *testing.T, l *lab.Lab, h *lab.VMHost, tenants *lab.Tenants, secret *corev1.Secret, userData []byte) {
+	ctx := context.Background()
+	name := strings.ToLower(h.Def.SMBIOS.UUID)
+	zst, err := tenants.Read(tenantimage.DiskZstFile)
+	require.NoError(t, err)
+	ref, layer, err := l.PushImageToVMs("tenant/disk", "v1", zst, install.MediaTypeRawZstd)
+	require.NoError(t, err)
+	var server m.Server
+	require.NoError(t, l.Client.Get(ctx, client.ObjectKey{Name: name}, &server))
+	before := server.DeepCopy()
+	server.Spec.WipePolicy = m.WipeZero
+	require.NoError(t, l.Client.Patch(ctx, &server, client.MergeFrom(before)))
+
+	claim := &m.ServerClaim{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "vm-oci"},
+		Spec: m.ServerClaimSpec{
+			ServerSelector: &m.ServerSelector{MatchLabels: map[string]m.LabelValue{lab.LabelVM: "true"}},
+			Power:          m.PowerOn,
+			Image:          ref,
+			// The disk SeaBIOS boots: without hints the probe would take the smallest disk
+			// that holds the image, the NVMe one, which this VM's firmware does not boot.
+			RootDeviceHints:   &m.RootDeviceHints{DeviceName: "/dev/vda"},
+			IgnitionSecretRef: &m.LocalObjectReference{Name: secret.Name},
+		}}
+	require.NoError(t, l.Client.Create(ctx, claim))
+	waitForClaim(t, l, claim, 8*time.Minute, func(c *m.ServerClaim) bool {
+		return meta.IsStatusConditionTrue(c.Status.Conditions, m.ConditionProvisioned)
+	})
+	require.NoError(t, l.Client.Get(ctx, client.ObjectKey{Name: name}, &server))
+	last := server.Status.LastInstall
+	require.NotNil(t, last)
+	assert.True(t, last.Succeeded, "%+v", last)
+	assert.Equal(t, ref, last.Image)
+	assert.Equal(t, layer, last.ServedDigest, "the layer's digest, verified as it streamed")
+	rep := nextReport(t, tenants)
+	assert.Equal(t, userData, rep.UserData, "the OS installed from the oci:// image reads the claim's ignition")
+	assert.Contains(t, rep.Cmdline, "BOOT_IMAGE=")
+
+	require.NoError(t, l.Client.Delete(ctx, claim))
+	waitWipedAndOff(t, l, name)
+	require.NoError(t, l.Client.Get(ctx, client.ObjectKey{Name: name}, &server))
+	require.NotNil(t, server.Status.LastWipe)
+	assert.Equal(t, m.WipeZero, server.Status.LastWipe.Policy)
+	for i, d := range h.Machine.DiskFiles() {
+		assertZero(t, d, 0, fileSize(t, d), fmt.Sprintf("disk %d (%s), zero policy: every byte", i, h.Def.Disks[i].Bus))
+	}
+}
+
+func nextReport(t *testing.T, tenants *lab.Tenants) contract.Report {
+	t.Helper()
+	rep, err := tenants.Next(context.Background(), 5*time.Minute)
+	require.NoError(t, err)
+	return rep
+}
+
+func mustChecksum(t *testing.T, tenants *lab.Tenants, file string) string {
+	t.Helper()
+	sum, err := tenants.Checksum(file)
+	require.NoError(t, err)
+	return sum
+}
+
+// waitWipedAndOff waits until the server is Available, Cleaned and powered off.
+func waitWipedAndOff(t *testing.T, l *lab.Lab, name string) {
+	t.Helper()
+	waitForServer(t, l, name, 8*time.Minute, func(s *m.Server) bool {
 		return s.Status.State == m.ServerStateAvailable && meta.IsStatusConditionTrue(s.Status.Conditions, m.ConditionCleaned)
 	})
 	waitForServer(t, l, name, 2*time.Minute, func(s *m.Server) bool { return s.Status.PowerState == m.PowerStateOff })
-	disk := h.Machine.DiskFiles()[0]
-	assertZero(t, disk, 0, 1<<20, "the first MiB of vda (its partition table)")
-	st, err := os.Stat(disk)
+}
+
+func fileSize(t *testing.T, path string) int64 {
+	t.Helper()
+	st, err := os.Stat(path)
 	require.NoError(t, err)
-	assertZero(t, disk, st.Size()-1<<20, 1<<20, "the last MiB of vda")
+	return st.Size()
+}
+
+// marker fills a disk's first and last MiB when the test wants to see whether anything writes
+// there.
+var marker = bytes.Repeat([]byte("ironfleet-e2e-marker "), (1<<20)/21+1)[:1<<20]
+
+func writeMarker(t *testing.T, disk string) {
+	t.Helper()
+	f, err := os.OpenFile(disk, os.O_WRONLY, 0)
+	require.NoError(t, err)
+	defer f.Close()
+	for _, off := range []int64{0, fileSize(t, disk) - 1<<20} {
+		_, err := f.WriteAt(marker, off)
+		require.NoError(t, err)
+	}
+	require.NoError(t, f.Sync())
+}
+
+// assertMarker checks that both ends of a disk still carry the marker (or, with intact false,
+// that its first MiB does not).
+func assertMarker(t *testing.T, disk string, intact bool, what string) {
+	t.Helper()
+	f, err := os.Open(disk)
+	require.NoError(t, err)
+	defer f.Close()
+	for _, off := range []int64{0, fileSize(t, disk) - 1<<20} {
+		buf := make([]byte, 1<<20)
+		_, err := f.ReadAt(buf, off)
+		require.NoError(t, err)
+		switch {
+		case intact:
+			assert.True(t, bytes.Equal(buf, marker), "%s: the marker at byte %d is intact", what, off)
+		case off == 0:
+			assert.False(t, bytes.Equal(buf, marker), "%s: the first MiB was written", what)
+		}
+	}
 }
 
 // seenAfter are the times at or after t (a second-precision stamp: the second it names counts).
@@ -153,68 +331,6 @@ func requireTenantImage(t *testing.T) string {
 		t.Skipf("the tenant image is missing (%v): run make tenant-image; make test builds it and runs this test (as root), and in CI it fails instead of skipping", err)
 	}
 	return dir
-}
-
-// tenantChecksum is sha256:<hex> of file as SHA256SUMS lists it.
-func tenantChecksum(t *testing.T, dir, file string) string {
-	t.Helper()
-	f, err := os.Open(filepath.Join(dir, "SHA256SUMS"))
-	require.NoError(t, err)
-	defer f.Close()
-	sc := bufio.NewScanner(f)
-	for sc.Scan() {
-		fields := strings.Fields(sc.Text())
-		if len(fields) == 2 && strings.TrimPrefix(fields[1], "*") == file {
-			return "sha256:" + fields[0]
-		}
-	}
-	t.Fatalf("SHA256SUMS in %s does not list %s", dir, file)
-	return ""
-}
-
-// vmAddress is host n of the VMs' subnet.
-func vmAddress(n *vm.Network, host byte) string {
-	a := n.Subnet().Addr().As4()
-	a[3] = host
-	return net.IP(a[:]).String()
-}
-
-// tenantReports receives the installed OS's reports on the VMs' network.
-type tenantReports struct {
-	url string
-	ch  chan contract.Report
-}
-
-func listenForTenant(t *testing.T, n *vm.Network) *tenantReports {
-	t.Helper()
-	addr := net.JoinHostPort(n.BridgeIP().String(), "8099")
-	ln, err := n.ListenTCP(addr)
-	require.NoError(t, err)
-	r := &tenantReports{url: "http://" + addr + "/report", ch: make(chan contract.Report, 8)}
-	var once sync.Once
-	srv := &http.Server{ReadHeaderTimeout: 10 * time.Second, Handler: http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
-		var rep contract.Report
-		if err := json.NewDecoder(io.LimitReader(req.Body, 4<<20)).Decode(&rep); err != nil {
-			http.Error(w, err.Error(), http.StatusBadRequest)
-			return
-		}
-		r.ch <- rep
-		w.WriteHeader(http.StatusNoContent)
-	})}
-	go func() { _ = srv.Serve(ln) }()
-	t.Cleanup(func() { once.Do(func() { _ = srv.Close() }) })
-	return r
-}
-
-func (r *tenantReports) next(t *testing.T, timeout time.Duration) contract.Report {
-	t.Helper()
-	select {
-	case rep := <-r.ch:
-		return rep
-	case <-time.After(timeout):
-		t.Fatalf("the installed OS did not report within %v", timeout)
-		return contract.Report{}
-	}
 }
 
 func setClaimPower(t *testing.T, l *lab.Lab, claim *m.ServerClaim, power m.Power) {

@@ -1,7 +1,7 @@
-// Package contract is what the tenant test image's /init (test/tenantimage/init) and the tests
+// Package contract is what the tenant test image's /init (internal/tenantimage/init) and the tests
 // that boot it agree on: the console lines it prints, where it finds its user_data, the
 // user_data key that asks it to report, and the report it posts. It has no dependencies
-// beyond the standard library, so that /init stays small; test/tenantimage re-exports it.
+// beyond the standard library, so that /init stays small; internal/tenantimage re-exports it.
 package contract
 
 import (

@@ -20,7 +20,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/ironfleet/ironfleet/test/tenantimage/contract"
+	"github.com/ironfleet/ironfleet/internal/tenantimage/contract"
 )
 
 // The ISO9660 primary volume descriptor: the first volume descriptor, at sector 16 of 2048

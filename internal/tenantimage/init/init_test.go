@@ -13,8 +13,8 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/ironfleet/ironfleet/internal/tenantimage/contract"
 	"github.com/ironfleet/ironfleet/metalprobe/configdrive"
-	"github.com/ironfleet/ironfleet/test/tenantimage/contract"
 )
 
 func TestParseLoadOrder(t *testing.T) {

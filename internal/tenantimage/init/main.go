@@ -1,4 +1,4 @@
-// Command init is PID 1 of the tenant test image (test/tenantimage builds it in as /init): a
+// Command init is PID 1 of the tenant test image (internal/tenantimage builds it in as /init): a
 // stand-in for a user's operating system, booted from the server's disk by syslinux. It
 // mounts /proc, /sys and devtmpfs, loads its kernel modules, prints what it booted, finds the
 // OpenStack config drive (the block device whose ISO9660 volume label is config-2), mounts it
@@ -6,7 +6,7 @@
 // (contract.TestConfigKey) it sets a static address on the first NIC with a link (never DHCP)
 // and POSTs a contract.Report to the test. Then it idles until the machine is powered off.
 //
-// The console lines and the report are in test/tenantimage/contract.
+// The console lines and the report are in internal/tenantimage/contract.
 package main
 
 import (
@@ -20,7 +20,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/ironfleet/ironfleet/test/tenantimage/contract"
+	"github.com/ironfleet/ironfleet/internal/tenantimage/contract"
 )
 
 // How long /init waits for each thing before it says it is not there.

@@ -9,7 +9,7 @@ import (
 	"net/http"
 	"time"
 
-	"github.com/ironfleet/ironfleet/test/tenantimage/contract"
+	"github.com/ironfleet/ironfleet/internal/tenantimage/contract"
 )
 
 // reportRetry is the wait between report attempts.

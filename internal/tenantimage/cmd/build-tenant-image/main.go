@@ -12,7 +12,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/ironfleet/ironfleet/test/tenantimage"
+	"github.com/ironfleet/ironfleet/internal/tenantimage"
 )
 
 func main() {

@@ -37,6 +37,10 @@ const (
 	exitOK      = 0
 	exitFailure = 1 // collection, delivery, a wipe, an install, or a file that cannot be read
 	exitUsage   = 2 // the command line itself is wrong
+	// ExitReportedFailure: the wipe or the install failed, and the report saying so was
+	// delivered. The operator decides what comes next; running the probe again would repeat the
+	// work on a server it may be powering off.
+	ExitReportedFailure = 3
 )
 
 // sendBackoff is how patiently the report is delivered; tests shorten it.
@@ -94,9 +98,10 @@ included.
 `)
 		fs.PrintDefaults()
 		_, _ = fmt.Fprint(fs.Output(), `
-Exit status: 0 done (or --dry-run printed the report), 1 collecting or sending failed, a disk
-could not be wiped or the install failed (the report is still sent), or a file could not be
-read, 2 the command line is wrong.
+Exit status: 0 done (or --dry-run printed the report), 1 collecting or sending failed, or a file
+could not be read (or, with --dry-run, a disk could not be wiped or the install failed), 2 the
+command line is wrong, 3 a disk could not be wiped or the install failed and the report saying
+so was delivered.
 `)
 	}
 	if err := fs.Parse(args); err != nil {
@@ -150,7 +155,7 @@ read, 2 the command line is wrong.
 		}
 	}
 
-	modeFailed := false // the wipe or the install failed: exit 1 once the report is sent
+	modeFailed := false // the wipe or the install failed: exit 3 once the report is sent
 	if cfg.Mode == ignition.ModeWipe || cfg.Mode == ignition.ModeProvision {
 		// Zeroing a large disk or writing a large image takes long: --timeout does not bound
 		// the wipe or the install, only a signal does, and sending the report afterwards gets a
@@ -189,7 +194,7 @@ read, 2 the command line is wrong.
 	}
 	_, _ = fmt.Fprintf(stderr, "metalprobe: report for system %s delivered to %s\n", rep.SystemUUID, cfg.RegistryURL)
 	if modeFailed {
-		return exitFailure
+		return ExitReportedFailure
 	}
 	return exitOK
 }

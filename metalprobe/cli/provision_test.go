@@ -203,7 +203,7 @@ func TestProvisionInstallsTheImageAndReports(t *testing.T) {
 	assert.Equal(t, "4 MiB written", reg.states[len(reg.states)-1]["message"], "the last progress is posted before the report")
 }
 
-func TestProvisionFailureStillReportsAndExitsOne(t *testing.T) {
+func TestProvisionFailureStillReportsAndExitsThree(t *testing.T) {
 	imageURL := serveImage(t, "/images/os.img", osImage())
 	reg := &registry{} // no boot state endpoint: posting progress fails, which is not fatal
 	srv := httptest.NewServer(reg)
@@ -212,7 +212,7 @@ func TestProvisionFailureStillReportsAndExitsOne(t *testing.T) {
 	ign := provisionIgnition(t, srv.URL, smallVMUUID, ignition.Install{Image: imageURL + ".missing", ImageChecksum: digest(osImage())})
 
 	r := runProbe(t, "--root", root, "--ignition", ign)
-	assert.Equal(t, exitFailure, r.code, r.stderr)
+	assert.Equal(t, ExitReportedFailure, r.code, r.stderr)
 	assert.Contains(t, r.stderr, "metalprobe: install: FAILED (ImageUnreachable)")
 	assert.Contains(t, r.stderr, "warning: posting boot state")
 	assert.Contains(t, r.stderr, "delivered to "+srv.URL, "the operator learns of the failure")
@@ -226,7 +226,7 @@ func TestProvisionFailureStillReportsAndExitsOne(t *testing.T) {
 	// A checksum that does not match: written, then wiped again with the ignition's policy.
 	ign = provisionIgnition(t, srv.URL, smallVMUUID, ignition.Install{Image: imageURL, ImageChecksum: digest([]byte("other"))})
 	r = runProbe(t, "--root", root, "--ignition", ign, "--wipe-policy", "zero")
-	assert.Equal(t, exitFailure, r.code, r.stderr)
+	assert.Equal(t, ExitReportedFailure, r.code, r.stderr)
 	require.Len(t, reg.received, 2)
 	in := reg.received[1].Install
 	assert.Equal(t, metalv1alpha1.InstallReasonChecksumMismatch, in.Reason)
@@ -255,7 +255,7 @@ func TestProvisionTrustsTheInstallsCABundle(t *testing.T) {
 	in := ignition.Install{Image: images.URL + "/os.img", ImageChecksum: digest(img)}
 
 	r := runProbe(t, "--root", root, "--ignition", provisionIgnition(t, srv.URL, smallVMUUID, in))
-	assert.Equal(t, exitFailure, r.code, r.stderr)
+	assert.Equal(t, ExitReportedFailure, r.code, r.stderr)
 	require.Len(t, reg.received, 1)
 	assert.Equal(t, metalv1alpha1.InstallReasonImageUnreachable, reg.received[0].Install.Reason)
 	assert.Contains(t, reg.received[0].Install.Message, "certificate")

@@ -10,6 +10,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -111,12 +112,23 @@ func boot(console io.Writer) error {
 	}, probeBackoff, func(attempt int, err error) {
 		// The message carries metalprobe's last stderr lines to the boot service (and on to
 		// conditions and events): never the registry token, should a line ever hold it.
-		rep.stage(ctx, ignition.StageFailed, "attempt %d of %d: %s", attempt, attempts, redactToken(err.Error(), cfg.Token))
+		what := fmt.Sprintf("attempt %d of %d", attempt, attempts)
+		var reported *reportedFailure
+		if errors.As(err, &reported) {
+			what = "failed, and reported so"
+		}
+		rep.stage(ctx, ignition.StageFailed, "%s: %s", what, redactToken(err.Error(), cfg.Token))
 	})
-	if err != nil {
+	var reported *reportedFailure
+	switch {
+	case errors.As(err, &reported):
+		// The operator has the report: it boots the probe again, or gives up, as it decides.
+		rep.stage(ctx, ignition.StageReported, "report of a failed wipe or install delivered %s after /init started", since(start))
+	case err != nil:
 		return fmt.Errorf("metalprobe failed %d times; giving up", attempts)
+	default:
+		rep.stage(ctx, ignition.StageReported, "report delivered %s after /init started", since(start))
 	}
-	rep.stage(ctx, ignition.StageReported, "report delivered %s after /init started", since(start))
 	rep.logf("powering off")
 	if err := powerOff(); err != nil {
 		return fmt.Errorf("powering off: %w", err)

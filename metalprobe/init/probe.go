@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"os/exec"
@@ -21,21 +22,38 @@ const probeTimeout = 10 * time.Minute
 // probeArgs runs metalprobe on the ignition /init fetched.
 var probeArgs = []string{"--ignition", ignitionFile, "--timeout", probeTimeout.String()}
 
+// exitReportedFailure is metalprobe's exit status when its wipe or install failed and the
+// report saying so was delivered (cli.ExitReportedFailure; a test checks they agree).
+const exitReportedFailure = 3
+
+// reportedFailure is a run whose failure the operator already has in the report: it is not
+// run again (that would repeat the work while the operator may be powering the server off).
+type reportedFailure struct{ err error }
+
+func (r *reportedFailure) Error() string { return r.err.Error() }
+
 // runProbe runs metalprobe once, its output going to the console. On failure the error
-// carries the last lines metalprobe wrote to stderr.
+// carries the last lines metalprobe wrote to stderr; a *reportedFailure when the report was
+// delivered.
 func runProbe(ctx context.Context, path string, args []string, console io.Writer) error {
 	cmd := exec.CommandContext(ctx, path, args...)
 	tail := &lineTail{max: 8}
 	cmd.Stdout = console
 	cmd.Stderr = io.MultiWriter(console, tail)
-	if err := cmd.Run(); err != nil {
-		return fmt.Errorf("metalprobe: %v: %s", err, tail.String())
+	if runErr := cmd.Run(); runErr != nil {
+		err := fmt.Errorf("metalprobe: %v: %s", runErr, tail.String())
+		var exit *exec.ExitError
+		if errors.As(runErr, &exit) && exit.ExitCode() == exitReportedFailure {
+			return &reportedFailure{err}
+		}
+		return err
 	}
 	return nil
 }
 
-// retryProbe runs metalprobe until it succeeds, waiting backoff[i] before attempt i+2, and
-// calls failed after each failure. It returns the last error when every attempt failed.
+// retryProbe runs metalprobe until it succeeds or reports a failure (*reportedFailure), waiting
+// backoff[i] before attempt i+2, and calls failed after each failure. It returns the last error
+// when every attempt failed, or the reported failure.
 func retryProbe(ctx context.Context, run func(context.Context) error, backoff []time.Duration, failed func(attempt int, err error)) error {
 	for attempt := 1; ; attempt++ {
 		err := run(ctx)
@@ -43,7 +61,8 @@ func retryProbe(ctx context.Context, run func(context.Context) error, backoff []
 			return nil
 		}
 		failed(attempt, err)
-		if attempt > len(backoff) {
+		var reported *reportedFailure
+		if errors.As(err, &reported) || attempt > len(backoff) {
 			return err
 		}
 		select {

@@ -12,6 +12,8 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/ironfleet/ironfleet/metalprobe/cli"
 )
 
 func TestLineTailKeepsTheLastLines(t *testing.T) {
@@ -35,6 +37,17 @@ func TestRunProbeReportsStderrTail(t *testing.T) {
 	assert.Contains(t, console.String(), "metalprobe: line 1\n", "and all of stderr")
 
 	assert.NoError(t, runProbe(context.Background(), "/bin/true", nil, &console))
+
+	// Exit 3: the failure is in the delivered report.
+	err = runProbe(context.Background(), "/bin/sh", []string{"-c", "echo metalprobe: install: FAILED >&2; exit 3"}, &console)
+	var reported *reportedFailure
+	require.ErrorAs(t, err, &reported)
+	assert.Contains(t, err.Error(), "install: FAILED")
+}
+
+// The exit status /init takes for a delivered failure is the one metalprobe exits with.
+func TestExitReportedFailureIsMetalprobes(t *testing.T) {
+	assert.Equal(t, cli.ExitReportedFailure, exitReportedFailure)
 }
 
 func TestRetryProbe(t *testing.T) {
@@ -55,6 +68,16 @@ func TestRetryProbe(t *testing.T) {
 	require.Error(t, err)
 	assert.Equal(t, 3, runs, "one attempt, then one per backoff")
 	assert.True(t, strings.Contains(err.Error(), "no"))
+
+	// A failure the report already tells the operator is not run again.
+	runs = 0
+	var failures2 []int
+	err = retryProbe(context.Background(), func(context.Context) error { runs++; return &reportedFailure{errors.New("checksum mismatch")} },
+		[]time.Duration{0, 0}, func(attempt int, _ error) { failures2 = append(failures2, attempt) })
+	var reported *reportedFailure
+	require.ErrorAs(t, err, &reported)
+	assert.Equal(t, 1, runs, "run once")
+	assert.Equal(t, []int{1}, failures2)
 }
 
 type lockedBuffer struct {

@@ -92,6 +92,7 @@ func TestDirectBMCCreatesOneServerPerSystem(t *testing.T) {
 		}
 		assert.Equal(t, sockets, inv.CPU.Sockets)
 		assert.Equal(t, cores, inv.CPU.Cores)
+		assert.Equal(t, m.SummarizeInventory(inv), s.Status.Hardware, "kubectl get servers shows the summary")
 		var memMiB int64
 		for _, d := range spec.Memory {
 			if !d.Absent {

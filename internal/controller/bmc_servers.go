@@ -157,6 +157,8 @@ func (r *BMCReconciler) refreshServerStatus(ctx context.Context, c bmc.Client, s
 		}
 		st.Inventory = &inv
 	}
+	// Servers whose inventory came before the summary get it at the next poll.
+	st.Hardware = metalv1alpha1.SummarizeInventory(st.Inventory)
 	if equality.Semantic.DeepEqual(original.Status, server.Status) {
 		return false, nil // an idle fleet costs no API writes
 	}

@@ -295,7 +295,7 @@ func showInstall(claim *metalv1alpha1.ServerClaim, server *metalv1alpha1.Server,
 	claim.Status.InstallProgress = ""
 	if prov.Status == metav1.ConditionTrue {
 		if last := server.Status.LastInstall; last != nil && last.Bytes > 0 {
-			claim.Status.InstallProgress = humanBytes(last.Bytes) + " written"
+			claim.Status.InstallProgress = metalv1alpha1.HumanBytes(last.Bytes) + " written"
 		}
 		setCondition(&claim.Status.Conditions, claim.Generation, metalv1alpha1.ConditionReady, metav1.ConditionTrue, ReasonServerReady,
 			fmt.Sprintf("server %s is reserved for this claim with %s installed, power %s", server.Name, claim.Spec.Image, power))
@@ -305,20 +305,6 @@ func showInstall(claim *metalv1alpha1.ServerClaim, server *metalv1alpha1.Server,
 		claim.Status.InstallProgress = probe.Message
 	}
 	setCondition(&claim.Status.Conditions, claim.Generation, metalv1alpha1.ConditionReady, metav1.ConditionFalse, prov.Reason, prov.Message)
-}
-
-// humanBytes prints a size in binary units, as kubectl users read them.
-func humanBytes(n int64) string {
-	const unit = 1024
-	if n < unit {
-		return fmt.Sprintf("%d B", n)
-	}
-	div, exp := int64(unit), 0
-	for m := n / unit; m >= unit; m /= unit {
-		div *= unit
-		exp++
-	}
-	return fmt.Sprintf("%.1f %ciB", float64(n)/float64(div), "KMGTPE"[exp])
 }
 
 func sameRef(a, b *metalv1alpha1.ObjectReference) bool {

@@ -151,6 +151,7 @@ func TestAcceptsAReportSignedByItsServer(t *testing.T) {
 	assert.Equal(t, "test", inv.CollectorVersion)
 	assert.Equal(t, []string{"lldp: lldpctl not found"}, inv.Warnings, "nothing the probe sent is thrown away")
 	assert.NotNil(t, inv.ReportedAt)
+	assert.Equal(t, m.SummarizeInventory(inv), server(t, "server-a").Status.Hardware, "kubectl get servers shows the report's summary")
 }
 
 func TestRefusesWhatItShould(t *testing.T) {

@@ -202,6 +202,7 @@ func (s *Server) postReport(w http.ResponseWriter, r *http.Request) {
 	inv.CollectorVersion = rep.ProbeVersion
 	inv.Warnings = capStrings(rep.Warnings, 64)
 	server.Status.Inventory = &inv
+	server.Status.Hardware = metalv1alpha1.SummarizeInventory(&inv)
 	if rep.Wipe != nil {
 		wipe := *rep.Wipe
 		wipe.ReportedAt = &received

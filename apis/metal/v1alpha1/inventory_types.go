@@ -1,6 +1,8 @@
 package v1alpha1
 
 import (
+	"fmt"
+
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
@@ -278,4 +280,47 @@ type DMIBIOS struct {
 	Version string `json:"version,omitempty"`
 	// +optional
 	Date string `json:"date,omitempty"`
+}
+
+// HardwareSummary is a server's inventory as `kubectl get servers` shows it: cores, and sizes in
+// binary units a person reads ("29.3 TiB", not "31490537400Ki").
+type HardwareSummary struct {
+	// CPUs is the number of physical CPU cores.
+	// +optional
+	CPUs int32 `json:"cpus,omitempty"`
+	// Memory is the installed memory, e.g. "512.0 GiB".
+	// +optional
+	Memory string `json:"memory,omitempty"`
+	// Storage is the sum of the disks' sizes, e.g. "29.3 TiB".
+	// +optional
+	Storage string `json:"storage,omitempty"`
+}
+
+// SummarizeInventory is the summary of inv; nil for no inventory.
+func SummarizeInventory(inv *Inventory) *HardwareSummary {
+	if inv == nil {
+		return nil
+	}
+	s := &HardwareSummary{CPUs: inv.CPU.Cores}
+	if inv.Memory.Total != nil {
+		s.Memory = HumanBytes(inv.Memory.Total.Value())
+	}
+	if inv.TotalStorage != nil {
+		s.Storage = HumanBytes(inv.TotalStorage.Value())
+	}
+	return s
+}
+
+// HumanBytes prints a size in binary units with one decimal ("1.5 GiB"), bytes below 1 KiB.
+func HumanBytes(n int64) string {
+	const unit = 1024
+	if n < unit {
+		return fmt.Sprintf("%d B", n)
+	}
+	div, exp := int64(unit), 0
+	for m := n / unit; m >= unit; m /= unit {
+		div *= unit
+		exp++
+	}
+	return fmt.Sprintf("%.1f %ciB", float64(n)/float64(div), "KMGTPE"[exp])
 }

@@ -99,6 +99,9 @@ type ServerStatus struct {
 	// +optional
 	// +operator-sdk:csv:customresourcedefinitions:type=status,displayName="Inventory"
 	Inventory *Inventory `json:"inventory,omitempty"`
+	// Hardware summarises Inventory for people: cores, memory and disk in binary units.
+	// +optional
+	Hardware *HardwareSummary `json:"hardware,omitempty"`
 
 	// LastWipe is the probe's report of the last disk wipe.
 	// +optional
@@ -236,9 +239,9 @@ type InstallReport struct {
 // +kubebuilder:printcolumn:name="State",type=string,JSONPath=`.status.state`
 // +kubebuilder:printcolumn:name="Power",type=string,JSONPath=`.status.powerState`
 // +kubebuilder:printcolumn:name="Claim",type=string,JSONPath=`.spec.serverClaimRef.name`
-// +kubebuilder:printcolumn:name="CPUs",type=integer,JSONPath=`.status.inventory.cpu.cores`
-// +kubebuilder:printcolumn:name="Memory",type=string,JSONPath=`.status.inventory.memory.total`
-// +kubebuilder:printcolumn:name="Disk",type=string,JSONPath=`.status.inventory.totalStorage`
+// +kubebuilder:printcolumn:name="CPUs",type=integer,JSONPath=`.status.hardware.cpus`
+// +kubebuilder:printcolumn:name="Memory",type=string,JSONPath=`.status.hardware.memory`
+// +kubebuilder:printcolumn:name="Disk",type=string,JSONPath=`.status.hardware.storage`
 // +kubebuilder:printcolumn:name="Model",type=string,JSONPath=`.status.model`
 // +kubebuilder:printcolumn:name="UUID",type=string,JSONPath=`.spec.systemUUID`,priority=1
 // +kubebuilder:printcolumn:name="BMC",type=string,JSONPath=`.spec.bmcRef.name`,priority=1

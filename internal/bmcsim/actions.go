@@ -55,12 +55,30 @@ func (b *BMC) resetSystem(s *system) http.HandlerFunc {
 			return
 		}
 		m.mu.Lock()
+		if m.q.ResetConflictInState && alreadyIn(s.visiblePower(time.Now()), resetType) {
+			m.mu.Unlock()
+			// iDRAC's way: the request is refused, not taken as done.
+			writeError(w, r, http.StatusConflict, msgOperationNotAllow,
+				fmt.Sprintf("The operation %s cannot be performed because the server is already powered %s.", resetType, strings.ToLower(s.visiblePower(time.Now()))))
+			return
+		}
 		change := m.reset(s, resetType, time.Now())
 		m.mu.Unlock()
 		b.stats.resets.Add(1)
 		m.fireChange(change)
 		writeNoContent(w)
 	}
+}
+
+// alreadyIn says whether a reset type asks for the power state the system shows already.
+func alreadyIn(power, resetType string) bool {
+	switch resetType {
+	case "On", "ForceOn":
+		return power == "On"
+	case "ForceOff", "GracefulShutdown":
+		return power == "Off"
+	}
+	return false
 }
 
 // bootPatch is a validated change to the Boot object; nil fields are left as they are.

@@ -30,6 +30,7 @@ type Quirks struct {
 	RejectBootModePatch        bool          // a PATCH containing BootSourceOverrideMode is refused
 	BareServiceRoot            bool          // ServiceRoot lacks UUID, Vendor and Product
 	PowerStateLag              time.Duration // PowerState keeps the old value this long after a reset
+	ResetConflictInState       bool          // a Reset to the state the system is in (On when on, ForceOff when off) is refused: 409
 }
 
 // ParseQuirks reads a comma-separated list of Quirks field names, e.g.
@@ -133,7 +134,7 @@ var profiles = map[Profile]profileDef{
 		resetActionInfoLink: true, bootMode: "UEFI",
 	},
 	ProfileDell: {
-		quirks: Quirks{GPUsFirst: true, RejectBootModePatch: true},
+		quirks: Quirks{GPUsFirst: true, RejectBootModePatch: true, ResetConflictInState: true},
 		vendor: "Dell", product: "Integrated Dell Remote Access Controller",
 		mgrManufacturer: "Dell Inc.", mgrModel: "16G Monolithic", mgrFirmware: "7.10.30.00", mgrID: "iDRAC.Embedded.1",
 		sysManufacturer: "Dell Inc.", sysModel: "PowerEdge R760", biosVersion: "2.3.5",

@@ -1,6 +1,7 @@
 package bmcsim_test
 
 import (
+	"fmt"
 	"net/http"
 	"slices"
 	"strings"
@@ -329,6 +330,31 @@ var quirkCases = map[string]quirkCase{
 			assert.Empty(t, c.Service.UUID)
 			assert.Empty(t, c.Service.Vendor)
 			assert.Len(t, walk(t, c).Systems, 1)
+		},
+	},
+	"ResetConflictInState": {
+		quirks: bmcsim.Quirks{ResetConflictInState: true},
+		wire: func(t *testing.T, b *bmcsim.BMC) {
+			reset := "/redfish/v1/Systems/1/Actions/ComputerSystem.Reset"
+			status, _, _ := call(t, b, http.MethodPost, reset, map[string]string{"ResetType": "ForceOff"})
+			assert.Equal(t, http.StatusConflict, status, "off already: refused")
+			status, _, _ = call(t, b, http.MethodPost, reset, map[string]string{"ResetType": "On"})
+			require.Equal(t, http.StatusNoContent, status)
+			status, _, body := call(t, b, http.MethodPost, reset, map[string]string{"ResetType": "On"})
+			assert.Equal(t, http.StatusConflict, status, "on already: refused")
+			assert.Contains(t, fmt.Sprint(body), "already powered on")
+			assert.Len(t, b.BootLog("1"), 1, "the refused On booted nothing")
+			status, _, _ = call(t, b, http.MethodPost, reset, map[string]string{"ResetType": "ForceRestart"})
+			assert.Equal(t, http.StatusNoContent, status, "a restart is never refused")
+		},
+		gofish: func(t *testing.T, b *bmcsim.BMC, c *gofish.APIClient) {
+			s := walk(t, c).Systems[0].System
+			if s.PowerState != redfish.OnPowerState {
+				require.NoError(t, s.Reset(redfish.OnResetType))
+			}
+			err := s.Reset(redfish.OnResetType)
+			require.Error(t, err)
+			assert.Contains(t, err.Error(), "409")
 		},
 	},
 	"PowerStateLag": {

@@ -17,6 +17,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
+	eventsv1 "k8s.io/api/events/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/api/resource"
@@ -554,6 +555,34 @@ func patchBootOverride(t *testing.T, sim *bmcsim.BMC, systemURI, id string, targ
 	got, on := sim.BootOverride(id)
 	require.Equal(t, target, got)
 	require.Equal(t, enabled, on)
+}
+
+// TestPowerOnOfAServerThatIsOnIsDone: a BMC that refuses a power-on for a system that is on
+// (iDRAC answers 409) has done what the claim asks: the request is marked sent, once, with no
+// failed BMC action and nothing booted again.
+func TestPowerOnOfAServerThatIsOnIsDone(t *testing.T) {
+	ctx := context.Background()
+	p, name := startOneServerWith(t, "already-on", 280, bmcsim.Options{Quirks: &bmcsim.Quirks{ResetConflictInState: true}})
+	var s m.Server
+	require.NoError(t, k8s.Get(ctx, client.ObjectKey{Name: name}, &s))
+	id := systemID(t, &s)
+	p.sim.SetPowerState(id, "On") // someone powered it on at the BMC
+	boots := len(p.sim.BootLog(id))
+	claimServer(t, "already-on", "web", name, func(c *m.ServerClaim) { c.Spec.Power = m.PowerOn })
+	eventually(t, 20*time.Second, func() bool {
+		require.NoError(t, k8s.Get(ctx, client.ObjectKey{Name: name}, &s))
+		c := meta.FindStatusCondition(s.Status.Conditions, m.ConditionPowered)
+		return c != nil && c.Reason == controller.ReasonPowerOnSent
+	}, "the power-on the BMC refused as already done counts as sent")
+	assert.Equal(t, "On", p.sim.PowerState(id))
+	assert.Len(t, p.sim.BootLog(id), boots, "nothing booted again")
+	var evs eventsv1.EventList
+	require.NoError(t, k8s.List(ctx, &evs))
+	for _, ev := range evs.Items {
+		if ev.Regarding.Name == name {
+			assert.NotContains(t, ev.Note, "BMC action failed", "no failed BMC action: %s", ev.Note)
+		}
+	}
 }
 
 // TestFailedInstallsEndWithAReason: a wrong checksum, a missing image and hints that match no

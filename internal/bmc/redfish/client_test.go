@@ -123,6 +123,31 @@ func TestPowerAndOneTimeBoot(t *testing.T) {
 	assert.Equal(t, bmcsim.BootTarget("Hdd"), log[1].Boot, "the override was consumed: the next boot is from disk")
 }
 
+// TestPowerIsIdempotentOnABMCThatRefusesTheStateItIsIn: a BMC that answers 409 to On for a
+// system that is on (iDRAC) has done what was asked: SetPower succeeds and nothing boots again;
+// a refusal that is not about the state stays an error.
+func TestPowerIsIdempotentOnABMCThatRefusesTheStateItIsIn(t *testing.T) {
+	ctx := context.Background()
+	sim := startSim(t, bmcsim.Options{Quirks: &bmcsim.Quirks{ResetConflictInState: true}})
+	c := connect(t, sim)
+	systems, err := c.Systems(ctx)
+	require.NoError(t, err)
+	sys := systems[0]
+
+	require.NoError(t, c.SetPower(ctx, sys.URI, bmc.PowerOn))
+	require.Len(t, sim.BootLog(sys.ID), 1)
+	before := sim.Stats().Resets
+	require.NoError(t, c.SetPower(ctx, sys.URI, bmc.PowerOn), "on already: done")
+	assert.Equal(t, before, sim.Stats().Resets, "the BMC refused it (409) and nothing changed")
+	assert.Len(t, sim.BootLog(sys.ID), 1, "nothing booted again")
+	require.NoError(t, c.SetPower(ctx, sys.URI, bmc.PowerOff))
+	require.NoError(t, c.SetPower(ctx, sys.URI, bmc.PowerOff), "off already: done")
+	require.NoError(t, c.SetPower(ctx, sys.URI, bmc.PowerGracefulShutdown), "off already: done")
+	assert.Equal(t, "Off", sim.PowerState(sys.ID))
+	require.NoError(t, c.SetPower(ctx, sys.URI, bmc.PowerForceRestart), "a restart is never refused as done")
+	assert.Equal(t, "On", sim.PowerState(sys.ID))
+}
+
 func TestErrorsAreClassified(t *testing.T) {
 	ctx := context.Background()
 	sim := startSim(t, bmcsim.Options{})

@@ -3,11 +3,14 @@ package redfish
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
+	"net/http"
 	"slices"
 	"strings"
 
+	"github.com/stmcginnis/gofish/common"
 	"github.com/stmcginnis/gofish/redfish"
 
 	metalv1alpha1 "github.com/ironfleet/ironfleet/apis/metal/v1alpha1"
@@ -175,10 +178,35 @@ func (c *Client) SetPower(ctx context.Context, systemURI string, action bmc.Powe
 	}
 	resp, err := c.api.Post(ctl.Actions.Reset.Target, map[string]string{"ResetType": resetType})
 	if err != nil {
+		if c.alreadyThere(ctx, systemURI, action, err) {
+			return nil
+		}
 		return classify(fmt.Sprintf("resetting %s (%s)", systemURI, resetType), err)
 	}
 	drain(resp.Body)
 	return nil
+}
+
+// alreadyThere says whether a refused power action was refused because the system is already
+// in the state it asks for: some BMCs (iDRAC) answer an On for a system that is on, or a
+// ForceOff for one that is off, with 409 or 400 instead of doing nothing. Such a request is
+// done, not failed: retrying it would loop for ever.
+func (c *Client) alreadyThere(ctx context.Context, systemURI string, action bmc.PowerAction, err error) bool {
+	var redfishErr *common.Error
+	if !errors.As(err, &redfishErr) || (redfishErr.HTTPReturnedStatusCode != http.StatusConflict && redfishErr.HTTPReturnedStatusCode != http.StatusBadRequest) {
+		return false
+	}
+	var want metalv1alpha1.PowerState
+	switch action {
+	case bmc.PowerOn:
+		want = metalv1alpha1.PowerStateOn
+	case bmc.PowerOff, bmc.PowerGracefulShutdown:
+		want = metalv1alpha1.PowerStateOff
+	default:
+		return false // a restart is never "already done"
+	}
+	now, perr := c.PowerState(ctx, systemURI)
+	return perr == nil && now == want
 }
 
 // actionInfoAllowable reads a parameter's allowable values from an ActionInfo resource; a

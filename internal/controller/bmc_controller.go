@@ -2,17 +2,20 @@ package controller
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/events"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
@@ -56,7 +59,13 @@ func (r *BMCReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.R
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
 	if !b.DeletionTimestamp.IsZero() {
-		return ctrl.Result{}, r.delete(ctx, &b)
+		err := r.delete(ctx, &b)
+		var waiting errWaitingForServers
+		if errors.As(err, &waiting) {
+			log.FromContext(ctx).Info(waiting.Error())
+			return ctrl.Result{RequeueAfter: 2 * time.Second}, nil
+		}
+		return ctrl.Result{}, err
 	}
 	if controllerutil.AddFinalizer(&b, BMCFinalizer) {
 		if err := r.Client.Update(ctx, &b); err != nil {
@@ -169,8 +178,21 @@ func (r *BMCReconciler) recordReadyChange(before, after *metalv1alpha1.BMC) {
 	r.Events.Eventf(after, nil, eventType, now.Reason, "Connect", "%s", now.Message)
 }
 
+// errWaitingForServers: a deleted BMC's Servers are still going (each is wiped first when it
+// may hold a tenant's data); the BMC waits for them, and is looked at again.
+type errWaitingForServers struct {
+	bmc string
+	n   int
+}
+
+func (e errWaitingForServers) Error() string {
+	return fmt.Sprintf("BMC %s waits for %d of its servers to be wiped and deleted", e.bmc, e.n)
+}
+
 // delete removes the BMC's Servers that no claim holds, keeps the claimed ones (a tenant's
-// machine does not vanish because its BMC record did), and then lets the BMC go.
+// machine does not vanish because its BMC record did), waits until the removed ones are gone —
+// a Server that may hold a tenant's data is wiped through this BMC first (ServerFinalizer) —
+// and then lets the BMC go.
 func (r *BMCReconciler) delete(ctx context.Context, b *metalv1alpha1.BMC) error {
 	if !controllerutil.ContainsFinalizer(b, BMCFinalizer) {
 		return nil
@@ -179,17 +201,27 @@ func (r *BMCReconciler) delete(ctx context.Context, b *metalv1alpha1.BMC) error 
 	if err := r.Client.List(ctx, &servers, client.MatchingFields{indexServerByBMC: b.Name}); err != nil {
 		return fmt.Errorf("listing the BMC's servers: %w", err)
 	}
+	going := 0
 	for i := range servers.Items {
 		s := &servers.Items[i]
-		if s.Spec.ServerClaimRef != nil {
+		if s.Spec.ServerClaimRef != nil && s.DeletionTimestamp.IsZero() {
 			log.FromContext(ctx).Info("keeping claimed server of deleted BMC", "server", s.Name, "claim", s.Spec.ServerClaimRef.Name)
 			r.Events.Eventf(b, s, corev1.EventTypeWarning, "ClaimedServerKept", "Delete",
 				"server %s is claimed by %s/%s and was kept", s.Name, s.Spec.ServerClaimRef.Namespace, s.Spec.ServerClaimRef.Name)
 			continue
 		}
-		if err := r.Client.Delete(ctx, s); client.IgnoreNotFound(err) != nil {
-			return fmt.Errorf("deleting server %s: %w", s.Name, err)
+		if s.DeletionTimestamp.IsZero() {
+			if err := r.Client.Delete(ctx, s); client.IgnoreNotFound(err) != nil {
+				return fmt.Errorf("deleting server %s: %w", s.Name, err)
+			}
 		}
+		if controllerutil.ContainsFinalizer(s, ServerFinalizer) {
+			// It may hold a tenant's data: it is wiped, through this BMC, before it goes.
+			going++
+		}
+	}
+	if going > 0 {
+		return errWaitingForServers{bmc: b.Name, n: going}
 	}
 	r.Clients.Forget(b.Name)
 	controllerutil.RemoveFinalizer(b, BMCFinalizer)
@@ -226,6 +258,18 @@ func (r *BMCReconciler) SetupWithManager(mgr ctrl.Manager) error {
 		For(&metalv1alpha1.BMC{}, builder.WithPredicates(predicate.GenerationChangedPredicate{})).
 		Watches(&metalv1alpha1.BMCSecret{}, r.enqueueBMCsBy(indexBMCBySecret)).
 		Watches(&metalv1alpha1.Endpoint{}, r.enqueueBMCsBy(indexBMCByEndpoint)).
+		// A Server that is gone (wiped first when it held a tenant's data) is made again for
+		// its system at once, and a deleted BMC waiting for its Servers goes.
+		Watches(&metalv1alpha1.Server{}, handler.EnqueueRequestsFromMapFunc(func(_ context.Context, o client.Object) []reconcile.Request {
+			if ref := o.(*metalv1alpha1.Server).Spec.BMCRef; ref != nil {
+				return []reconcile.Request{{NamespacedName: types.NamespacedName{Name: ref.Name}}}
+			}
+			return nil
+		}), builder.WithPredicates(predicate.Funcs{
+			CreateFunc: func(event.CreateEvent) bool { return false },
+			UpdateFunc: func(event.UpdateEvent) bool { return false },
+			DeleteFunc: func(event.DeleteEvent) bool { return true },
+		})).
 		WithOptions(r.Settings.controllerOptions("bmc")).
 		Complete(r)
 }

@@ -99,7 +99,7 @@ func (r *BMCReconciler) ensureServer(ctx context.Context, b *metalv1alpha1.BMC, 
 			return nil, err
 		}
 		server = metalv1alpha1.Server{
-			ObjectMeta: metav1.ObjectMeta{Name: name, Labels: serverLabels(b, sys)},
+			ObjectMeta: metav1.ObjectMeta{Name: name, Labels: serverLabels(b, sys), Finalizers: []string{ServerFinalizer}},
 			Spec: metalv1alpha1.ServerSpec{
 				SystemUUID: sys.UUID,
 				SystemURI:  sys.URI,

@@ -92,6 +92,7 @@ func wait(reason, message string, after time.Duration) step {
 
 // +kubebuilder:rbac:groups=metal.ironfleet.dev,resources=servers,verbs=get;list;watch;update;patch
 // +kubebuilder:rbac:groups=metal.ironfleet.dev,resources=servers/status,verbs=get;update;patch
+// +kubebuilder:rbac:groups=metal.ironfleet.dev,resources=servers/finalizers,verbs=update
 // +kubebuilder:rbac:groups=metal.ironfleet.dev,resources=serverbootconfigurations,verbs=get;list;watch;create;update;patch;delete
 // +kubebuilder:rbac:groups=metal.ironfleet.dev,resources=bmcs,verbs=get;list;watch
 // +kubebuilder:rbac:groups=metal.ironfleet.dev,resources=bmcsecrets,verbs=get;list;watch
@@ -108,15 +109,24 @@ func (r *ServerReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctr
 		}
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
-	if !server.DeletionTimestamp.IsZero() {
-		return ctrl.Result{}, nil // owned boot configurations and Secrets are garbage-collected
-	}
 	if stale, err := r.fresh.stale(ctx, r.APIReader, &server, &metalv1alpha1.Server{}); err != nil || stale {
 		return ctrl.Result{RequeueAfter: 20 * time.Millisecond}, err
 	}
 	read := server.ResourceVersion // our writes below leave the cache behind on this one
+	// A deleted Server goes at once when its machine holds no unwiped tenant data; otherwise its
+	// lifecycle goes on until it is wiped (ServerFinalizer).
+	if !server.DeletionTimestamp.IsZero() {
+		if done, err := r.deleting(ctx, &server); done || err != nil {
+			return ctrl.Result{}, err
+		}
+	}
 	// Spec and metadata fixes come first, so that the status patch below, with its optimistic
 	// lock, is based on the object as it then is.
+	if server.DeletionTimestamp.IsZero() {
+		if err := r.ensureFinalizer(ctx, &server); err != nil {
+			return ctrl.Result{}, err
+		}
+	}
 	if err := r.dropStaleRetry(ctx, &server); err != nil {
 		return ctrl.Result{}, err
 	}

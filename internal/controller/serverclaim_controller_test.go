@@ -562,7 +562,7 @@ func patchBootOverride(t *testing.T, sim *bmcsim.BMC, systemURI, id string, targ
 // failed BMC action and nothing booted again.
 func TestPowerOnOfAServerThatIsOnIsDone(t *testing.T) {
 	ctx := context.Background()
-	p, name := startOneServerWith(t, "already-on", 280, bmcsim.Options{Quirks: &bmcsim.Quirks{ResetConflictInState: true}})
+	p, name := startOneServerWith(t, "already-on", 290, bmcsim.Options{Quirks: &bmcsim.Quirks{ResetConflictInState: true}})
 	var s m.Server
 	require.NoError(t, k8s.Get(ctx, client.ObjectKey{Name: name}, &s))
 	id := systemID(t, &s)
@@ -769,7 +769,10 @@ func TestBootConfigurationOfAGoneClaimIsDeleted(t *testing.T) {
 		}, "boot configuration %s of a claim that is gone deleted", sbc.Name)
 	}
 	var waiting m.ServerClaim
-	require.NoError(t, k8s.Get(ctx, client.ObjectKeyFromObject(again), &waiting))
+	eventually(t, 10*time.Second, func() bool {
+		require.NoError(t, k8s.Get(ctx, client.ObjectKeyFromObject(again), &waiting))
+		return waiting.Status.Phase != ""
+	}, "the claim of that name gets its phase")
 	assert.Equal(t, m.ClaimPhasePending, waiting.Status.Phase, "the claim of that name is untouched")
 }
 

@@ -92,6 +92,10 @@ const (
 	// AnnotationApproveMaintenance on a ServerClaim, set to "true" by its owner, lets a
 	// ServerMaintenance with policy OwnerApproval take the claimed server.
 	AnnotationApproveMaintenance = "metal.ironfleet.dev/approve-maintenance"
+	// AnnotationDeleteWithoutWipe on a Server, set to "true" by an admin, lets a deleted Server
+	// go without the wipe it would otherwise wait for (docs/deletion.md); an event
+	// records it.
+	AnnotationDeleteWithoutWipe = "metal.ironfleet.dev/delete-without-wipe"
 )
 
 // Annotations Ironfleet sets.

@@ -37,6 +37,11 @@ func (r *ServerReconciler) available(server *metalv1alpha1.Server) step {
 		apply: func(s *metalv1alpha1.Server) {
 			meta.RemoveStatusCondition(&s.Status.Conditions, metalv1alpha1.ConditionProvisioned)
 			meta.RemoveStatusCondition(&s.Status.Conditions, metalv1alpha1.ConditionPowered)
+			// The last probe boot (a wipe's, a discovery's) is not this claim's install: an
+			// earlier tenant's install of the same image reported in the same second must not
+			// be taken for it.
+			s.Status.LastProbeBootTime = nil
+			s.Status.ProvisionAttempts = 0
 		}}
 }
 

@@ -585,6 +585,30 @@ func TestPowerOnOfAServerThatIsOnIsDone(t *testing.T) {
 	}
 }
 
+// TestAnEarlierInstallIsNotTakenForTheNewClaims: a server whose last install (an earlier
+// tenant's, of the same image) was reported in the same second as its last probe boot (the
+// wipe after that tenant) installs the new claim's image with a boot of its own, rather than
+// taking the earlier install for it (chaos found a claim Ready on a wiped disk).
+func TestAnEarlierInstallIsNotTakenForTheNewClaims(t *testing.T) {
+	ctx := context.Background()
+	_, name := startOneServer(t, "earlier-install", 295)
+	image, checksum := images.SimImage()
+	var s m.Server
+	require.NoError(t, k8s.Get(ctx, client.ObjectKey{Name: name}, &s))
+	before := s.DeepCopy()
+	now := metav1.NewTime(time.Now().Truncate(time.Second))
+	s.Status.LastProbeBootTime = &now
+	s.Status.LastInstall = &m.InstallReport{ReportedAt: &now, Image: image, ImageChecksum: checksum, Succeeded: true,
+		Reason: m.InstallReasonInstalled, Disk: "vda", Bytes: lab.SimImageBytes}
+	require.NoError(t, k8s.Status().Patch(ctx, &s, client.MergeFrom(before)))
+	claim := claimServer(t, "earlier-install", "web", name, func(c *m.ServerClaim) { c.Spec.Image, c.Spec.ImageChecksum = image, checksum })
+	eventually(t, 30*time.Second, func() bool {
+		require.NoError(t, k8s.Get(ctx, client.ObjectKeyFromObject(claim), claim))
+		return meta.IsStatusConditionTrue(claim.Status.Conditions, m.ConditionProvisioned)
+	}, "the claim's image is installed")
+	assert.True(t, servedImage(name, image), "with an install boot of its own")
+}
+
 // TestFailedInstallsEndWithAReason: a wrong checksum, a missing image and hints that match no
 // disk each end, after the attempts allowed, with the claim saying why; the disk of a failed
 // write is wiped again, and nothing is left on it.

@@ -169,6 +169,9 @@ func TestCrashConsistency(t *testing.T) {
 	report(t, obs, kills, runs, violations)
 	checkManagerLog(t, filepath.Join(l.Opts.Dir, "manager.log"))
 	checkKills(t, cfg, kills)
+	if wl.statsNow().ServersDeleted == 0 {
+		t.Errorf("no Server was deleted: deletions were not among the faults")
+	}
 	if n := obs.releases(); n < cfg.minReleases {
 		t.Errorf("only %d releases were followed to Available: the wipe invariant was hardly exercised", n)
 	}

@@ -65,7 +65,7 @@ type maintInfo struct {
 }
 
 type workloadStats struct {
-	ClaimsCreated, ClaimsDeleted, FlashClaims, MaintsCreated, MaintsDeleted, MaintsOnClaimed, Approvals, Errors int
+	ClaimsCreated, ClaimsDeleted, FlashClaims, MaintsCreated, MaintsDeleted, MaintsOnClaimed, Approvals, ServersDeleted, Errors int
 }
 
 func newWorkload(c client.Client, image, checksum string, seed uint64, targetClaims, targetMaints int) *workload {
@@ -160,6 +160,27 @@ func (w *workload) step(ctx context.Context) {
 		active++
 	}
 	w.maintenance(ctx, claims.Items)
+	w.deleteServer(ctx)
+}
+
+// deleteServer now and then deletes a Server, claimed or not, as a careless admin would: the
+// machine must come back (its BMC makes its Server again) and never be Available before what a
+// tenant left on it is wiped (the wipe tracker's invariant).
+func (w *workload) deleteServer(ctx context.Context) {
+	if w.rng.IntN(25) != 0 {
+		return
+	}
+	s := w.pickServer()
+	if s == nil || !s.DeletionTimestamp.IsZero() {
+		return
+	}
+	if err := w.c.Delete(ctx, &m.Server{ObjectMeta: metav1.ObjectMeta{Name: s.Name}}, client.Preconditions{UID: &s.UID}); client.IgnoreNotFound(err) != nil {
+		w.countError()
+		return
+	}
+	w.mu.Lock()
+	w.stats.ServersDeleted++
+	w.mu.Unlock()
 }
 
 func (w *workload) countError() {

@@ -19,6 +19,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/rest"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -245,18 +246,19 @@ func table(t *testing.T, path string) metav1.Table {
 	// established: asked again, as the answer says.
 	var status int
 	var body []byte
-	deadline := time.Now().Add(30 * time.Second)
-	for {
+	err = wait.PollUntilContextTimeout(context.Background(), 100*time.Millisecond, 30*time.Second, true, func(context.Context) (bool, error) {
 		resp, err := httpClient.Do(req)
-		require.NoError(t, err)
-		body, err = io.ReadAll(resp.Body)
-		resp.Body.Close()
-		require.NoError(t, err)
-		if status = resp.StatusCode; status != http.StatusTooManyRequests || time.Now().After(deadline) {
-			break
+		if err != nil {
+			return false, err
 		}
-		time.Sleep(100 * time.Millisecond) // the poll's interval, bounded by the deadline
-	}
+		defer resp.Body.Close()
+		if body, err = io.ReadAll(resp.Body); err != nil {
+			return false, err
+		}
+		status = resp.StatusCode
+		return status != http.StatusTooManyRequests, nil
+	})
+	require.NoError(t, err, "the last answer: %d %s", status, body)
 	require.Equal(t, http.StatusOK, status, string(body))
 	var tbl metav1.Table
 	require.NoError(t, json.Unmarshal(body, &tbl))

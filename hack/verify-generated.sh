@@ -9,8 +9,10 @@ generated=(
   apis/metal/v1alpha1/zz_generated.deepcopy.go
   config/crd/bases
   config/rbac/role.yaml
-  docs/server-lifecycle.md
 )
+# Every lifecycle document internal/fsm generates, new ones included.
+docs=$(go run ./hack/gendocs -list)
+for doc in $docs; do generated+=("$doc"); done
 
 snapshot=$(mktemp -d)
 trap 'rm -rf "$snapshot"' EXIT

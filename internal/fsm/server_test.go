@@ -65,36 +65,13 @@ func TestEveryStateEventPair(t *testing.T) {
 	}
 }
 
-func TestGuardedRowsNeverOverlap(t *testing.T) {
-	// Two rows with the same event and source must have guards that cannot hold together,
-	// or the machine would be ambiguous.
-	for i, a := range ServerTransitions {
-		for _, b := range ServerTransitions[i+1:] {
-			if a.Event != b.Event {
-				continue
-			}
-			for _, sa := range a.From {
-				for _, sb := range b.From {
-					if sa != sb {
-						continue
-					}
-					for _, f := range []Facts{{Claimed: true}, {Claimed: false}} {
-						assert.False(t, a.Guard.holds(f) && b.Guard.holds(f),
-							"rows %s from %s overlap for %+v", a.Event, sa, f)
-					}
-				}
-			}
-		}
-	}
-}
-
 func TestUnknownEventIsRefused(t *testing.T) {
 	_, err := NextServerState(context.Background(), m.ServerStateInitial, "explode", Facts{})
 	assert.True(t, errors.Is(err, ErrRefused))
 }
 
 func TestMermaidHasEveryRow(t *testing.T) {
-	out, err := ServerMermaid()
+	out, err := Server.Mermaid()
 	require.NoError(t, err)
 	assert.Contains(t, out, "stateDiagram-v2")
 	assert.Contains(t, out, "Maintenance --> Reserved: endMaintenance [claimed]")

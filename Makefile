@@ -45,7 +45,7 @@ manifests: $(CONTROLLER_GEN) ## Generate CRDs and RBAC from markers into config/
 	$(CONTROLLER_GEN) rbac:roleName=manager-role paths=./internal/controller/... output:rbac:artifacts:config=config/rbac
 
 .PHONY: docs
-docs: ## Generate docs/ from code (the server lifecycle diagram).
+docs: ## Generate docs/ from code (every state table's lifecycle diagram).
 	go run ./hack/gendocs
 
 .PHONY: fmt
@@ -97,6 +97,7 @@ FUZZTIME ?= 100000x
 .PHONY: fuzz
 fuzz: ## Fuzz every hostile-input parser and the ignition renderer, FUZZTIME each (a count of inputs, or a duration; see TEST_FUZZTIME). A crasher fails the run and lands in testdata/fuzz: commit it, it is then a regression test.
 	go test -run '^$$' -fuzz '^FuzzDecodeReport$$' -fuzztime $(FUZZTIME) ./internal/registry/
+	go test -run '^$$' -fuzz '^FuzzVerifyToken$$' -fuzztime $(FUZZTIME) ./internal/registry/
 	go test -run '^$$' -fuzz '^FuzzParse$$' -fuzztime $(FUZZTIME) ./internal/macdb/
 	go test -run '^$$' -fuzz '^FuzzParseAddress$$' -fuzztime $(FUZZTIME) ./internal/bmc/
 	go test -run '^$$' -fuzz '^FuzzParse$$' -fuzztime $(FUZZTIME) ./internal/ignition/

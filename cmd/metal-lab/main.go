@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"strings"
 	"syscall"
 	"time"
 
@@ -27,8 +28,11 @@ func run(args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("metal-lab", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	opts := lab.Options{}
-	fs.IntVar(&opts.Servers, "servers", 8, "number of simulated servers")
-	fs.IntVar(&opts.BMCs, "bmcs", 4, "number of simulated BMCs (servers are spread over them)")
+	// One BMC of each kind (the vendors, and systems whose UUID cannot identify them), two
+	// systems behind each.
+	kinds := len(lab.BMCKinds())
+	fs.IntVar(&opts.Servers, "servers", 2*kinds, "number of simulated servers")
+	fs.IntVar(&opts.BMCs, "bmcs", kinds, fmt.Sprintf("number of simulated BMCs (servers are spread over them); their kinds, in turn: %s", strings.Join(lab.BMCKinds(), "; ")))
 	fs.IntVar(&opts.VMs, "vms", 2, "number of real QEMU virtual machines network-booted by the boot service (needs root; 0 turns them off)")
 	fs.StringVar(&opts.Dir, "dir", "lab", "directory for the lab's kubeconfig, logs and host trees (recreated)")
 	scenario := fs.String("scenario", "", "run a scenario and exit: tour (enroll → discover → claim → release → wipe → available; with VMs, a VM installs the tenant image and boots it from disk)")

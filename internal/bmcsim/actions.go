@@ -62,7 +62,10 @@ func (b *BMC) resetSystem(s *system) http.HandlerFunc {
 				fmt.Sprintf("The operation %s cannot be performed because the server is already powered %s.", resetType, strings.ToLower(s.visiblePower(time.Now()))))
 			return
 		}
-		change := m.reset(s, resetType, time.Now())
+		var change powerChange
+		if !m.ignoreResets {
+			change = m.reset(s, resetType, time.Now())
+		}
 		m.mu.Unlock()
 		b.stats.resets.Add(1)
 		m.fireChange(change)

@@ -47,6 +47,9 @@ type model struct {
 	mu          sync.Mutex // guards the mutable fields of systems and hooks
 	hooks       []func(PowerOnEvent)
 	actionHooks []func(PowerAction)
+	// ignoreResets starts as the IgnoresResets quirk; SetIgnoresResets turns it on and off,
+	// as a BMC whose firmware hangs and recovers.
+	ignoreResets bool
 }
 
 var idPattern = regexp.MustCompile(`^[A-Za-z0-9._:-]+$`)
@@ -61,6 +64,7 @@ func newModel(opts Options) (*model, error) {
 	if opts.Quirks != nil {
 		m.q = *opts.Quirks
 	}
+	m.ignoreResets = m.q.IgnoresResets
 	if m.q.PowerStateLag < 0 {
 		return nil, fmt.Errorf("PowerStateLag must not be negative")
 	}

@@ -247,3 +247,15 @@ func (b *BMC) SetHostShutsDown(systemID string, hostShutsDown bool) bool {
 	}
 	return s != nil
 }
+
+// SetIgnoresResets makes the BMC accept every Reset and do nothing (the IgnoresResets quirk),
+// or act on them again: a BMC whose firmware hangs, then recovers.
+func (b *BMC) SetIgnoresResets(ignore bool) {
+	m := b.model
+	if m == nil {
+		return
+	}
+	m.mu.Lock()
+	m.ignoreResets = ignore
+	m.mu.Unlock()
+}

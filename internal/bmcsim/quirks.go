@@ -13,6 +13,9 @@ import (
 // well-behaved, DMTF-shaped BMC.
 type Quirks struct {
 	NoSystemUUID               bool          // ComputerSystem has no UUID even when the spec gives one
+	ZeroSystemUUID             bool          // every ComputerSystem's UUID is all zeros: the firmware's SMBIOS was never given one
+	AllFSystemUUID             bool          // every ComputerSystem's UUID is all F (SMBIOS: "not present, but settable")
+	PlaceholderSystemUUID      bool          // every ComputerSystem's UUID is the AMI BIOS default, PlaceholderUUID
 	SameUUIDEverywhere         bool          // ServiceRoot, Manager and every System report the first system's UUID
 	PlaceholderStrings         bool          // "To be filled by O.E.M.", dotted serials, space-padded models
 	TrailingSlashIDs           bool          // every @odata.id and link ends in "/"
@@ -31,6 +34,9 @@ type Quirks struct {
 	BareServiceRoot            bool          // ServiceRoot lacks UUID, Vendor and Product
 	PowerStateLag              time.Duration // PowerState keeps the old value this long after a reset
 	ResetConflictInState       bool          // a Reset to the state the system is in (On when on, ForceOff when off) is refused: 409
+	IgnoresResets              bool          // every Reset is accepted (204) and nothing happens: the power never changes
+	NoPowerState               bool          // ComputerSystem has no PowerState
+	MalformedResetType         bool          // the allowable ResetType values carry one malformed entry ("Force Off ") besides the real ones
 }
 
 // ParseQuirks reads a comma-separated list of Quirks field names, e.g.
@@ -178,6 +184,13 @@ var profiles = map[Profile]profileDef{
 		resetTypes: []string{"On", "ForceOff", "ForceOn", "ForceRestart", "GracefulRestart", "GracefulShutdown", "PowerCycle", "Nmi"},
 		bootMode:   "UEFI",
 	},
+}
+
+// ProfileQuirks is a profile's quirk set, for a caller that adds to it (Options.Quirks
+// replaces it).
+func ProfileQuirks(p Profile) (Quirks, error) {
+	def, err := lookupProfile(p)
+	return def.quirks, err
 }
 
 // lookupProfile resolves a profile name; empty means generic.

@@ -58,6 +58,9 @@ var quirkCases = map[string]quirkCase{
 			assert.Equal(t, bmcsim.DefaultSystem(1).SerialNumber, s.SerialNumber, "the rest of the identity is there")
 		},
 	},
+	"ZeroSystemUUID":        firmwareUUIDCase(bmcsim.Quirks{ZeroSystemUUID: true}, bmcsim.ZeroUUID),
+	"AllFSystemUUID":        firmwareUUIDCase(bmcsim.Quirks{AllFSystemUUID: true}, bmcsim.AllFUUID),
+	"PlaceholderSystemUUID": firmwareUUIDCase(bmcsim.Quirks{PlaceholderSystemUUID: true}, bmcsim.PlaceholderUUID),
 	"SameUUIDEverywhere": {
 		quirks: bmcsim.Quirks{SameUUIDEverywhere: true}, opts: systems(bmcsim.DefaultSystem(1), bmcsim.DefaultSystem(2)),
 		wire: func(t *testing.T, b *bmcsim.BMC) {
@@ -357,6 +360,53 @@ var quirkCases = map[string]quirkCase{
 			assert.Contains(t, err.Error(), "409")
 		},
 	},
+	"IgnoresResets": {
+		quirks: bmcsim.Quirks{IgnoresResets: true},
+		wire: func(t *testing.T, b *bmcsim.BMC) {
+			reset := "/redfish/v1/Systems/1/Actions/ComputerSystem.Reset"
+			for _, rt := range []string{"On", "ForceRestart", "PowerCycle"} {
+				status, _, _ := call(t, b, http.MethodPost, reset, map[string]string{"ResetType": rt})
+				assert.Equal(t, http.StatusNoContent, status, "%s accepted", rt)
+			}
+			assert.Equal(t, "Off", b.PowerState("1"), "and nothing happened")
+			assert.Equal(t, "Off", getOK(t, b, "/redfish/v1/Systems/1")["PowerState"])
+			assert.Empty(t, b.BootLog("1"), "nothing booted")
+		},
+		gofish: func(t *testing.T, b *bmcsim.BMC, c *gofish.APIClient) {
+			s := walk(t, c).Systems[0].System
+			require.NoError(t, s.Reset(redfish.OnResetType), "the BMC says yes")
+			assert.Equal(t, redfish.OffPowerState, walk(t, c).Systems[0].System.PowerState, "and does nothing")
+		},
+	},
+	"NoPowerState": {
+		quirks: bmcsim.Quirks{NoPowerState: true},
+		wire: func(t *testing.T, b *bmcsim.BMC) {
+			assert.NotContains(t, getOK(t, b, "/redfish/v1/Systems/1"), "PowerState")
+			status, _, _ := call(t, b, http.MethodPost, "/redfish/v1/Systems/1/Actions/ComputerSystem.Reset", map[string]string{"ResetType": "On"})
+			require.Equal(t, http.StatusNoContent, status)
+			assert.Equal(t, "On", b.PowerState("1"), "resets still work")
+			assert.NotContains(t, getOK(t, b, "/redfish/v1/Systems/1"), "PowerState", "but the state is never shown")
+		},
+		gofish: func(t *testing.T, b *bmcsim.BMC, c *gofish.APIClient) {
+			assert.Empty(t, walk(t, c).Systems[0].System.PowerState)
+		},
+	},
+	"MalformedResetType": {
+		quirks: bmcsim.Quirks{MalformedResetType: true},
+		wire: func(t *testing.T, b *bmcsim.BMC) {
+			sys := getOK(t, b, "/redfish/v1/Systems/1")
+			reset := sys["Actions"].(map[string]any)["#ComputerSystem.Reset"].(map[string]any)
+			allowed := fmt.Sprint(reset["ResetType@Redfish.AllowableValues"])
+			assert.Contains(t, allowed, "Force Off ")
+			assert.Contains(t, allowed, "ForceOff")
+			status, _, _ := call(t, b, http.MethodPost, "/redfish/v1/Systems/1/Actions/ComputerSystem.Reset", map[string]string{"ResetType": "Force Off "})
+			assert.Equal(t, http.StatusBadRequest, status, "the malformed value is not one the BMC takes")
+		},
+		gofish: func(t *testing.T, b *bmcsim.BMC, c *gofish.APIClient) {
+			s := walk(t, c).Systems[0].System
+			assert.Contains(t, fmt.Sprint(s.SupportedResetTypes), "Force Off ")
+		},
+	},
 	"PowerStateLag": {
 		quirks: bmcsim.Quirks{PowerStateLag: time.Hour},
 		wire: func(t *testing.T, b *bmcsim.BMC) {
@@ -378,6 +428,30 @@ func TestEveryQuirkIsTested(t *testing.T) {
 		assert.Contains(t, quirkCases, name, "quirk %s needs a case in quirkCases", name)
 	}
 	assert.Len(t, quirkCases, len(bmcsim.QuirkNames()))
+}
+
+// firmwareUUIDCase is a quirk whose firmware left one UUID in every system's SMBIOS: each system
+// reports it, on the wire and through gofish, and it is what the host reads in-band too; the
+// service root and manager keep UUIDs of their own.
+func firmwareUUIDCase(q bmcsim.Quirks, want string) quirkCase {
+	return quirkCase{
+		quirks: q, opts: systems(bmcsim.DefaultSystem(1), bmcsim.DefaultSystem(2)),
+		wire: func(t *testing.T, b *bmcsim.BMC) {
+			assert.Equal(t, want, getOK(t, b, "/redfish/v1/Systems/1")["UUID"])
+			assert.Equal(t, want, getOK(t, b, "/redfish/v1/Systems/2")["UUID"], "every board of the firmware has it")
+			assert.NotEqual(t, want, getOK(t, b, "/redfish/v1/Managers/BMC")["UUID"])
+			assert.Equal(t, want, q.HostUUID(bmcsim.DefaultSystem(1).UUID), "the host reads what the BMC reports")
+		},
+		gofish: func(t *testing.T, b *bmcsim.BMC, c *gofish.APIClient) {
+			tr := walk(t, c)
+			require.Len(t, tr.Systems, 2)
+			for _, v := range tr.Systems {
+				assert.Equal(t, want, v.System.UUID)
+				assert.NotEmpty(t, v.System.SerialNumber, "the rest of the identity is there")
+			}
+			assert.NotEqual(t, tr.Systems[0].System.SerialNumber, tr.Systems[1].System.SerialNumber)
+		},
+	}
 }
 
 func TestQuirksOnTheWireAndThroughGofish(t *testing.T) {

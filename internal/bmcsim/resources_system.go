@@ -24,6 +24,8 @@ func (m *model) systemUUID(s *system) string {
 	switch {
 	case m.q.NoSystemUUID:
 		return ""
+	case m.q.ZeroSystemUUID, m.q.AllFSystemUUID, m.q.PlaceholderSystemUUID:
+		return m.q.HostUUID(s.spec.UUID)
 	case m.q.SameUUIDEverywhere && m.systems[0].spec.UUID != "":
 		return m.systems[0].spec.UUID
 	}
@@ -51,7 +53,9 @@ func (m *model) computerSystem(s *system, now time.Time) obj {
 		cs["SKU"] = "To be filled by O.E.M."
 		cs["PartNumber"] = "01234567890123456789AB"
 	}
-	cs["PowerState"] = s.visiblePower(now)
+	if !m.q.NoPowerState {
+		cs["PowerState"] = s.visiblePower(now)
+	}
 	cs["Status"] = statusOK
 	cs["ProcessorSummary"] = processorSummary(sp.Processors)
 	cs["MemorySummary"] = obj{"TotalSystemMemoryGiB": m.totalMemoryGiB(sp.Memory), "Status": statusOK}
@@ -80,7 +84,7 @@ func (m *model) computerSystem(s *system, now time.Time) obj {
 	if !m.q.NoResetAction {
 		reset := obj{"target": m.uri(s.path + "/Actions/ComputerSystem.Reset")}
 		if !m.q.ResetTypesOnlyInActionInfo {
-			reset["ResetType@Redfish.AllowableValues"] = m.prof.resetTypes
+			reset["ResetType@Redfish.AllowableValues"] = m.allowableResetTypes()
 		}
 		if m.q.ResetTypesOnlyInActionInfo || m.prof.resetActionInfoLink {
 			reset["@Redfish.ActionInfo"] = m.uri(s.path + "/ResetActionInfo")
@@ -125,8 +129,17 @@ func (m *model) totalMemoryGiB(dimms []DIMM) float64 {
 
 func (m *model) resetActionInfo(s *system) obj {
 	ai := m.resource(s.path+"/ResetActionInfo", "#ActionInfo.v1_3_0.ActionInfo", "ResetActionInfo", "Reset Action Info")
-	ai["Parameters"] = []obj{{"Name": "ResetType", "Required": true, "DataType": "String", "AllowableValues": m.prof.resetTypes}}
+	ai["Parameters"] = []obj{{"Name": "ResetType", "Required": true, "DataType": "String", "AllowableValues": m.allowableResetTypes()}}
 	return ai
+}
+
+// allowableResetTypes is the list a client is shown: the profile's, with a malformed entry
+// first under MalformedResetType (a Supermicro firmware lists "Force Off " so).
+func (m *model) allowableResetTypes() []string {
+	if m.q.MalformedResetType {
+		return append([]string{"Force Off "}, m.prof.resetTypes...)
+	}
+	return m.prof.resetTypes
 }
 
 // processors lists CPUs before accelerators, unless GPUsFirst puts them the other way round.

@@ -22,6 +22,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	metalv1alpha1 "github.com/ironfleet/ironfleet/apis/metal/v1alpha1"
+	"github.com/ironfleet/ironfleet/internal/identity"
 	"github.com/ironfleet/ironfleet/internal/ignition"
 )
 
@@ -117,17 +118,24 @@ func (s *Service) serveScriptByMAC(w http.ResponseWriter, r *http.Request) {
 	s.serveScript(w, t, mac.String(), "01-"+strings.ReplaceAll(mac.String(), ":", "-"))
 }
 
-// serveScriptByUUID serves a host whose iPXE chains by SMBIOS UUID (?uuid=${uuid}). A
-// placeholder UUID that many boards ship with says nothing about which host this is: refused.
+// serveScriptByUUID serves a host whose iPXE chains by SMBIOS UUID (?uuid=${uuid}). A UUID
+// that cannot identify a machine (identity.Usable: none, all zeros or F, a vendor placeholder)
+// says nothing about which host this is: refused, as is one several Servers have (the host then
+// has to chain by MAC).
 func (s *Service) serveScriptByUUID(w http.ResponseWriter, r *http.Request) {
-	uuid := strings.ToLower(strings.TrimSpace(r.URL.Query().Get("uuid")))
-	if !meaningfulUUID(uuid) {
+	uuid := identity.Normalize(r.URL.Query().Get("uuid"))
+	if !identity.Usable(uuid) {
 		s.fail(w, http.StatusNotFound, errNotFound)
 		return
 	}
 	ctx, cancel := context.WithTimeout(r.Context(), requestTimeout)
 	defer cancel()
 	t, err := s.targetByUUID(ctx, uuid)
+	if errors.Is(err, errSharedUUID) {
+		s.log.Info("refused to boot a host by a UUID several servers have; it must chain by MAC", "uuid", uuid)
+		s.fail(w, http.StatusNotFound, errNotFound)
+		return
+	}
 	if err != nil {
 		s.log.Error(err, "finding the boot of a UUID", "uuid", uuid)
 		s.fail(w, http.StatusInternalServerError, errInternal)
@@ -135,20 +143,6 @@ func (s *Service) serveScriptByUUID(w http.ResponseWriter, r *http.Request) {
 	}
 	// The NIC is not known from a UUID: iPXE fills in the one it booted from.
 	s.serveScript(w, t, "uuid "+uuid, "01-${netX/mac:hexhyp}")
-}
-
-// meaningfulUUID says whether a UUID names one machine: 36 characters of hex and hyphens, not
-// all zeros, not all F, not the well-known placeholder of many boards.
-func meaningfulUUID(u string) bool {
-	if len(u) != 36 {
-		return false
-	}
-	hex := strings.ReplaceAll(u, "-", "")
-	if len(hex) != 32 || strings.Trim(hex, "0123456789abcdef") != "" {
-		return false
-	}
-	return strings.Trim(hex, "0") != "" && strings.Trim(hex, "f") != "" &&
-		u != "03000200-0400-0500-0006-000700080009"
 }
 
 // serveScript answers iPXE with the boot of t, or, for a host with nothing to boot, a script

@@ -74,6 +74,33 @@ func script(t *testing.T, base, mac string) (string, string) {
 	return body, m[2]
 }
 
+// TestAUUIDSeveralServersHaveBootsNoneOfThem: two Servers with one UUID (a Supermicro BMC
+// reports its first system's for all) each boot by MAC; by that UUID neither, as the UUID does
+// not say which host asks.
+func TestAUUIDSeveralServersHaveBootsNoneOfThem(t *testing.T) {
+	srv := httptest.NewServer(svc.Handler())
+	defer srv.Close()
+	readyBoot(t, "smc-1", "52:54:00:cc:00:01")
+	readyBoot(t, "smc-2", "52:54:00:cc:00:02")
+	_, one := script(t, srv.URL, "52:54:00:cc:00:01")
+	// Before smc-2 has smc-1's UUID, the UUID finds smc-1.
+	require.Eventually(t, func() bool {
+		code, body := get(t, srv.URL+"/ipxe?uuid="+uuidOf("smc-1"))
+		return code == http.StatusOK && strings.Contains(body, "/boot/"+one+" ")
+	}, wait, poll)
+
+	var two metalv1alpha1.Server
+	require.NoError(t, k8s.Get(context.Background(), client.ObjectKey{Name: "smc-2"}, &two))
+	two.Spec.SystemUUID = uuidOf("smc-1")
+	require.NoError(t, k8s.Update(context.Background(), &two))
+	require.Eventually(t, func() bool {
+		code, _ := get(t, srv.URL+"/ipxe?uuid="+uuidOf("smc-1"))
+		return code == http.StatusNotFound
+	}, wait, poll, "a UUID two servers have boots neither")
+	_, byMAC := script(t, srv.URL, "52:54:00:cc:00:02")
+	assert.NotEqual(t, one, byMAC, "by MAC each boots its own")
+}
+
 func TestScriptBootsTheProbeWithAPerBootURL(t *testing.T) {
 	srv := httptest.NewServer(svc.Handler())
 	defer srv.Close()

@@ -2,14 +2,15 @@ package boot
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net"
 	"sort"
-	"strings"
 
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	metalv1alpha1 "github.com/ironfleet/ironfleet/apis/metal/v1alpha1"
+	"github.com/ironfleet/ironfleet/internal/identity"
 )
 
 // Cache indexes the service keeps through the manager's watch. Everything a request is
@@ -20,7 +21,7 @@ const (
 	indexServerRef   = "boot.ironfleet.dev/server"      // SBC by spec.serverRef.name
 	indexIgnitionRef = "boot.ironfleet.dev/ignition"    // SBC by spec.ignitionSecretRef.name
 	indexMAC         = "boot.ironfleet.dev/mac"         // Server by each NIC's MAC (lower case)
-	indexSystemUUID  = "boot.ironfleet.dev/system-uuid" // Server by spec.systemUUID (lower case)
+	indexSystemUUID  = "boot.ironfleet.dev/system-uuid" // Server by spec.systemUUID (lower case), when usable
 )
 
 func (s *Service) indexFields(ctx context.Context, indexer client.FieldIndexer) error {
@@ -44,7 +45,7 @@ func (s *Service) indexFields(ctx context.Context, indexer client.FieldIndexer) 
 		}},
 		{&metalv1alpha1.Server{}, indexMAC, func(o client.Object) []string { return serverMACs(o.(*metalv1alpha1.Server)) }},
 		{&metalv1alpha1.Server{}, indexSystemUUID, func(o client.Object) []string {
-			if u := strings.ToLower(o.(*metalv1alpha1.Server).Spec.SystemUUID); u != "" {
+			if u := identity.Normalize(o.(*metalv1alpha1.Server).Spec.SystemUUID); identity.Usable(u) {
 				return []string{u}
 			}
 			return nil
@@ -108,11 +109,19 @@ func (s *Service) targetByMAC(ctx context.Context, mac net.HardwareAddr) (*targe
 	return s.targetOf(ctx, servers.Items)
 }
 
-// targetByUUID is the boot a server is served, found by its SMBIOS UUID.
+// errSharedUUID: more than one Server has the UUID a host asked by, so the UUID does not say
+// which one it is.
+var errSharedUUID = errors.New("several servers have this UUID")
+
+// targetByUUID is the boot a server is served, found by its SMBIOS UUID: only a UUID exactly
+// one Server has (served by this service or not) finds one.
 func (s *Service) targetByUUID(ctx context.Context, uuid string) (*target, error) {
 	var servers metalv1alpha1.ServerList
-	if err := s.client.List(ctx, &servers, client.MatchingFields{indexSystemUUID: strings.ToLower(uuid)}); err != nil {
+	if err := s.client.List(ctx, &servers, client.MatchingFields{indexSystemUUID: identity.Normalize(uuid)}); err != nil {
 		return nil, fmt.Errorf("listing servers by UUID: %w", err)
+	}
+	if len(servers.Items) > 1 {
+		return nil, errSharedUUID
 	}
 	return s.targetOf(ctx, servers.Items)
 }

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -23,6 +24,7 @@ import (
 
 	metalv1alpha1 "github.com/ironfleet/ironfleet/apis/metal/v1alpha1"
 	"github.com/ironfleet/ironfleet/internal/bmc"
+	"github.com/ironfleet/ironfleet/internal/fsm"
 )
 
 // BMCFinalizer lets the BMC reconciler delete the BMC's unclaimed Servers (and keep the
@@ -37,11 +39,17 @@ const (
 )
 
 // BMCReconciler connects to BMCs, fills their status, and keeps one Server per ComputerSystem.
+// A BMC's state moves only through fsm.BMC: each poll fires the event it found, and the BMC's
+// status is written once per reconcile, not at all when nothing changed.
 type BMCReconciler struct {
 	Client   client.Client
 	Events   events.EventRecorder
 	Clients  *bmc.Cache
 	Settings Settings
+
+	// written keeps a reconcile woken before the cache has the BMC's last status write (an
+	// Endpoint's or a secret's news often comes at once) from writing the same status again.
+	written *ownWrites
 }
 
 // +kubebuilder:rbac:groups=metal.ironfleet.dev,resources=bmcs,verbs=get;list;watch;update;patch
@@ -56,7 +64,13 @@ type BMCReconciler struct {
 func (r *BMCReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
 	var b metalv1alpha1.BMC
 	if err := r.Client.Get(ctx, req.NamespacedName, &b); err != nil {
+		if apierrors.IsNotFound(err) {
+			r.written.forget(req.NamespacedName)
+		}
 		return ctrl.Result{}, client.IgnoreNotFound(err)
+	}
+	if r.written.behind(&b) {
+		return ctrl.Result{RequeueAfter: 20 * time.Millisecond}, nil
 	}
 	if !b.DeletionTimestamp.IsZero() {
 		err := r.delete(ctx, &b)
@@ -67,40 +81,94 @@ func (r *BMCReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.R
 		}
 		return ctrl.Result{}, err
 	}
+	read := b.ResourceVersion
 	if controllerutil.AddFinalizer(&b, BMCFinalizer) {
 		if err := r.Client.Update(ctx, &b); err != nil {
 			return ctrl.Result{}, fmt.Errorf("adding finalizer: %w", err)
 		}
 	}
 
+	if wait, err := r.awaitingEndpoint(ctx, &b); err != nil || wait > 0 {
+		return ctrl.Result{RequeueAfter: wait}, err
+	}
+
 	original := b.DeepCopy()
-	result, err := r.sync(ctx, &b)
+	found, result, err := r.poll(ctx, &b)
+	if found.event != "" {
+		to, fsmErr := fsm.NextBMCState(ctx, b.Status.State, found.event)
+		if fsmErr != nil {
+			return ctrl.Result{}, fsmErr // a poll's outcome the table does not know: a bug
+		}
+		b.Status.State = to
+		setCondition(&b.Status.Conditions, b.Generation, metalv1alpha1.ConditionReady, boolStatus(found.event == fsm.BMCEventConnected), found.reason, found.message)
+	}
 	b.Status.ObservedGeneration = b.Generation
 	r.recordReadyChange(original, &b)
-	return finishWithStatus(ctx, r.Client, &b, original, result, err)
+	based := b.ResourceVersion
+	result, err = finishWithStatus(ctx, r.Client, &b, original, result, err)
+	r.written.wrote(&b, read, based)
+	return result, err
 }
 
-// sync talks to the BMC and returns when to come back.
-func (r *BMCReconciler) sync(ctx context.Context, b *metalv1alpha1.BMC) (ctrl.Result, error) {
+// endpointGrace is how long a new BMC waits, writing nothing, for its Endpoint to record the
+// match it was made from. The Endpoint controller creates the BMC first and records the match
+// after, so a new BMC's first look usually comes in between: that is no failure, and showing
+// it as one cost every enrolled BMC a status write and two events (Unreachable, then
+// Connected). The Endpoint's update wakes the BMC; past the grace, the wait shows as
+// Unreachable.
+const endpointGrace = 10 * time.Second
+
+// awaitingEndpoint says how long a BMC that has never been polled should still wait for its
+// Endpoint's match; zero when it should be polled now.
+func (r *BMCReconciler) awaitingEndpoint(ctx context.Context, b *metalv1alpha1.BMC) (time.Duration, error) {
+	if b.Spec.Access != nil || b.Spec.EndpointRef == nil || (b.Status.State != "" && b.Status.State != metalv1alpha1.BMCStatePending) {
+		return 0, nil
+	}
+	left := endpointGrace - time.Since(b.CreationTimestamp.Time)
+	if left <= 0 {
+		return 0, nil
+	}
+	var ep metalv1alpha1.Endpoint
+	if err := r.Client.Get(ctx, client.ObjectKey{Name: b.Spec.EndpointRef.Name}, &ep); err != nil {
+		return 0, client.IgnoreNotFound(err) // a missing Endpoint is the poll's to report
+	}
+	if ep.Spec.IP != "" && ep.Status.Protocol != "" {
+		return 0, nil
+	}
+	return left, nil
+}
+
+// pollOutcome is what a poll found: the BMC's event, and its Ready condition's reason and
+// message. No event when the poll learnt nothing about the BMC (a Kubernetes write failed).
+type pollOutcome struct {
+	event           fsm.BMCEvent
+	reason, message string
+}
+
+func failedPoll(err error) pollOutcome {
+	return pollOutcome{event: fsm.BMCEventFailed, reason: bmc.Reason(err), message: err.Error()}
+}
+
+// poll talks to the BMC, records what it says about itself and its systems, and returns what
+// it found and when to come back.
+func (r *BMCReconciler) poll(ctx context.Context, b *metalv1alpha1.BMC) (pollOutcome, ctrl.Result, error) {
 	target, err := resolveTarget(ctx, r.Client, b)
 	if err != nil {
-		r.setFailed(b, err)
 		if bmc.Reason(err) == metalv1alpha1.BMCReasonUnsupportedProtocol {
-			return ctrl.Result{}, nil // nothing will change until the spec does
+			return failedPoll(err), ctrl.Result{}, nil // nothing will change until the spec does
 		}
-		return ctrl.Result{}, err
+		return failedPoll(err), ctrl.Result{}, err
 	}
 	b.Status.Address = target.Address.String()
 
 	client, err := r.Clients.Get(ctx, b.Name, target)
 	if err != nil {
-		r.setFailed(b, err)
-		return ctrl.Result{}, err
+		return failedPoll(err), ctrl.Result{}, err
 	}
 	if needsManagerInfo(b) {
 		manager, err := client.Manager(ctx)
 		if err != nil {
-			return ctrl.Result{}, r.callFailed(b, err)
+			return r.callFailed(b, err), ctrl.Result{}, err
 		}
 		b.Status.Manufacturer, b.Status.Model = manager.Manufacturer, manager.Model
 		b.Status.SerialNumber, b.Status.FirmwareVersion = manager.SerialNumber, manager.FirmwareVersion
@@ -108,22 +176,21 @@ func (r *BMCReconciler) sync(ctx context.Context, b *metalv1alpha1.BMC) (ctrl.Re
 	}
 	systems, err := client.Systems(ctx)
 	if err != nil {
-		return ctrl.Result{}, r.callFailed(b, err)
+		return r.callFailed(b, err), ctrl.Result{}, err
 	}
 	raced, err := r.syncServers(ctx, b, client, systems)
 	if err != nil {
-		return ctrl.Result{}, err
+		return pollOutcome{}, ctrl.Result{}, err
 	}
 	if now := time.Now(); b.Status.LastSeen == nil || now.Sub(b.Status.LastSeen.Time) >= lastSeenEvery(r.Settings) {
 		b.Status.LastSeen = &metav1.Time{Time: now}
 	}
-	b.Status.State = metalv1alpha1.BMCStateEnabled
-	setCondition(&b.Status.Conditions, b.Generation, metalv1alpha1.ConditionReady, metav1.ConditionTrue, metalv1alpha1.BMCReasonConnected,
-		fmt.Sprintf("connected; %d system(s)", len(systems)))
+	connected := pollOutcome{event: fsm.BMCEventConnected, reason: metalv1alpha1.BMCReasonConnected,
+		message: fmt.Sprintf("connected; %d system(s)", len(systems))}
 	if raced {
-		return ctrl.Result{RequeueAfter: time.Second}, nil
+		return connected, ctrl.Result{RequeueAfter: time.Second}, nil
 	}
-	return ctrl.Result{RequeueAfter: r.Settings.jitteredResync()}, nil
+	return connected, ctrl.Result{RequeueAfter: r.Settings.jitteredResync()}, nil
 }
 
 // lastSeenEvery is how stale a healthy BMC's LastSeen may grow before a poll rewrites it. A poll
@@ -147,28 +214,25 @@ func needsManagerInfo(b *metalv1alpha1.BMC) bool {
 		!meta.IsStatusConditionTrue(b.Status.Conditions, metalv1alpha1.ConditionReady)
 }
 
-// callFailed records a failed call on an open client; a refused session is dropped so that the
+// callFailed is a failed call on an open client; a refused session is dropped so that the
 // next attempt logs in again.
-func (r *BMCReconciler) callFailed(b *metalv1alpha1.BMC, err error) error {
+func (r *BMCReconciler) callFailed(b *metalv1alpha1.BMC, err error) pollOutcome {
 	if bmc.Reason(err) == metalv1alpha1.BMCReasonAuthenticationFailed {
 		r.Clients.Invalidate(b.Name)
 	}
-	r.setFailed(b, err)
-	return err
+	return failedPoll(err)
 }
 
-func (r *BMCReconciler) setFailed(b *metalv1alpha1.BMC, err error) {
-	b.Status.State = metalv1alpha1.BMCStateError
-	setCondition(&b.Status.Conditions, b.Generation, metalv1alpha1.ConditionReady, metav1.ConditionFalse, bmc.Reason(err), err.Error())
-}
-
-// recordReadyChange emits an event when the Ready condition changes reason, not on every retry.
+// recordReadyChange emits an event when the Ready condition changes reason, not on every retry
+// and not on a BMC's first connection (its Ready condition says so; ten thousand BMCs enrolled
+// would otherwise cost ten thousand events): failures, and recoveries from them, are news.
 func (r *BMCReconciler) recordReadyChange(before, after *metalv1alpha1.BMC) {
 	now := meta.FindStatusCondition(after.Status.Conditions, metalv1alpha1.ConditionReady)
 	if now == nil {
 		return
 	}
-	if was := meta.FindStatusCondition(before.Status.Conditions, metalv1alpha1.ConditionReady); was != nil && was.Reason == now.Reason {
+	was := meta.FindStatusCondition(before.Status.Conditions, metalv1alpha1.ConditionReady)
+	if was != nil && was.Reason == now.Reason || was == nil && now.Status == metav1.ConditionTrue {
 		return
 	}
 	eventType := corev1.EventTypeNormal
@@ -224,13 +288,19 @@ func (r *BMCReconciler) delete(ctx context.Context, b *metalv1alpha1.BMC) error 
 		return errWaitingForServers{bmc: b.Name, n: going}
 	}
 	r.Clients.Forget(b.Name)
+	read := b.ResourceVersion
 	controllerutil.RemoveFinalizer(b, BMCFinalizer)
-	return r.Client.Update(ctx, b)
+	if err := r.Client.Update(ctx, b); err != nil {
+		return err
+	}
+	r.written.going(b, read)
+	return nil
 }
 
 // SetupWithManager registers the reconciler and the indexes it needs.
 func (r *BMCReconciler) SetupWithManager(mgr ctrl.Manager) error {
 	ctx := context.Background()
+	r.written = newOwnWrites()
 	indexer := mgr.GetFieldIndexer()
 	if err := indexer.IndexField(ctx, &metalv1alpha1.BMC{}, indexBMCBySecret, func(o client.Object) []string {
 		return []string{o.(*metalv1alpha1.BMC).Spec.BMCSecretRef.Name}

@@ -2,6 +2,8 @@ package controller
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"fmt"
 	"regexp"
 	"strings"
@@ -15,6 +17,7 @@ import (
 
 	metalv1alpha1 "github.com/ironfleet/ironfleet/apis/metal/v1alpha1"
 	"github.com/ironfleet/ironfleet/internal/bmc"
+	"github.com/ironfleet/ironfleet/internal/identity"
 )
 
 // Labels Ironfleet puts on Servers, for selectors in claims.
@@ -44,23 +47,42 @@ func (r *BMCReconciler) syncServers(ctx context.Context, b *metalv1alpha1.BMC, c
 	return raced, nil
 }
 
-// serverNames names each system's Server from its UUID, so names survive re-ordering and
-// re-enrolment. Systems without a UUID, or sharing one with another system of the same BMC
-// (blades, DPUs, some Supermicro boards), get a name from the BMC and the system's Id instead.
-func serverNames(bmcName string, systems []bmc.SystemInfo) []string {
+// serverName is the name a system's Server gets, and why it is not the UUID when it is not.
+type serverName struct {
+	name string
+	// notByUUID says why the system is named by BMC and Id; "" when it is named by its UUID.
+	notByUUID string
+}
+
+// serverNames names each system's Server (docs/identity.md). A system whose UUID is usable
+// (identity.Usable: a UUID, not all zeros or all F, not a vendor placeholder) and reported by
+// no other system of the BMC is named by it, so names survive re-ordering and re-enrolment.
+// Any other system (no UUID, a placeholder, one UUID for several systems: blades, DPUs,
+// Supermicro boards) is named by the BMC and the system's Id, which the BMC keeps stable. A
+// serial number is not used: BMCs report placeholders there too ("To be filled by O.E.M."),
+// and a board swap changes it while the slot (BMC and Id) stays the same.
+func serverNames(bmcName string, systems []bmc.SystemInfo) []serverName {
 	seen := map[string]int{}
 	for _, s := range systems {
-		if s.UUID != "" {
-			seen[s.UUID]++
+		if u := identity.Normalize(s.UUID); u != "" {
+			seen[u]++
 		}
 	}
-	names := make([]string, len(systems))
+	names := make([]serverName, len(systems))
 	for i, s := range systems {
-		if s.UUID != "" && seen[s.UUID] == 1 && len(validation.IsDNS1123Subdomain(s.UUID)) == 0 {
-			names[i] = s.UUID
-		} else {
-			names[i] = fallbackServerName(bmcName, s)
+		u := identity.Normalize(s.UUID)
+		switch {
+		case !identity.Usable(u):
+			names[i].notByUUID = "its UUID cannot identify it: " + identity.Problem(u)
+		case seen[u] > 1:
+			names[i].notByUUID = fmt.Sprintf("%d systems of the BMC report its UUID %s", seen[u], u)
+		case len(validation.IsDNS1123Subdomain(u)) != 0:
+			names[i].notByUUID = "its UUID is not a valid name"
+		default:
+			names[i].name = u
+			continue
 		}
+		names[i].name = fallbackServerName(bmcName, s)
 	}
 	return names
 }
@@ -72,7 +94,12 @@ func fallbackServerName(bmcName string, s bmc.SystemInfo) string {
 	if id == "" {
 		id = s.URI[strings.LastIndex(strings.TrimSuffix(s.URI, "/"), "/")+1:]
 	}
-	name := nonNameChars.ReplaceAllString(strings.ToLower(bmcName+"-"+id), "-")
+	return dnsName(bmcName + "-" + id)
+}
+
+// dnsName makes s a valid Server name: lower case, other characters as "-", at most 253.
+func dnsName(s string) string {
+	name := nonNameChars.ReplaceAllString(strings.ToLower(s), "-")
 	name = strings.Trim(name, "-.")
 	if len(name) > validation.DNS1123SubdomainMaxLength {
 		name = strings.Trim(name[:validation.DNS1123SubdomainMaxLength], "-.")
@@ -80,39 +107,91 @@ func fallbackServerName(bmcName string, s bmc.SystemInfo) string {
 	return name
 }
 
-// ensureServer gets or creates the Server for a system. A Server of that name that belongs to
-// another BMC means two BMCs report the same UUID: this one then uses its fallback name.
-func (r *BMCReconciler) ensureServer(ctx context.Context, b *metalv1alpha1.BMC, sys bmc.SystemInfo, name string) (*metalv1alpha1.Server, error) {
-	for attempt := 0; attempt < 2; attempt++ {
+// hashedServerName is the last resort, when another BMC's Server has the fallback name too
+// (BMC "a-b" with system "c", BMC "a" with system "b-c"): the fallback with a hash of the BMC
+// and the system's URI, stable for the system.
+func hashedServerName(bmcName string, s bmc.SystemInfo) string {
+	sum := sha256.Sum256([]byte(bmcName + "\x00" + s.URI))
+	suffix := "-" + hex.EncodeToString(sum[:4])
+	base := fallbackServerName(bmcName, s)
+	if room := validation.DNS1123SubdomainMaxLength - len(suffix); len(base) > room {
+		base = strings.Trim(base[:room], "-.")
+	}
+	return base + suffix
+}
+
+// ensureServer gets or creates the Server for a system. A Server of the chosen name that
+// belongs to another BMC means two BMCs report the same UUID (or fallback names collide): this
+// system then takes the next name. Before a new Server is made, the BMC's Server already at the
+// system's URI is taken instead when it is the same machine (serverAt): one an earlier rule
+// named (by a placeholder UUID, or by a UUID a second system of the BMC now reports too) keeps
+// its name, and no system gets two Servers.
+func (r *BMCReconciler) ensureServer(ctx context.Context, b *metalv1alpha1.BMC, sys bmc.SystemInfo, chosen serverName) (*metalv1alpha1.Server, error) {
+	candidates := []serverName{chosen}
+	if fallback := fallbackServerName(b.Name, sys); fallback != chosen.name {
+		candidates = append(candidates, serverName{name: fallback, notByUUID: "its UUID " + identity.Normalize(sys.UUID) + " is another BMC's server's name"})
+	}
+	candidates = append(candidates, serverName{name: hashedServerName(b.Name, sys), notByUUID: "its name by BMC and Id is another BMC's server's"})
+	for _, candidate := range candidates {
 		var server metalv1alpha1.Server
-		err := r.Client.Get(ctx, client.ObjectKey{Name: name}, &server)
+		err := r.Client.Get(ctx, client.ObjectKey{Name: candidate.name}, &server)
 		if err == nil {
-			if server.Spec.BMCRef == nil || server.Spec.BMCRef.Name != b.Name {
-				r.Events.Eventf(b, &server, corev1.EventTypeWarning, "DuplicateSystemUUID", "CreateServer",
-					"system %s reports UUID %s, already used by server %s of another BMC; naming it by BMC and Id", sys.URI, sys.UUID, name)
-				name = fallbackServerName(b.Name, sys)
-				continue
+			if server.Spec.BMCRef != nil && server.Spec.BMCRef.Name == b.Name {
+				return &server, nil
 			}
-			return &server, nil
+			if candidate.notByUUID == "" {
+				r.Events.Eventf(b, &server, corev1.EventTypeWarning, "DuplicateSystemUUID", "CreateServer",
+					"system %s reports UUID %s, already used by server %s of another BMC; naming it by BMC and Id", sys.URI, sys.UUID, candidate.name)
+			}
+			continue
 		}
 		if !apierrors.IsNotFound(err) {
 			return nil, err
 		}
+		if existing, err := r.serverAt(ctx, b, sys); err != nil || existing != nil {
+			return existing, err
+		}
 		server = metalv1alpha1.Server{
-			ObjectMeta: metav1.ObjectMeta{Name: name, Labels: serverLabels(b, sys), Finalizers: []string{ServerFinalizer}},
+			ObjectMeta: metav1.ObjectMeta{Name: candidate.name, Labels: serverLabels(b, sys), Finalizers: []string{ServerFinalizer}},
 			Spec: metalv1alpha1.ServerSpec{
-				SystemUUID: sys.UUID,
+				SystemUUID: identity.Normalize(sys.UUID),
 				SystemURI:  sys.URI,
 				BMCRef:     &metalv1alpha1.LocalObjectReference{Name: b.Name},
 			},
 		}
 		if err := r.Client.Create(ctx, &server); err != nil {
-			return nil, fmt.Errorf("creating server %s: %w", name, err)
+			return nil, fmt.Errorf("creating server %s: %w", candidate.name, err)
 		}
-		r.Events.Eventf(b, &server, corev1.EventTypeNormal, "ServerCreated", "CreateServer", "created server %s for system %s", name, sys.URI)
+		if candidate.notByUUID == "" {
+			r.Events.Eventf(b, &server, corev1.EventTypeNormal, "ServerCreated", "CreateServer", "created server %s for system %s, named by its UUID", candidate.name, sys.URI)
+		} else {
+			r.Events.Eventf(b, &server, corev1.EventTypeNormal, "ServerCreated", "CreateServer", "created server %s for system %s, named by BMC and Id: %s", candidate.name, sys.URI, candidate.notByUUID)
+		}
 		return &server, nil
 	}
 	return nil, fmt.Errorf("no free name for system %s of BMC %s", sys.URI, b.Name)
+}
+
+// serverAt is the BMC's Server at the system's URI (whatever its name), from the cache, when it
+// is the same machine: it has the UUID the system reports now, or its identity never was a UUID
+// (it was named by a placeholder, or by BMC and Id), so the slot is its identity. A Server
+// whose identity is a UUID the system no longer reports was another machine (a board swap):
+// the system gets a Server of its own.
+func (r *BMCReconciler) serverAt(ctx context.Context, b *metalv1alpha1.BMC, sys bmc.SystemInfo) (*metalv1alpha1.Server, error) {
+	var servers metalv1alpha1.ServerList
+	if err := r.Client.List(ctx, &servers, client.MatchingFields{indexServerByBMC: b.Name}); err != nil {
+		return nil, fmt.Errorf("listing the BMC's servers: %w", err)
+	}
+	for i := range servers.Items {
+		s := &servers.Items[i]
+		if s.Spec.SystemURI != sys.URI {
+			continue
+		}
+		if identity.Normalize(s.Spec.SystemUUID) == identity.Normalize(sys.UUID) || identity.ServerUUID(s) == "" {
+			return s, nil
+		}
+	}
+	return nil, nil
 }
 
 func serverLabels(b *metalv1alpha1.BMC, sys bmc.SystemInfo) map[string]string {

@@ -13,9 +13,9 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 
 	metalv1alpha1 "github.com/ironfleet/ironfleet/apis/metal/v1alpha1"
+	"github.com/ironfleet/ironfleet/internal/identity"
 	"github.com/ironfleet/ironfleet/internal/ignition"
 )
 
@@ -30,8 +30,8 @@ type ProbeBoot struct {
 	RegistryCA  string
 	// ImageCA is a PEM bundle the probe also trusts for claims' images (--image-ca-file).
 	ImageCA string
-	// Token mints the token of one probe boot of a server.
-	Token func(systemUUID, boot string) string
+	// Token mints the token of one probe boot of the named server.
+	Token func(server, boot string) string
 	// BootOperator names the boot service that serves the boot configurations the operator
 	// makes (metalv1alpha1.LabelBootOperator; empty: Ironfleet's).
 	BootOperator string
@@ -59,7 +59,12 @@ func probeBootName(server *metalv1alpha1.Server, purpose metalv1alpha1.BootPurpo
 }
 
 // ensureProbeBoot gets or creates the server's probe boot configuration and its ignition
-// Secret, both owned by the Server.
+// Secret. Neither has an owner reference: they are the Server's (labelled with its name), but
+// not its dependents, so that no garbage collection can take them while the Server needs them —
+// a Server deleted with --cascade=foreground would have its wipe's boot deleted under it, while
+// its finalizer keeps it for that very wipe. The Server ends its probe boots itself (deleteProbeBoot,
+// the last step of every probe boot and of its deletion); dropLeftoverProbeBoots catches those of
+// a Server that went some other way.
 //
 // Each probe boot configuration is a boot of its own, named in an annotation on it and on the
 // Server, and its ignition carries that boot's token: the registry takes reports only for the
@@ -82,6 +87,11 @@ func ensureProbeBoot(ctx context.Context, c client.Client, api client.Reader, pb
 	key := client.ObjectKey{Namespace: pb.Namespace, Name: name}
 	var sbc metalv1alpha1.ServerBootConfiguration
 	err := c.Get(ctx, key, &sbc)
+	if err == nil {
+		if err := disownProbeBoot(ctx, c, &sbc); err != nil {
+			return nil, err
+		}
+	}
 	if err == nil && disagree(server, &sbc) {
 		// The cache may not have seen a rename (or a deletion) yet: only the configuration as
 		// it is may say which boot the Secret is for.
@@ -151,9 +161,6 @@ func ensureProbeBoot(ctx context.Context, c client.Client, api client.Reader, pb
 			Purpose:           purpose,
 		},
 	}
-	if err := controllerutil.SetOwnerReference(server, &sbc, c.Scheme()); err != nil {
-		return nil, err
-	}
 	if err := c.Create(ctx, &sbc); err != nil {
 		if !apierrors.IsAlreadyExists(err) {
 			return nil, fmt.Errorf("creating boot configuration %s: %w", name, err)
@@ -177,12 +184,14 @@ func disagree(server *metalv1alpha1.Server, sbc *metalv1alpha1.ServerBootConfigu
 	return boot != "" && server.Annotations[metalv1alpha1.AnnotationProbeBoot] != boot
 }
 
-// probeIgnition is the ignition Secret of one probe boot of a server: its token is the boot's,
-// so the same boot always renders the same Secret.
+// probeIgnition is the ignition Secret of one probe boot of a server: its token names the
+// server and the boot, so the same boot always renders the same Secret. The system UUID goes in
+// only when it is the server's identity (identity.ServerUUID): the probe then wipes and installs
+// only on a host that reads that UUID. A placeholder or shared UUID would stop the right host.
 func probeIgnition(c client.Client, pb ProbeBoot, server *metalv1alpha1.Server, purpose metalv1alpha1.BootPurpose, name, boot string, in *ignition.Install) (*corev1.Secret, error) {
 	cfg := ignition.Config{
-		RegistryURL: pb.RegistryURL, RegistryCA: pb.RegistryCA, Token: pb.Token(server.Spec.SystemUUID, boot),
-		SystemUUID: server.Spec.SystemUUID, Mode: ignition.ModeDiscovery,
+		RegistryURL: pb.RegistryURL, RegistryCA: pb.RegistryCA, Token: pb.Token(server.Name, boot),
+		Server: server.Name, SystemUUID: identity.ServerUUID(server), Mode: ignition.ModeDiscovery,
 	}
 	switch purpose {
 	case metalv1alpha1.BootPurposeCleanup:
@@ -200,14 +209,80 @@ func probeIgnition(c client.Client, pb ProbeBoot, server *metalv1alpha1.Server, 
 		return nil, err
 	}
 	secret := &corev1.Secret{
-		ObjectMeta: metav1.ObjectMeta{Namespace: pb.Namespace, Name: name + "-ignition"},
+		ObjectMeta: metav1.ObjectMeta{Namespace: pb.Namespace, Name: name + "-ignition", Labels: map[string]string{LabelServer: server.Name}},
 		Type:       corev1.SecretTypeOpaque,
 		Data:       map[string][]byte{ignition.SecretKey: data},
 	}
-	if err := controllerutil.SetOwnerReference(server, secret, c.Scheme()); err != nil {
-		return nil, err
-	}
 	return secret, nil
+}
+
+// disownProbeBoot lets go of a probe boot made when probe boots were owned by their Server (and
+// of its ignition Secret): an owned one is the Server's dependent, which a foreground deletion of
+// the Server has the garbage collector delete mid-wipe.
+func disownProbeBoot(ctx context.Context, c client.Client, sbc *metalv1alpha1.ServerBootConfiguration) error {
+	if len(sbc.OwnerReferences) == 0 {
+		return nil
+	}
+	disown := client.RawPatch(types.MergePatchType, []byte(`{"metadata":{"ownerReferences":null}}`))
+	if ref := sbc.Spec.IgnitionSecretRef; ref != nil {
+		secret := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: sbc.Namespace, Name: ref.Name}}
+		if err := c.Patch(ctx, secret, disown); client.IgnoreNotFound(err) != nil {
+			return fmt.Errorf("letting go of ignition Secret %s: %w", ref.Name, err)
+		}
+	}
+	if err := c.Patch(ctx, sbc, disown); client.IgnoreNotFound(err) != nil {
+		return fmt.Errorf("letting go of boot configuration %s: %w", sbc.Name, err)
+	}
+	return nil
+}
+
+// dropLeftoverProbeBoots deletes the probe boots an earlier Server named name left behind: the
+// ones made before server was, or every one when server is nil and the API says there is no
+// Server of that name. A Server that goes through its finalizer ends its probe boots first; one
+// that went some other way (its finalizer removed by hand) leaves them, owned by no one, and a
+// Server made again under its name must not take them for its own (the boot service would serve
+// the old one's wipe, or its discovery with a token no longer valid). Looked up by their names,
+// in the cache: a Server without leftovers costs no request.
+func dropLeftoverProbeBoots(ctx context.Context, c client.Client, api client.Reader, pb ProbeBoot, name string, server *metalv1alpha1.Server) error {
+	var left []*metalv1alpha1.ServerBootConfiguration
+	stub := &metalv1alpha1.Server{ObjectMeta: metav1.ObjectMeta{Name: name}}
+	for _, purpose := range []metalv1alpha1.BootPurpose{metalv1alpha1.BootPurposeDiscovery, metalv1alpha1.BootPurposeCleanup, metalv1alpha1.BootPurposeProvisioning} {
+		var sbc metalv1alpha1.ServerBootConfiguration
+		err := c.Get(ctx, client.ObjectKey{Namespace: pb.Namespace, Name: probeBootName(stub, purpose)}, &sbc)
+		if apierrors.IsNotFound(err) {
+			continue
+		}
+		if err != nil {
+			return err
+		}
+		left = append(left, &sbc)
+	}
+	if len(left) == 0 {
+		return nil
+	}
+	if server == nil {
+		// The cache may not have seen a Server made again under this name yet.
+		var s metalv1alpha1.Server
+		if err := api.Get(ctx, client.ObjectKey{Name: name}, &s); err == nil {
+			server = &s
+		} else if !apierrors.IsNotFound(err) {
+			return err
+		}
+	}
+	for _, sbc := range left {
+		if server != nil && !sbc.CreationTimestamp.Before(&server.CreationTimestamp) {
+			continue // this Server's own (or made in the same second: not known to be older)
+		}
+		uid := sbc.UID
+		if err := c.Delete(ctx, sbc, client.Preconditions{UID: &uid}); err != nil && !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) {
+			return fmt.Errorf("deleting leftover boot configuration %s: %w", sbc.Name, err)
+		}
+		secret := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: sbc.Namespace, Name: sbc.Name + "-ignition"}}
+		if err := c.Delete(ctx, secret); client.IgnoreNotFound(err) != nil {
+			return fmt.Errorf("deleting leftover ignition Secret %s: %w", secret.Name, err)
+		}
+	}
+	return nil
 }
 
 // writeProbeIgnition creates a probe boot's ignition Secret, or replaces the ignition of one
@@ -257,8 +332,7 @@ func patchProbeBootName(ctx context.Context, c client.Client, server *metalv1alp
 
 // deleteProbeBoot ends a probe boot of any of purposes: its boot configuration and ignition
 // Secret are removed, then the Server stops naming the boot (the registry then refuses its
-// reports). Both objects are owned by the Server, but garbage collection is not relied on: the
-// server may live on for years. The name goes last: a manager killed half way leaves the Server
+// reports). Neither is the Server's dependent (ensureProbeBoot): nothing else removes them. The name goes last: a manager killed half way leaves the Server
 // naming the boot, so whoever looks next knows something may be left and deletes again.
 func deleteProbeBoot(ctx context.Context, c client.Client, pb ProbeBoot, server *metalv1alpha1.Server, purposes ...metalv1alpha1.BootPurpose) error {
 	for _, purpose := range purposes {

@@ -155,8 +155,39 @@ func cleanupBoot(serverBoot, configBoot string) (*m.Server, *m.ServerBootConfigu
 
 // cleanupIgnition is s1's cleanup ignition Secret as a boot of that name has it.
 func cleanupIgnition(t *testing.T, boot string) *corev1.Secret {
-	data, err := ignition.Render(ignition.Config{RegistryURL: testProbeBoot.RegistryURL, Token: testProbeBoot.Token("", boot),
-		SystemUUID: "4c4c4544-0000-1000-8000-000000000001", Mode: ignition.ModeWipe, WipePolicy: m.WipeMetadata})
+	data, err := ignition.Render(ignition.Config{RegistryURL: testProbeBoot.RegistryURL, Token: testProbeBoot.Token("s1", boot),
+		Server: "s1", Mode: ignition.ModeWipe, WipePolicy: m.WipeMetadata})
 	require.NoError(t, err)
 	return &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: "system", Name: "s1-cleanup-ignition"}, Data: map[string][]byte{ignition.SecretKey: data}}
+}
+
+// TestProbeIgnitionNamesTheServerNotItsUUID: the token is minted for the Server's name, and the
+// UUID goes into the ignition only when it is the Server's identity: a Server named by a
+// usable UUID. A placeholder, or a UUID shared by systems named by BMC and Id, would stop the
+// probe on the right host (it compares what it reads with the ignition's).
+func TestProbeIgnitionNamesTheServerNotItsUUID(t *testing.T) {
+	const good = "4c4c4544-0000-1000-8000-000000000001"
+	var minted []string
+	pb := testProbeBoot
+	pb.Token = func(server, boot string) string {
+		minted = append(minted, server)
+		return server + "/" + boot
+	}
+	c := fake.NewClientBuilder().WithScheme(testenv.Scheme()).Build()
+	for _, tc := range []struct{ name, uuid, want string }{
+		{good, good, good},
+		{"smc-1-2", good, ""},
+		{"openbmc-1-system", "", ""},
+		{"03000200-0400-0500-0006-000700080009", "03000200-0400-0500-0006-000700080009", ""},
+	} {
+		server := &m.Server{ObjectMeta: metav1.ObjectMeta{Name: tc.name, UID: "uid"}, Spec: m.ServerSpec{SystemUUID: tc.uuid}}
+		secret, err := probeIgnition(c, pb, server, m.BootPurposeCleanup, tc.name+"-cleanup", "b1", nil)
+		require.NoError(t, err, tc.name)
+		cfg, err := ignition.Parse(secret.Data[ignition.SecretKey])
+		require.NoError(t, err, tc.name)
+		assert.Equal(t, tc.name+"/b1", cfg.Token, tc.name)
+		assert.Equal(t, tc.name, cfg.Server)
+		assert.Equal(t, tc.want, cfg.SystemUUID, tc.name)
+	}
+	assert.Equal(t, []string{good, "smc-1-2", "openbmc-1-system", "03000200-0400-0500-0006-000700080009"}, minted)
 }

@@ -31,7 +31,20 @@ const (
 	// AnnotationCredentialIndex on a BMCSecret records which of the MAC-prefix entry's default
 	// credentials authenticated.
 	AnnotationCredentialIndex = "metal.ironfleet.dev/default-credential-index"
+
+	// ReasonDeletingBMC: a deleted Endpoint deletes the BMC it made, and waits for it to go.
+	ReasonDeletingBMC = "DeletingBMC"
+	// ReasonBMCSecretRestored: the BMCSecret of the Endpoint's BMC was gone, and was made again.
+	ReasonBMCSecretRestored = "BMCSecretRestored"
 )
+
+// EndpointFinalizer keeps a deleted Endpoint until the BMC it made is gone. The BMC reaches its
+// machines at the Endpoint's address, and a deleted BMC waits for its servers' wipes
+// (ServerFinalizer), which need that address: an Endpoint that went at once would leave them
+// unreachable, and its garbage-collected BMC waiting for ever. So a deleted Endpoint deletes its
+// BMC itself (the garbage collector does not, while the Endpoint is there) and goes after it; its
+// BMCSecret, which it owns, is garbage-collected then.
+const EndpointFinalizer = "metal.ironfleet.dev/endpoint"
 
 // EndpointReconciler matches an Endpoint's MAC against the MAC-prefix database and, on a match,
 // creates the BMC and BMCSecret for it with the first default credential that authenticates.
@@ -43,8 +56,9 @@ type EndpointReconciler struct {
 	Settings Settings
 }
 
-// +kubebuilder:rbac:groups=metal.ironfleet.dev,resources=endpoints,verbs=get;list;watch
+// +kubebuilder:rbac:groups=metal.ironfleet.dev,resources=endpoints,verbs=get;list;watch;update;patch
 // +kubebuilder:rbac:groups=metal.ironfleet.dev,resources=endpoints/status,verbs=get;update;patch
+// +kubebuilder:rbac:groups=metal.ironfleet.dev,resources=endpoints/finalizers,verbs=update
 // +kubebuilder:rbac:groups=metal.ironfleet.dev,resources=bmcs,verbs=get;list;watch;create;update;patch;delete
 // +kubebuilder:rbac:groups=metal.ironfleet.dev,resources=bmcsecrets,verbs=get;list;watch;create;update;patch;delete
 // +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
@@ -54,6 +68,14 @@ func (r *EndpointReconciler) Reconcile(ctx context.Context, req ctrl.Request) (c
 	var ep metalv1alpha1.Endpoint
 	if err := r.Client.Get(ctx, req.NamespacedName, &ep); err != nil {
 		return ctrl.Result{}, client.IgnoreNotFound(err)
+	}
+	if !ep.DeletionTimestamp.IsZero() {
+		return ctrl.Result{}, r.delete(ctx, &ep)
+	}
+	if controllerutil.AddFinalizer(&ep, EndpointFinalizer) {
+		if err := r.Client.Update(ctx, &ep); err != nil {
+			return ctrl.Result{}, client.IgnoreNotFound(err)
+		}
 	}
 	original := ep.DeepCopy()
 	result, err := r.reconcile(ctx, &ep)
@@ -82,6 +104,11 @@ func (r *EndpointReconciler) reconcile(ctx context.Context, ep *metalv1alpha1.En
 	var existing metalv1alpha1.BMC
 	err := r.Client.Get(ctx, client.ObjectKey{Name: ep.Name}, &existing)
 	if err == nil {
+		if metav1.IsControlledBy(&existing, ep) {
+			if err := r.restoreSecret(ctx, ep, entry, existing.Spec.BMCSecretRef.Name); err != nil {
+				return ctrl.Result{}, err
+			}
+		}
 		ep.Status.BMCRef = &metalv1alpha1.LocalObjectReference{Name: existing.Name}
 		setCondition(&ep.Status.Conditions, ep.Generation, metalv1alpha1.ConditionReady, metav1.ConditionTrue, EndpointReasonBMCCreated, "BMC "+existing.Name+" manages this endpoint")
 		return ctrl.Result{}, nil
@@ -137,17 +164,57 @@ func (r *EndpointReconciler) findCredential(ctx context.Context, ep *metalv1alph
 		fmt.Errorf("none of the %d default credentials for prefix %s authenticated: %w", len(entry.DefaultCredentials), entry.MACPrefix, lastErr))
 }
 
-func (r *EndpointReconciler) createBMC(ctx context.Context, ep *metalv1alpha1.Endpoint, entry macdb.Entry, index int) error {
+// bmcSecret is the BMCSecret the Endpoint makes for its BMC, with the entry's default
+// credential index.
+func (r *EndpointReconciler) bmcSecret(ep *metalv1alpha1.Endpoint, entry macdb.Entry, index int) (*metalv1alpha1.BMCSecret, error) {
 	cred := entry.DefaultCredentials[index]
 	secret := &metalv1alpha1.BMCSecret{ObjectMeta: metav1.ObjectMeta{
 		Name:        ep.Name,
 		Annotations: map[string]string{AnnotationCredentialIndex: fmt.Sprint(index)},
 	}, Spec: metalv1alpha1.BMCSecretSpec{Username: cred.Username, Password: cred.Password}}
-	if err := controllerutil.SetControllerReference(ep, secret, r.Client.Scheme()); err != nil {
+	return secret, controllerutil.SetControllerReference(ep, secret, r.Client.Scheme())
+}
+
+// restoreSecret makes again the BMCSecret of the BMC the Endpoint made, when it is gone: the
+// garbage collector can take the one an earlier Endpoint of this name left just as this one
+// takes it over, and one deleted before its BMC was first seen is not kept (BMCSecretFinalizer).
+// Without it the BMC, and the wipes of its servers, would wait for credentials for ever.
+func (r *EndpointReconciler) restoreSecret(ctx context.Context, ep *metalv1alpha1.Endpoint, entry macdb.Entry, name string) error {
+	if name != ep.Name {
+		return nil // not one the Endpoint made
+	}
+	err := r.Client.Get(ctx, client.ObjectKey{Name: name}, &metalv1alpha1.BMCSecret{})
+	if !apierrors.IsNotFound(err) {
 		return err
 	}
-	if err := r.Client.Create(ctx, secret); err != nil && !apierrors.IsAlreadyExists(err) {
-		return fmt.Errorf("creating BMCSecret %s: %w", secret.Name, err)
+	index, err := r.findCredential(ctx, ep, entry)
+	if err != nil {
+		return fmt.Errorf("finding the credential to make BMCSecret %s again: %w", name, err)
+	}
+	secret, err := r.bmcSecret(ep, entry, index)
+	if err != nil {
+		return err
+	}
+	if err := r.Client.Create(ctx, secret); err != nil {
+		return client.IgnoreAlreadyExists(err)
+	}
+	r.Events.Eventf(ep, nil, corev1.EventTypeWarning, ReasonBMCSecretRestored, "CreateBMCSecret",
+		"BMCSecret %s of BMC %s was gone: made again with default credential #%d", name, ep.Name, index+1)
+	return nil
+}
+
+func (r *EndpointReconciler) createBMC(ctx context.Context, ep *metalv1alpha1.Endpoint, entry macdb.Entry, index int) error {
+	secret, err := r.bmcSecret(ep, entry, index)
+	if err != nil {
+		return err
+	}
+	if err := r.Client.Create(ctx, secret); err != nil {
+		if !apierrors.IsAlreadyExists(err) {
+			return fmt.Errorf("creating BMCSecret %s: %w", secret.Name, err)
+		}
+		if err := r.adoptSecret(ctx, ep, secret.Name); err != nil {
+			return err
+		}
 	}
 	// Made with its finalizer, so the BMC reconciler need not write it again to add it.
 	b := &metalv1alpha1.BMC{ObjectMeta: metav1.ObjectMeta{Name: ep.Name, Labels: ep.Labels, Finalizers: []string{BMCFinalizer}}, Spec: metalv1alpha1.BMCSpec{
@@ -163,12 +230,71 @@ func (r *EndpointReconciler) createBMC(ctx context.Context, ep *metalv1alpha1.En
 	return nil
 }
 
+// adoptSecret takes over the BMCSecret an earlier Endpoint of this name made (deleted, then made
+// again: the admin enrols the machine again): it is this Endpoint's now, or the garbage
+// collector would delete it, its owner gone, under the BMC about to use it. One on its way out
+// is waited for, and made anew.
+func (r *EndpointReconciler) adoptSecret(ctx context.Context, ep *metalv1alpha1.Endpoint, name string) error {
+	var have metalv1alpha1.BMCSecret
+	if err := r.Client.Get(ctx, client.ObjectKey{Name: name}, &have); err != nil {
+		return fmt.Errorf("reading BMCSecret %s: %w", name, err) // not cached yet: again
+	}
+	if !have.DeletionTimestamp.IsZero() {
+		return fmt.Errorf("BMCSecret %s of an earlier Endpoint %s is being deleted: waiting for it to go", name, ep.Name)
+	}
+	owner := metav1.GetControllerOf(&have)
+	if owner == nil || owner.Kind != "Endpoint" || owner.Name != ep.Name || owner.UID == ep.UID {
+		return nil // this Endpoint's, or someone else's to look after
+	}
+	before := have.DeepCopy()
+	have.OwnerReferences = nil
+	for _, ref := range before.OwnerReferences {
+		if ref.UID != owner.UID {
+			have.OwnerReferences = append(have.OwnerReferences, ref)
+		}
+	}
+	if err := controllerutil.SetControllerReference(ep, &have, r.Client.Scheme()); err != nil {
+		return err
+	}
+	if err := r.Client.Patch(ctx, &have, client.MergeFromWithOptions(before, client.MergeFromWithOptimisticLock{})); err != nil {
+		return fmt.Errorf("taking over BMCSecret %s: %w", name, err)
+	}
+	return nil
+}
+
+// delete deletes the BMC the Endpoint made and lets the Endpoint go once it is gone
+// (EndpointFinalizer).
+func (r *EndpointReconciler) delete(ctx context.Context, ep *metalv1alpha1.Endpoint) error {
+	if !controllerutil.ContainsFinalizer(ep, EndpointFinalizer) {
+		return nil
+	}
+	var b metalv1alpha1.BMC
+	err := r.Client.Get(ctx, client.ObjectKey{Name: ep.Name}, &b)
+	if client.IgnoreNotFound(err) != nil {
+		return err
+	}
+	if err == nil && metav1.IsControlledBy(&b, ep) {
+		if b.DeletionTimestamp.IsZero() {
+			uid := b.UID
+			if err := r.Client.Delete(ctx, &b, client.Preconditions{UID: &uid}); client.IgnoreNotFound(err) != nil {
+				return fmt.Errorf("deleting BMC %s: %w", b.Name, err)
+			}
+			r.Events.Eventf(ep, &b, corev1.EventTypeNormal, ReasonDeletingBMC, "Delete",
+				"deleted BMC %s; the Endpoint goes once it is gone (after its servers' wipes, which need this address)", b.Name)
+		}
+		return nil // its deletion brings the Endpoint back
+	}
+	controllerutil.RemoveFinalizer(ep, EndpointFinalizer)
+	return client.IgnoreNotFound(r.Client.Update(ctx, ep))
+}
+
 // SetupWithManager registers the reconciler.
 func (r *EndpointReconciler) SetupWithManager(mgr ctrl.Manager) error {
 	return ctrl.NewControllerManagedBy(mgr).
 		Named("endpoint").
 		For(&metalv1alpha1.Endpoint{}, builder.WithPredicates(predicate.GenerationChangedPredicate{})).
 		Owns(&metalv1alpha1.BMC{}, builder.WithPredicates(deletedOnly())).
+		Owns(&metalv1alpha1.BMCSecret{}, builder.WithPredicates(deletedOnly())).
 		WithOptions(r.Settings.controllerOptions("endpoint")).
 		Complete(r)
 }

@@ -36,7 +36,7 @@ func (r *ServerReconciler) available(server *metalv1alpha1.Server) step {
 	return step{event: fsm.EventClaim, reason: ReasonClaimed, message: fmt.Sprintf("bound to claim %s/%s", ref.Namespace, ref.Name),
 		apply: func(s *metalv1alpha1.Server) {
 			meta.RemoveStatusCondition(&s.Status.Conditions, metalv1alpha1.ConditionProvisioned)
-			meta.RemoveStatusCondition(&s.Status.Conditions, metalv1alpha1.ConditionPowered)
+			forgetPower(s)
 			// The last probe boot (a wipe's, a discovery's) is not this claim's install: an
 			// earlier tenant's install of the same image reported in the same second must not
 			// be taken for it.
@@ -88,13 +88,14 @@ func (r *ServerReconciler) reserved(ctx context.Context, server *metalv1alpha1.S
 	} else if !meta.IsStatusConditionTrue(server.Status.Conditions, metalv1alpha1.ConditionProvisioned) && server.Spec.BootConfigurationRef != nil {
 		return r.provision(ctx, server)
 	}
-	powered := meta.FindStatusCondition(server.Status.Conditions, metalv1alpha1.ConditionPowered)
 	var st step
-	if powered != nil && powered.ObservedGeneration == server.Generation {
+	if d := server.Status.PowerDelivery; d != nil && d.Generation == server.Generation {
 		st = resendPower(server)
+	} else if want := orDefault(server.Spec.Power, metalv1alpha1.PowerOn); want == metalv1alpha1.PowerOff {
+		// The claim's power changed since it was last requested: request it again. Off is
+		// the tenant's OS shutting down, forced after the grace period.
+		st = shutdownStep(server, "power Off for the claim: shut down")
 	} else {
-		// The claim's power changed since it was last requested: request it again, from disk.
-		want := orDefault(server.Spec.Power, metalv1alpha1.PowerOn)
 		st = powerStep(server, want, fmt.Sprintf("power %s for the claim, booting from disk", want))
 	}
 	// The disk Ironfleet installed is the next boot of every power-on it sends (a BMC that
@@ -139,7 +140,7 @@ func (r *ServerReconciler) provision(ctx context.Context, server *metalv1alpha1.
 	eff.done = func(s *metalv1alpha1.Server) {
 		setCondition(&s.Status.Conditions, s.Generation, metalv1alpha1.ConditionProvisioned, metav1.ConditionTrue, ReasonImageBooted,
 			fmt.Sprintf("PXE once into %s (%s); later boots are from disk", sbc.Name, sbc.Spec.Image))
-		setCondition(&s.Status.Conditions, s.Generation, metalv1alpha1.ConditionPowered, metav1.ConditionTrue, sentReason(power), powerMessage)
+		powerSent(s, power, powerMessage)
 	}
 	return step{effect: eff, apply: func(s *metalv1alpha1.Server) {
 		setCondition(&s.Status.Conditions, s.Generation, metalv1alpha1.ConditionProvisioned, metav1.ConditionFalse, ReasonImageBooting,
@@ -161,7 +162,7 @@ func (r *ServerReconciler) release(server *metalv1alpha1.Server) step {
 			s.Status.LastWipe = nil
 			setCondition(&s.Status.Conditions, s.Generation, metalv1alpha1.ConditionCleaned, metav1.ConditionFalse, ReasonReleased, "released by its claim; not wiped yet")
 			meta.RemoveStatusCondition(&s.Status.Conditions, metalv1alpha1.ConditionProvisioned)
-			meta.RemoveStatusCondition(&s.Status.Conditions, metalv1alpha1.ConditionPowered)
+			forgetPower(s)
 		}}
 }
 

@@ -116,6 +116,13 @@ func (r *ServerReconciler) bootWipe(ctx context.Context, server *metalv1alpha1.S
 		return step{event: fsm.EventFail, reason: ReasonWipeAttemptsUsedUp,
 			message: fmt.Sprintf("no wipe report after %d boots of %v each; set the %s annotation to try again", attempts, r.Discovery.Timeout, AnnotationRetry)}, nil
 	}
+	// A BMC that cannot be reached (its BMCSecret or Endpoint gone, or the BMC itself, deleted
+	// while a claim kept its server) does not cost a wipe attempt, as it costs no discovery
+	// attempt: the server waits for it, its Ready condition saying why, instead of using its
+	// attempts up and resting in Error until a person comes. The wipe goes on once it answers.
+	if _, err := connectBMC(ctx, r.Client, r.Clients, bmcName(server)); err != nil {
+		return step{}, err
+	}
 	sbc, err := ensureProbeBoot(ctx, r.Client, r.APIReader, r.Probe, server, metalv1alpha1.BootPurposeCleanup, nil)
 	if err != nil {
 		return step{}, err

@@ -106,8 +106,10 @@ func (r *ServerReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctr
 	if err := r.Client.Get(ctx, req.NamespacedName, &server); err != nil {
 		if apierrors.IsNotFound(err) {
 			r.fresh.forget(req.Name)
+			// Its probe boots, should it have gone without ending them (they have no owner).
+			return ctrl.Result{}, dropLeftoverProbeBoots(ctx, r.Client, r.APIReader, r.Probe, req.Name, nil)
 		}
-		return ctrl.Result{}, client.IgnoreNotFound(err)
+		return ctrl.Result{}, err
 	}
 	if stale, err := r.fresh.stale(ctx, r.APIReader, &server, &metalv1alpha1.Server{}); err != nil || stale {
 		return ctrl.Result{RequeueAfter: 20 * time.Millisecond}, err
@@ -142,6 +144,10 @@ func (r *ServerReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctr
 	var st step
 	var err error
 	if from == "" {
+		// A new Server: probe boots an earlier Server of its name left are not its own.
+		if err := dropLeftoverProbeBoots(ctx, r.Client, r.APIReader, r.Probe, server.Name, &server); err != nil {
+			return ctrl.Result{}, err
+		}
 		st = step{reason: "Enrolled", message: "found on BMC " + bmcName(&server)}
 		r.enter(&server, metalv1alpha1.ServerStateInitial, st, start)
 	} else {
@@ -312,25 +318,74 @@ func minPositive(a, b time.Duration) time.Duration {
 }
 
 // observePower reads the power state of a server whose last change was requested but not yet
-// seen, into its status.
+// seen, into its status, and moves its power delivery on: Confirmed once the BMC reports it;
+// sent once more, then Unconfirmed, when it does not within the confirmation timeout; forced
+// off when the OS ignores a graceful shutdown past the grace period. It says how soon to look
+// again (0: no need).
 func (r *ServerReconciler) observePower(ctx context.Context, server *metalv1alpha1.Server) time.Duration {
-	ps := server.Status.PowerState
-	if ps != metalv1alpha1.PowerStatePoweringOn && ps != metalv1alpha1.PowerStatePoweringOff {
+	ps, d := server.Status.PowerState, server.Status.PowerDelivery
+	powering := ps == metalv1alpha1.PowerStatePoweringOn || ps == metalv1alpha1.PowerStatePoweringOff
+	if !powering && !watched(d) {
 		return 0
+	}
+	timeouts := r.Settings.power()
+	// A request given up on (Unconfirmed) is still watched, once per confirmation timeout.
+	again := powerObserveDelay
+	if d != nil && d.State == metalv1alpha1.PowerUnconfirmed {
+		again = timeouts.Confirm
 	}
 	c, err := connectBMC(ctx, r.Client, r.Clients, bmcName(server))
 	if err != nil {
-		return powerObserveDelay
+		return again
 	}
 	now, err := c.PowerState(ctx, server.Spec.SystemURI)
 	if err != nil {
-		return powerObserveDelay
+		return again
 	}
 	if (ps == metalv1alpha1.PowerStatePoweringOn && now == metalv1alpha1.PowerStateOn) || (ps == metalv1alpha1.PowerStatePoweringOff && now == metalv1alpha1.PowerStateOff) {
 		server.Status.PowerState = now
+		powering = false
+	}
+	if !watched(d) {
+		if powering {
+			return powerObserveDelay // the BMC has not got there yet (some lag by seconds)
+		}
 		return 0
 	}
-	return powerObserveDelay // the BMC has not got there yet (some lag by seconds)
+	if now == wantedPowerState(d.Want) {
+		server.Status.PowerState = now
+		_ = movePower(server, fsm.PowerEventObserved, r.now())
+		return 0
+	}
+	waited := r.now().Sub(d.Since.Time)
+	switch {
+	case d.State == metalv1alpha1.PowerShuttingDown && waited >= timeouts.GracefulShutdown:
+		_ = movePower(server, fsm.PowerEventEscalate, r.now())
+		d.Graceful, d.Attempts = false, 0
+		setPowered(server)
+		r.Events.Eventf(server, nil, corev1.EventTypeWarning, ReasonGracefulShutdownIgnored, "ForceOff",
+			"the OS did not shut down within %s of GracefulShutdown (the BMC reports %s): forcing the power off", timeouts.GracefulShutdown, now)
+		return 0 // the state's handler sends the ForceOff in this reconcile
+	case d.State == metalv1alpha1.PowerSent && waited >= timeouts.Confirm:
+		_ = movePower(server, fsm.PowerEventTimedOut, r.now())
+		if d.State == metalv1alpha1.PowerUnconfirmed {
+			server.Status.PowerState = now // stop showing Powering*: the BMC says otherwise
+			r.Events.Eventf(server, nil, corev1.EventTypeWarning, ReasonPowerUnconfirmed, "Power",
+				"the BMC took power %s twice but still reports %s after %s each time; not sending it again", d.Want, now, timeouts.Confirm)
+			return timeouts.Confirm // still watched
+		}
+		r.Events.Eventf(server, nil, corev1.EventTypeNormal, ReasonPowerResent, "Power",
+			"the BMC took power %s but still reports %s after %s: sending it once more", d.Want, now, timeouts.Confirm)
+		return 0 // the state's handler sends it again in this reconcile
+	}
+	return again
+}
+
+func wantedPowerState(p metalv1alpha1.Power) metalv1alpha1.PowerState {
+	if p == metalv1alpha1.PowerOff {
+		return metalv1alpha1.PowerStateOff
+	}
+	return metalv1alpha1.PowerStateOn
 }
 
 // enter records a transition into to (or the first state) in status.

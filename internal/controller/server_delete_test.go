@@ -5,16 +5,19 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
-	eventsv1 "k8s.io/api/events/v1"
+	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/watch"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	m "github.com/ironfleet/ironfleet/apis/metal/v1alpha1"
@@ -37,209 +40,301 @@ func writeTenantData(t *testing.T, host lab.Host) {
 
 func holdsTenantData(t *testing.T, host lab.Host) bool {
 	t.Helper()
-	f, err := os.Open(wipe.DevicePath(host.Root, host.Disks[0]))
+	holds, err := diskHoldsTenantData(host)
 	require.NoError(t, err)
-	defer f.Close()
-	buf := make([]byte, len(tenantData))
-	_, err = f.ReadAt(buf, 0)
-	require.NoError(t, err)
-	return bytes.Equal(buf, tenantData)
+	return holds
 }
 
-// watchPool fails the test whenever it sees the machine's Server (whichever object holds its
-// name) Available while its disk still holds the tenant's data, until stop.
-func watchPool(t *testing.T, name string, host lab.Host) (stop func() []string) {
-	done := make(chan struct{})
-	var mu sync.Mutex
-	var seen []string
-	var wg sync.WaitGroup
-	wg.Add(1)
+func diskHoldsTenantData(host lab.Host) (bool, error) {
+	f, err := os.Open(wipe.DevicePath(host.Root, host.Disks[0]))
+	if err != nil {
+		return false, err
+	}
+	defer f.Close()
+	buf := make([]byte, len(tenantData))
+	if _, err := f.ReadAt(buf, 0); err != nil {
+		return false, err
+	}
+	return bytes.Equal(buf, tenantData), nil
+}
+
+// guard watches one machine: whatever Server holds its system UUID (the first, one made again
+// after a deletion, or a second one a re-enrolment made), it must never be Available, nor held
+// by another claim than the tenant's, while the machine's disk still holds the tenant's data.
+type guard struct {
+	uuid string
+	host lab.Host
+
+	mu     sync.Mutex
+	tenant string // the UID of the tenant's claim
+	seen   []string
+}
+
+// forTenant says which claim is the tenant's: the machine is its while it holds the data.
+func (g *guard) forTenant(claim *m.ServerClaim) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.tenant = string(claim.UID)
+}
+
+func (g *guard) check(s *m.Server) {
+	if !strings.EqualFold(s.Spec.SystemUUID, g.uuid) {
+		return
+	}
+	g.mu.Lock()
+	tenant := g.tenant
+	g.mu.Unlock()
+	pooled := s.Status.State == m.ServerStateAvailable && s.Spec.ServerClaimRef == nil
+	another := s.Spec.ServerClaimRef != nil && s.Spec.ServerClaimRef.UID != tenant
+	if !pooled && !another {
+		return
+	}
+	// An unwiped machine stays unwiped until something wipes it, and nothing wipes an
+	// Available server: reading the disk a moment after the version was written still tells.
+	holds, err := diskHoldsTenantData(g.host)
+	if err != nil || !holds {
+		return
+	}
+	what := "Available"
+	if another {
+		what = fmt.Sprintf("held by claim %s/%s (uid %s), not the tenant's", s.Spec.ServerClaimRef.Namespace, s.Spec.ServerClaimRef.Name, s.Spec.ServerClaimRef.UID)
+	}
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.seen = append(g.seen, fmt.Sprintf("server %s (uid %s, rv %s) %s with the tenant's data on %s", s.Name, s.UID, s.ResourceVersion, what, g.host.Disks[0]))
+}
+
+// serverWatch hands every version of every Server, from one watch, to the guards: a server
+// that is Available for a moment is seen, however short the moment.
+var serverWatch struct {
+	once   sync.Once
+	err    error
+	mu     sync.Mutex
+	guards map[*guard]bool
+}
+
+func dispatch(s *m.Server) {
+	serverWatch.mu.Lock()
+	guards := make([]*guard, 0, len(serverWatch.guards))
+	for g := range serverWatch.guards {
+		guards = append(guards, g)
+	}
+	serverWatch.mu.Unlock()
+	for _, g := range guards {
+		g.check(s)
+	}
+}
+
+func startServerWatch() error {
+	c, err := client.NewWithWatch(env.Config, client.Options{Scheme: env.Scheme})
+	if err != nil {
+		return err
+	}
+	ctx := context.Background()
+	list := func() (string, error) {
+		var servers m.ServerList
+		if err := c.List(ctx, &servers); err != nil {
+			return "", err
+		}
+		for i := range servers.Items {
+			dispatch(&servers.Items[i])
+		}
+		return servers.ResourceVersion, nil
+	}
+	rv, err := list()
+	if err != nil {
+		return err
+	}
 	go func() {
-		defer wg.Done()
 		for {
-			var s m.Server
-			if k8s.Get(context.Background(), client.ObjectKey{Name: name}, &s) == nil && s.Status.State == m.ServerStateAvailable && s.Spec.ServerClaimRef == nil {
-				f, err := os.ReadFile(wipe.DevicePath(host.Root, host.Disks[0]))
-				if err == nil && bytes.HasPrefix(f, tenantData) {
-					mu.Lock()
-					seen = append(seen, fmt.Sprintf("server %s (uid %s) Available with the tenant's data on %s", name, s.UID, host.Disks[0]))
-					mu.Unlock()
+			w, err := c.Watch(ctx, &m.ServerList{}, &client.ListOptions{Raw: &metav1.ListOptions{ResourceVersion: rv}})
+			for err == nil {
+				ev, ok := <-w.ResultChan()
+				if !ok {
+					break
+				}
+				if ev.Type == watch.Error {
+					rv = "" // expired: list again
+					break
+				}
+				if s, ok := ev.Object.(*m.Server); ok {
+					rv = s.ResourceVersion
+					if ev.Type != watch.Deleted {
+						dispatch(s)
+					}
 				}
 			}
-			select {
-			case <-done:
-				return
-			case <-time.After(20 * time.Millisecond):
+			if w != nil {
+				w.Stop()
+			}
+			if rv == "" || err != nil {
+				// Whatever happened meanwhile is in the list: a pooled server stays pooled.
+				for {
+					if rv, err = list(); err == nil {
+						break
+					}
+					time.Sleep(100 * time.Millisecond) // the apiserver is busy: ask again
+				}
 			}
 		}
 	}()
-	return func() []string {
-		close(done)
-		wg.Wait()
-		mu.Lock()
-		defer mu.Unlock()
-		return seen
-	}
+	return nil
 }
 
-// TestDeletionNeverPoolsAnUnwipedMachine deletes a claimed machine's Server or BMC (and its
-// claim) at each point of its lifecycle, with and without a manager restart there: the machine
-// comes back Available only once its disk is wiped, which the host's disk file shows; an admin
-// who deletes without a wipe gets what was asked, and an event says so.
-func TestDeletionNeverPoolsAnUnwipedMachine(t *testing.T) {
-	ctx := context.Background()
-	deleteServer := func(t *testing.T, name string) {
-		require.NoError(t, k8s.Delete(ctx, &m.Server{ObjectMeta: metav1.ObjectMeta{Name: name}}))
+// guardMachine fails the test when, from now until stop, any Server of the host's machine is
+// Available (or held by another claim than the tenant's) while its disk holds the tenant's data.
+func guardMachine(t *testing.T, host lab.Host, tenant *m.ServerClaim) (g *guard, stop func() []string) {
+	serverWatch.once.Do(func() { serverWatch.err = startServerWatch() })
+	require.NoError(t, serverWatch.err)
+	g = &guard{uuid: host.UUID, host: host}
+	if tenant != nil {
+		g.forTenant(tenant)
 	}
-	deleteBMC := func(t *testing.T, pool string) {
-		require.NoError(t, k8s.Delete(ctx, &m.BMC{ObjectMeta: metav1.ObjectMeta{Name: pool}}))
+	serverWatch.mu.Lock()
+	if serverWatch.guards == nil {
+		serverWatch.guards = map[*guard]bool{}
 	}
-	bmcGoneAndBack := func(t *testing.T, p *pool) {
-		eventually(t, 60*time.Second, func() bool {
-			return apierrors.IsNotFound(k8s.Get(ctx, client.ObjectKey{Name: p.name}, &m.BMC{}))
-		}, "the BMC goes once its server is wiped and gone")
-		createDirectBMC(t, p.name, "redfish+http://"+p.sim.Host()+"/redfish/v1", p.name) // enrolled again
-	}
-	// The claim is released, and the wipe boot held back: the server stays in Cleanup.
-	releasedAndHeld := func(t *testing.T, p *pool, name string, claim *m.ServerClaim) {
-		boots.Hold(p.hosts[name].UUID)
-		t.Cleanup(func() { boots.Release(p.hosts[name].UUID) })
-		releaseAndWait(t, claim)
-		waitServer(t, name, m.ServerStateCleanup, 10*time.Second)
-	}
-	// The deleted BMC stays while its server is not wiped; then both go, and the BMC is
-	// enrolled again.
-	bmcWaitsForTheWipe := func(t *testing.T, p *pool, name string, claim *m.ServerClaim) {
-		assert.Never(t, func() bool {
-			return apierrors.IsNotFound(k8s.Get(ctx, client.ObjectKey{Name: p.name}, &m.BMC{}))
-		}, 2*time.Second, 100*time.Millisecond, "the BMC waits for its server's wipe")
-		var s m.Server
-		require.NoError(t, k8s.Get(ctx, client.ObjectKey{Name: name}, &s))
-		assert.False(t, s.DeletionTimestamp.IsZero(), "the server is deleted with its BMC")
-		assert.Equal(t, m.ServerStateCleanup, s.Status.State, "and waits, in Cleanup, for its wipe")
-		boots.Release(p.hosts[name].UUID)
-		bmcGoneAndBack(t, p)
-	}
-	// before runs with the manager; act sends the deletions (the manager may be stopped
-	// meanwhile); then waits for what follows, with the manager running.
-	for i, tc := range []struct {
-		name    string
-		restart bool
-		before  func(t *testing.T, p *pool, name string, claim *m.ServerClaim)
-		act     func(t *testing.T, p *pool, name string, claim *m.ServerClaim)
-		then    func(t *testing.T, p *pool, name string, claim *m.ServerClaim)
-		forced  bool
-	}{
-		{name: "server-while-claimed", act: func(t *testing.T, p *pool, name string, claim *m.ServerClaim) {
-			deleteServer(t, name)
-		}, then: func(t *testing.T, p *pool, name string, claim *m.ServerClaim) {
-			s := waitServer(t, name, m.ServerStateReserved, 5*time.Second)
-			assert.False(t, s.DeletionTimestamp.IsZero(), "it waits, deleted, for its claim")
-			releaseAndWait(t, claim)
-		}},
-		{name: "server-while-claimed-restart", restart: true, act: func(t *testing.T, p *pool, name string, claim *m.ServerClaim) {
-			deleteServer(t, name)
-		}, then: func(t *testing.T, p *pool, name string, claim *m.ServerClaim) {
-			releaseAndWait(t, claim)
-		}},
-		{name: "server-and-claim-together", act: func(t *testing.T, p *pool, name string, claim *m.ServerClaim) {
-			require.NoError(t, k8s.Delete(ctx, claim))
-			deleteServer(t, name)
-		}},
-		{name: "server-and-claim-together-restart", restart: true, act: func(t *testing.T, p *pool, name string, claim *m.ServerClaim) {
-			require.NoError(t, k8s.Delete(ctx, claim))
-			deleteServer(t, name)
-		}},
-		{name: "bmc-during-cleanup", before: releasedAndHeld, act: func(t *testing.T, p *pool, name string, claim *m.ServerClaim) {
-			deleteBMC(t, p.name)
-		}, then: bmcWaitsForTheWipe},
-		{name: "bmc-during-cleanup-restart", restart: true, before: releasedAndHeld, act: func(t *testing.T, p *pool, name string, claim *m.ServerClaim) {
-			deleteBMC(t, p.name)
-		}, then: bmcWaitsForTheWipe},
-		{name: "bmc-and-claim-together", act: func(t *testing.T, p *pool, name string, claim *m.ServerClaim) {
-			require.NoError(t, k8s.Delete(ctx, claim))
-			deleteBMC(t, p.name)
-		}, then: func(t *testing.T, p *pool, name string, claim *m.ServerClaim) { bmcGoneAndBack(t, p) }},
-		{name: "forced", forced: true, act: func(t *testing.T, p *pool, name string, claim *m.ServerClaim) {
-			var s m.Server
-			require.NoError(t, k8s.Get(ctx, client.ObjectKey{Name: name}, &s))
-			before := s.DeepCopy()
-			s.Annotations = map[string]string{m.AnnotationDeleteWithoutWipe: "true"}
-			require.NoError(t, k8s.Patch(ctx, &s, client.MergeFrom(before)))
-			deleteServer(t, name)
-		}},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			ns := "delete-" + tc.name
-			p, name := startOneServer(t, ns, 300+i)
-			host := p.hosts[name]
-			var old m.Server
-			require.NoError(t, k8s.Get(ctx, client.ObjectKey{Name: name}, &old))
-			claim := claimServer(t, ns, "tenant", name, nil)
-			writeTenantData(t, host)
-			var stop func() []string
-			if !tc.forced {
-				stop = watchPool(t, name, host)
-			}
-			if tc.before != nil {
-				tc.before(t, p, name, claim)
-			}
-			if tc.restart {
-				require.NoError(t, stopOperator())
-				tc.act(t, p, name, claim)
-				require.NoError(t, startOperator())
-			} else {
-				tc.act(t, p, name, claim)
-			}
-			if tc.then != nil {
-				tc.then(t, p, name, claim)
-			}
-			// The machine is Available again: as a new Server, enrolled again and discovered; or,
-			// when its BMC went while a claim still held it (claimed Servers are kept), as the
-			// same Server, released and wiped.
-			var s m.Server
-			if !assert.Eventually(t, func() bool {
-				return k8s.Get(ctx, client.ObjectKey{Name: name}, &s) == nil && s.Status.State == m.ServerStateAvailable && s.DeletionTimestamp.IsZero() &&
-					(s.UID != old.UID || meta.IsStatusConditionTrue(s.Status.Conditions, m.ConditionCleaned))
-			}, 90*time.Second, 50*time.Millisecond, "the machine is Available again") {
-				var served []string
-				for _, b := range boots.Boots() {
-					if b.Server == name {
-						served = append(served, fmt.Sprintf("%s %s err=%v", b.Time.Format("15:04:05.000"), b.Purpose, b.Err))
-					}
-				}
-				var b m.BMC
-				_ = k8s.Get(ctx, client.ObjectKey{Name: p.name}, &b)
-				t.Logf("BMC %s: uid %s deleted %v finalizers %v state %s conditions %+v", p.name, b.UID, b.DeletionTimestamp, b.Finalizers, b.Status.State, b.Status.Conditions)
-				t.Fatalf("last seen: uid %s (old %s), deleted %v, finalizers %v, state %s (%s), conditions %+v; boots served: %v; power-ons: %v",
-					s.UID, old.UID, s.DeletionTimestamp, s.Finalizers, s.Status.State, s.Status.LastTransitionReason, s.Status.Conditions,
-					served, p.sim.BootLog(systemID(t, &old)))
-			}
-			if tc.forced {
-				assert.True(t, holdsTenantData(t, host), "deleted without a wipe, as the admin said")
-				var evs eventsv1.EventList
-				require.NoError(t, k8s.List(ctx, &evs))
-				found := false
-				for _, ev := range evs.Items {
-					found = found || (ev.Regarding.UID == old.UID && ev.Reason == controller.ReasonDeletedWithoutWipe)
-				}
-				assert.True(t, found, "an event records the deletion without a wipe")
-				return
-			}
-			assert.Empty(t, stop(), "never Available with the tenant's data")
-			assert.False(t, holdsTenantData(t, host), "the disk was wiped before the machine came back")
-			assert.True(t, s.DeletionTimestamp.IsZero())
-			if c := meta.FindStatusCondition(s.Status.Conditions, m.ConditionCleaned); c != nil {
-				assert.NotEqual(t, "False", string(c.Status))
-			}
+	serverWatch.guards[g] = true
+	serverWatch.mu.Unlock()
+	var once sync.Once
+	stop = func() []string {
+		once.Do(func() {
+			serverWatch.mu.Lock()
+			delete(serverWatch.guards, g)
+			serverWatch.mu.Unlock()
 		})
+		g.mu.Lock()
+		defer g.mu.Unlock()
+		return slices.Clone(g.seen)
 	}
+	t.Cleanup(func() { stop() })
+	return g, stop
+}
+
+// owner names an object whose dependents the garbage collector looks after.
+type owner struct{ kind, name string }
+
+// collectGarbage plays, until the test ends, what kube-controller-manager's garbage collector
+// (which envtest does not run) does with the dependents of the owners named: an object whose
+// owners are all gone is deleted (background deletion); the dependents of an owner deleted with
+// propagationPolicy Foreground are deleted, new ones too, and the owner's foregroundDeletion
+// finalizer is removed once no dependent that blocks its deletion is left.
+func collectGarbage(t *testing.T, owners ...owner) {
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	t.Cleanup(func() { cancel(); <-done })
+	go func() {
+		defer close(done)
+		for ctx.Err() == nil {
+			if err := collectOnce(ctx, owners); err != nil && ctx.Err() == nil {
+				t.Logf("garbage collector: %v", err)
+			}
+			select {
+			case <-ctx.Done():
+			case <-time.After(50 * time.Millisecond):
+			}
+		}
+	}()
+}
+
+func collectOnce(ctx context.Context, owners []owner) error {
+	// The possible dependents first, then their owners: an owner made after the dependents were
+	// listed is no dependent's listed here, and an owner read before its dependent was made
+	// would pass for gone.
+	var bmcs m.BMCList
+	var secrets m.BMCSecretList
+	var boots m.ServerBootConfigurationList
+	var ignitions corev1.SecretList
+	for _, l := range []struct {
+		list client.ObjectList
+		opts []client.ListOption
+	}{{&bmcs, nil}, {&secrets, nil}, {&boots, []client.ListOption{client.InNamespace(systemNamespace)}}, {&ignitions, []client.ListOption{client.InNamespace(systemNamespace)}}} {
+		if err := k8s.List(ctx, l.list, l.opts...); err != nil {
+			return err
+		}
+	}
+	var dependents []client.Object
+	for i := range bmcs.Items {
+		dependents = append(dependents, &bmcs.Items[i])
+	}
+	for i := range secrets.Items {
+		dependents = append(dependents, &secrets.Items[i])
+	}
+	for i := range boots.Items {
+		dependents = append(dependents, &boots.Items[i])
+	}
+	for i := range ignitions.Items {
+		dependents = append(dependents, &ignitions.Items[i])
+	}
+	live := map[owner]client.Object{}
+	for _, o := range owners {
+		var obj client.Object
+		switch o.kind {
+		case "Endpoint":
+			obj = &m.Endpoint{}
+		case "BMC":
+			obj = &m.BMC{}
+		case "Server":
+			obj = &m.Server{}
+		default:
+			return fmt.Errorf("no owner kind %s", o.kind)
+		}
+		err := k8s.Get(ctx, client.ObjectKey{Name: o.name}, obj)
+		if err == nil {
+			live[o] = obj
+		} else if !apierrors.IsNotFound(err) {
+			return err
+		}
+	}
+	blocking := map[types.UID]bool{}
+	for _, d := range dependents {
+		solid, collect := false, false
+		for _, ref := range d.GetOwnerReferences() {
+			o := owner{ref.Kind, ref.Name}
+			if !slices.Contains(owners, o) {
+				solid = true // not ours to judge
+				continue
+			}
+			obj := live[o]
+			switch {
+			case obj == nil || obj.GetUID() != ref.UID:
+				collect = true // dangling
+			case !obj.GetDeletionTimestamp().IsZero() && slices.Contains(obj.GetFinalizers(), metav1.FinalizerDeleteDependents):
+				collect = true // its owner waits for it to go
+				if ref.BlockOwnerDeletion != nil && *ref.BlockOwnerDeletion {
+					blocking[ref.UID] = true
+				}
+			default:
+				solid = true
+			}
+		}
+		if collect && !solid && d.GetDeletionTimestamp().IsZero() {
+			// Only the version judged: one taken over by a new owner meanwhile is not collected
+			// (the collector reads an object again before it deletes it).
+			uid, rv := d.GetUID(), d.GetResourceVersion()
+			err := k8s.Delete(ctx, d, client.PropagationPolicy(metav1.DeletePropagationBackground), client.Preconditions{UID: &uid, ResourceVersion: &rv})
+			if err != nil && !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) {
+				return err
+			}
+		}
+	}
+	for _, obj := range live {
+		if obj.GetDeletionTimestamp().IsZero() || blocking[obj.GetUID()] || !slices.Contains(obj.GetFinalizers(), metav1.FinalizerDeleteDependents) {
+			continue
+		}
+		before := obj.DeepCopyObject().(client.Object)
+		obj.SetFinalizers(slices.DeleteFunc(obj.GetFinalizers(), func(f string) bool { return f == metav1.FinalizerDeleteDependents }))
+		if err := k8s.Patch(ctx, obj, client.MergeFromWithOptions(before, client.MergeFromWithOptimisticLock{})); client.IgnoreNotFound(err) != nil && !apierrors.IsConflict(err) {
+			return err
+		}
+	}
+	return nil
 }
 
 // A deleted Server that holds nothing of a tenant goes at once.
 func TestDeletingAnUnclaimedServerIsImmediate(t *testing.T) {
 	ctx := context.Background()
-	_, name := startOneServer(t, "delete-clean", 310)
+	_, name := startOneServer(t, "delete-clean", 499)
 	var old m.Server
 	require.NoError(t, k8s.Get(ctx, client.ObjectKey{Name: name}, &old))
 	assert.Contains(t, old.Finalizers, controller.ServerFinalizer, "servers are made with the finalizer")

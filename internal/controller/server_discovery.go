@@ -7,11 +7,13 @@ import (
 
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	metalv1alpha1 "github.com/ironfleet/ironfleet/apis/metal/v1alpha1"
 	"github.com/ironfleet/ironfleet/internal/bmc"
 	"github.com/ironfleet/ironfleet/internal/fsm"
+	"github.com/ironfleet/ironfleet/internal/identity"
 )
 
 // Reasons of discovery steps.
@@ -23,7 +25,54 @@ const (
 	ReasonDiscoveryTimedOut     = "DiscoveryTimedOut"
 	ReasonAttemptsExhausted     = "DiscoveryAttemptsExhausted"
 	ReasonAwaitingReport        = "AwaitingReport"
+	// ReasonMachineHeldElsewhere: another Server of the machine may hold a tenant's data.
+	ReasonMachineHeldElsewhere = "MachineHeldElsewhere"
 )
+
+// indexServerBySystemUUID finds the Servers of a machine by its (usable) system UUID.
+const indexServerBySystemUUID = "spec.systemUUID"
+
+// indexServersBySystemUUID registers indexServerBySystemUUID.
+func indexServersBySystemUUID(mgr ctrl.Manager) error {
+	return mgr.GetFieldIndexer().IndexField(context.Background(), &metalv1alpha1.Server{}, indexServerBySystemUUID, func(o client.Object) []string {
+		if u := identity.Normalize(o.(*metalv1alpha1.Server).Spec.SystemUUID); identity.Usable(u) {
+			return []string{u}
+		}
+		return nil
+	})
+}
+
+// machineHeldElsewhere is another Server of the same machine (the same usable system UUID)
+// that is claimed, may hold a tenant's data, or is being deleted (and so wiped first): a BMC
+// deleted while a claim kept its Server, the machine enrolled again by a BMC of another name,
+// gets a second Server. That one must not boot the machine (a discovery would reboot the
+// tenant's machine under it, and pool it with the tenant's data on its disks) while the first
+// holds it. Nil when there is none.
+func (r *ServerReconciler) machineHeldElsewhere(ctx context.Context, server *metalv1alpha1.Server) (*metalv1alpha1.Server, error) {
+	u := identity.Normalize(server.Spec.SystemUUID)
+	if !identity.Usable(u) {
+		return nil, nil // a placeholder UUID says nothing of which machine it is
+	}
+	var servers metalv1alpha1.ServerList
+	if err := r.Client.List(ctx, &servers, client.MatchingFields{indexServerBySystemUUID: u}); err != nil {
+		return nil, fmt.Errorf("listing the servers of system UUID %s: %w", u, err)
+	}
+	for i := range servers.Items {
+		other := &servers.Items[i]
+		// One BMC's systems are distinct machines, whatever UUID they share (a Supermicro BMC
+		// reports its first system's for all): docs/identity.md.
+		if other.Name == server.Name || bmcName(other) == bmcName(server) {
+			continue
+		}
+		// A claimed or deleted (to be wiped) server holds the machine. So does one that may
+		// hold a tenant's data, from a server whose discovery would pool it clean; a dirty
+		// server's discovery is a wipe itself, and two of those never wait for each other.
+		if other.Spec.ServerClaimRef != nil || !other.DeletionTimestamp.IsZero() || (mayHoldTenantData(other) && !dirty(server)) {
+			return other, nil
+		}
+	}
+	return nil, nil
+}
 
 // initial boots the probe: discovery boot configuration, PXE once, power on.
 func (r *ServerReconciler) initial(ctx context.Context, server *metalv1alpha1.Server) (step, error) {
@@ -38,6 +87,12 @@ func (r *ServerReconciler) initial(ctx context.Context, server *metalv1alpha1.Se
 		if remaining := time.Until(enteredAt(server).Add(r.discoveryBackoff(attempts))); remaining > 0 {
 			return wait(ReasonDiscoveryBackoff, fmt.Sprintf("attempt %d of %d timed out; retrying in %v", attempts, r.Discovery.Attempts, remaining.Round(time.Second)), remaining), nil
 		}
+	}
+	if other, err := r.machineHeldElsewhere(ctx, server); err != nil {
+		return step{}, err
+	} else if other != nil {
+		return wait(ReasonMachineHeldElsewhere, fmt.Sprintf("the machine (system UUID %s) is also server %s's, of BMC %s (%s), which may hold a tenant's data: not booted while that server exists",
+			server.Spec.SystemUUID, other.Name, bmcName(other), state(other)), 10*time.Second), nil
 	}
 	// A dirty server (released, its wipe not verified, then taken to maintenance) is
 	// re-discovered with the wipe probe: it never reaches the pool unwiped.
@@ -78,13 +133,19 @@ func (r *ServerReconciler) discoveryBackoff(n int32) time.Duration {
 // timeout.
 func (r *ServerReconciler) discovery(ctx context.Context, server *metalv1alpha1.Server) (step, error) {
 	started := enteredAt(server)
-	if reported := reportTime(server); !reported.IsZero() && server.Status.Inventory.Source == "Probe" && !reported.Before(started.Truncate(time.Second)) {
-		wiped, failed := false, ""
-		if dirty(server) {
-			if wiped, failed = r.wipeVerdict(server, started); !wiped && failed == "" {
-				return wait(ReasonAwaitingReport, "inventory received; waiting for the wipe report", 0), nil
-			}
-		}
+	deadline := started.Add(r.Discovery.Timeout)
+	// A dirty server is discovered by its wipe probe's report, which carries the wipe: an
+	// inventory without a verdict on the wipe (one reported by an earlier boot in the same
+	// second, or a probe that found no disk to wipe) does not end the attempt, nor stop its
+	// clock — a server waiting on it waited for ever.
+	reported := reportTime(server)
+	haveReport := !reported.IsZero() && server.Status.Inventory.Source == "Probe" && !reported.Before(started.Truncate(time.Second))
+	wiped, failed := false, ""
+	if haveReport && dirty(server) {
+		wiped, failed = r.wipeVerdict(server, started)
+		haveReport = wiped || failed != ""
+	}
+	if haveReport {
 		if err := deleteProbeBoot(ctx, r.Client, r.Probe, server, discoveryPurpose(server)); err != nil {
 			return step{}, err
 		}
@@ -107,9 +168,11 @@ func (r *ServerReconciler) discovery(ctx context.Context, server *metalv1alpha1.
 				requestPower(s, metalv1alpha1.PowerOff, off)
 			}}, nil
 	}
-	deadline := started.Add(r.Discovery.Timeout)
 	if remaining := deadline.Sub(r.now()); remaining > 0 {
 		until := deadline.UTC().Format(time.RFC3339)
+		if !reported.IsZero() && !reported.Before(started.Truncate(time.Second)) && dirty(server) {
+			return wait(ReasonAwaitingReport, fmt.Sprintf("inventory received; waiting for the wipe report until %s", until), remaining), nil
+		}
 		if trouble := r.probeTrouble(ctx, server, started); trouble != nil {
 			return wait(trouble.Reason, fmt.Sprintf("the probe booted but says: %s; waiting for its report until %s, then booting it again", trouble.Message, until), remaining), nil
 		}

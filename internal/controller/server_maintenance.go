@@ -68,11 +68,8 @@ func (r *ServerReconciler) maintenance(ctx context.Context, server *metalv1alpha
 		return step{}, err
 	}
 	want := orDefault(sm.Spec.Power, metalv1alpha1.PowerOff)
-	switch c := meta.FindStatusCondition(server.Status.Conditions, metalv1alpha1.ConditionPowered); {
-	case c != nil && c.Reason == sentReason(want):
-		return step{}, nil
-	case c != nil && c.Reason == requestedReason(want):
-		return resendPower(server), nil
+	if d := server.Status.PowerDelivery; d != nil && d.Want == want && !d.Graceful {
+		return resendPower(server), nil // nothing when it was sent
 	}
 	return powerStep(server, want, fmt.Sprintf("power %s, as ServerMaintenance %s/%s asks", want, sm.Namespace, sm.Name)), nil
 }
@@ -87,7 +84,7 @@ func (r *ServerReconciler) endMaintenance(server *metalv1alpha1.Server) step {
 		apply: func(s *metalv1alpha1.Server) {
 			meta.RemoveStatusCondition(&s.Status.Conditions, metalv1alpha1.ConditionInMaintenance)
 			// The claim's power is requested afresh once the server is Reserved again.
-			meta.RemoveStatusCondition(&s.Status.Conditions, metalv1alpha1.ConditionPowered)
+			forgetPower(s)
 			if s.Spec.ServerClaimRef == nil {
 				// Its claim went while it was in maintenance: the image it booted was that
 				// claim's, and the next claim's must be booted, not taken as done.

@@ -3,17 +3,53 @@ package controller
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
+	"time"
 
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	metalv1alpha1 "github.com/ironfleet/ironfleet/apis/metal/v1alpha1"
 	"github.com/ironfleet/ironfleet/internal/bmc"
+	"github.com/ironfleet/ironfleet/internal/fsm"
 )
 
-// Reasons of the Powered condition: a power request is recorded before it is sent, and marked
-// sent once the BMC took it.
+// Power requests of a server at rest (Available, Reserved, Maintenance), and the power-offs
+// that end discovery, installs and wipes, are delivered at least once, through internal/fsm's
+// power table (docs/power-lifecycle.md) and status.powerDelivery. The step that asks records
+// the request (Requested) in its status write; the BMC call runs after that write, and marks
+// the request Sent (or ShuttingDown, for a graceful one) once the BMC took it. A manager that
+// dies in between leaves it Requested, and the state's handler sends it again. A sent request
+// is watched until the BMC reports it (Confirmed); one not reported within the confirmation
+// timeout is sent once more, then left Unconfirmed (still watched, never sent again: no loop);
+// a graceful shutdown the OS ignores past the grace period is forced. A confirmed request is
+// not repeated: a power change made outside Ironfleet afterwards stands.
+
+// PowerTimeouts bound how long a power request is waited for.
+type PowerTimeouts struct {
+	// Confirm is how long a sent request may go unreported by the BMC before it is sent once
+	// more, and then given up as Unconfirmed.
+	Confirm time.Duration
+	// GracefulShutdown is how long the OS has to stop after a GracefulShutdown before
+	// Ironfleet forces the power off.
+	GracefulShutdown time.Duration
+}
+
+// DefaultPowerTimeouts are the production defaults.
+func DefaultPowerTimeouts() PowerTimeouts {
+	return PowerTimeouts{Confirm: 2 * time.Minute, GracefulShutdown: 5 * time.Minute}
+}
+
+// Event reasons of power delivery.
+const (
+	ReasonPowerUnconfirmed        = "PowerUnconfirmed"
+	ReasonGracefulShutdownIgnored = "GracefulShutdownIgnored"
+	ReasonPowerResent             = "PowerResent"
+)
+
+// ReasonPowerOnRequested and its kin are the Powered condition's reasons: "Power", the power
+// asked for, and the delivery state (PowerOffShuttingDown, PowerOnConfirmed, ...).
 const (
 	ReasonPowerOnRequested  = "PowerOnRequested"
 	ReasonPowerOffRequested = "PowerOffRequested"
@@ -21,41 +57,109 @@ const (
 	ReasonPowerOffSent      = "PowerOffSent"
 )
 
-// Power requests of a server at rest (Available, Reserved, Maintenance) are delivered at least
-// once. The step that asks records the request in its status write (Powered=False,
-// Power<X>Requested); the BMC call runs after that write, and marks the request sent
-// (Powered=True, Power<X>Sent) once the BMC took it. A manager that dies in between leaves a
-// request marked unsent, and the state's handler sends it again. A request that was sent is
-// not repeated: a power change made outside Ironfleet afterwards stands.
-
-func requestedReason(want metalv1alpha1.Power) string {
-	if want == metalv1alpha1.PowerOff {
-		return ReasonPowerOffRequested
-	}
-	return ReasonPowerOnRequested
+func poweredReason(d *metalv1alpha1.PowerDelivery) string {
+	return "Power" + string(d.Want) + string(d.State)
 }
 
-func sentReason(want metalv1alpha1.Power) string {
-	if want == metalv1alpha1.PowerOff {
-		return ReasonPowerOffSent
-	}
-	return ReasonPowerOnSent
+// poweredStatus: Sent and Confirmed say the power asked for is on its way or there; the others
+// say it is not (yet).
+func poweredStatus(d *metalv1alpha1.PowerDelivery) metav1.ConditionStatus {
+	return boolStatus(d.State == metalv1alpha1.PowerSent || d.State == metalv1alpha1.PowerConfirmed)
 }
 
-// requestPower records a power request, not sent yet, in status.
+// poweredMessage tells people what the delivery state means for them.
+func poweredMessage(d *metalv1alpha1.PowerDelivery) string {
+	switch d.State {
+	case metalv1alpha1.PowerRequested:
+		return fmt.Sprintf("%s: power %s requested, not sent to the BMC yet", d.Reason, d.Want)
+	case metalv1alpha1.PowerSent:
+		return fmt.Sprintf("%s: the BMC took power %s (attempt %d); waiting for it to report it", d.Reason, d.Want, d.Attempts)
+	case metalv1alpha1.PowerShuttingDown:
+		return fmt.Sprintf("%s: the BMC took GracefulShutdown; the OS has the grace period (--graceful-shutdown-timeout) to stop, then the power is forced off", d.Reason)
+	case metalv1alpha1.PowerConfirmed:
+		return fmt.Sprintf("%s: the BMC reports power %s", d.Reason, d.Want)
+	case metalv1alpha1.PowerUnconfirmed:
+		return fmt.Sprintf("%s: the BMC took power %s twice but still reports otherwise after the confirmation timeout (--power-confirm-timeout) each time; not sent again: check the BMC and the server, or ask for the power again",
+			d.Reason, d.Want)
+	}
+	return d.Reason
+}
+
+// movePower fires one event of the power table on a server's delivery, stamps the time it
+// entered its new state, and mirrors it on the Powered condition.
+func movePower(s *metalv1alpha1.Server, event fsm.PowerEvent, at time.Time) error {
+	d := s.Status.PowerDelivery
+	to, err := fsm.Power.Next(context.Background(), d.State, event, fsm.PowerFacts{Graceful: d.Graceful, Resent: d.Attempts >= 2})
+	if err != nil {
+		return err
+	}
+	if to != d.State || event == fsm.PowerEventRequest {
+		d.Since = metav1.NewTime(at)
+	}
+	d.State = to
+	setPowered(s)
+	return nil
+}
+
+func setPowered(s *metalv1alpha1.Server) {
+	d := s.Status.PowerDelivery
+	setCondition(&s.Status.Conditions, d.Generation, metalv1alpha1.ConditionPowered, poweredStatus(d), poweredReason(d), poweredMessage(d))
+}
+
+// requestPower records a forced power request (On, ForceOff), not sent yet, in status.
 func requestPower(s *metalv1alpha1.Server, want metalv1alpha1.Power, message string) {
-	setCondition(&s.Status.Conditions, s.Generation, metalv1alpha1.ConditionPowered, metav1.ConditionFalse, requestedReason(want), message)
+	request(s, want, false, message)
 }
 
-// sendPower is the BMC call that delivers a power request, and marks it sent once it has been.
-// It does not read the power state first: some BMCs report the previous state for a while after
-// a change (a server the probe just powered on still reads Off), and the request would be lost.
+// requestShutdown records a graceful power-off: GracefulShutdown, ForceOff after the grace
+// period.
+func requestShutdown(s *metalv1alpha1.Server, message string) {
+	request(s, metalv1alpha1.PowerOff, true, message)
+}
+
+func request(s *metalv1alpha1.Server, want metalv1alpha1.Power, graceful bool, message string) {
+	from := metalv1alpha1.PowerRequested
+	if d := s.Status.PowerDelivery; d != nil {
+		from = d.State
+	}
+	s.Status.PowerDelivery = &metalv1alpha1.PowerDelivery{Want: want, Graceful: graceful && want == metalv1alpha1.PowerOff,
+		State: from, Generation: s.Generation, Reason: message}
+	_ = movePower(s, fsm.PowerEventRequest, time.Now()) // request is allowed from every state
+}
+
+// forgetPower drops the last request: the next state asks for its own power.
+func forgetPower(s *metalv1alpha1.Server) {
+	s.Status.PowerDelivery = nil
+	meta.RemoveStatusCondition(&s.Status.Conditions, metalv1alpha1.ConditionPowered)
+}
+
+// sendPower is the BMC call that delivers a forced power request, and marks it sent once it has
+// been. It does not read the power state first: some BMCs report the previous state for a while
+// after a change (a server the probe just powered on still reads Off), and the request would be
+// lost.
 func sendPower(uri string, want metalv1alpha1.Power, message string) effect {
 	eff := setPower(uri, powerAction(want))
-	eff.done = func(s *metalv1alpha1.Server) {
-		setCondition(&s.Status.Conditions, s.Generation, metalv1alpha1.ConditionPowered, metav1.ConditionTrue, sentReason(want), message)
-	}
+	eff.done = func(s *metalv1alpha1.Server) { powerSent(s, want, message) }
 	return eff
+}
+
+// sendDelivery sends the request recorded in d: GracefulShutdown for a graceful one.
+func sendDelivery(uri string, d *metalv1alpha1.PowerDelivery) effect {
+	if !d.Graceful {
+		return sendPower(uri, d.Want, d.Reason)
+	}
+	eff := setPower(uri, bmc.PowerGracefulShutdown)
+	eff.done = func(s *metalv1alpha1.Server) { powerSent(s, d.Want, d.Reason) }
+	return eff
+}
+
+// powerSent marks the recorded request sent, counting the attempt.
+func powerSent(s *metalv1alpha1.Server, want metalv1alpha1.Power, message string) {
+	if s.Status.PowerDelivery == nil || s.Status.PowerDelivery.Want != want {
+		requestPower(s, want, message) // recorded by another path: record it now
+	}
+	s.Status.PowerDelivery.Attempts++
+	_ = movePower(s, fsm.PowerEventSent, time.Now())
 }
 
 // powerStep asks for a power state: recorded with the step's status write, sent after it.
@@ -63,29 +167,30 @@ func powerStep(server *metalv1alpha1.Server, want metalv1alpha1.Power, message s
 	return step{effect: sendPower(server.Spec.SystemURI, want, message), apply: func(s *metalv1alpha1.Server) { requestPower(s, want, message) }}
 }
 
-// unsentPower is the power a server was asked for that may never have reached its BMC.
-func unsentPower(server *metalv1alpha1.Server) (want metalv1alpha1.Power, message string, ok bool) {
-	c := meta.FindStatusCondition(server.Status.Conditions, metalv1alpha1.ConditionPowered)
-	if c == nil || c.Status != metav1.ConditionFalse {
-		return "", "", false
-	}
-	switch c.Reason {
-	case ReasonPowerOnRequested:
-		return metalv1alpha1.PowerOn, c.Message, true
-	case ReasonPowerOffRequested:
-		return metalv1alpha1.PowerOff, c.Message, true
-	}
-	return "", "", false
+// shutdownStep asks the OS to shut down, and forces the power off after the grace period.
+func shutdownStep(server *metalv1alpha1.Server, message string) step {
+	d := &metalv1alpha1.PowerDelivery{Want: metalv1alpha1.PowerOff, Graceful: true, Reason: message}
+	return step{effect: sendDelivery(server.Spec.SystemURI, d), apply: func(s *metalv1alpha1.Server) { requestShutdown(s, message) }}
 }
 
-// resendPower sends again a power request that may never have reached the BMC; nothing when
-// there is none.
+// unsent says whether the server's last power request may never have reached its BMC.
+func unsent(server *metalv1alpha1.Server) bool {
+	d := server.Status.PowerDelivery
+	return d != nil && d.State == metalv1alpha1.PowerRequested
+}
+
+// resendPower sends again a power request that may never have reached the BMC (or is to be
+// sent once more, or forced); nothing when there is none.
 func resendPower(server *metalv1alpha1.Server) step {
-	want, message, ok := unsentPower(server)
-	if !ok {
+	if !unsent(server) {
 		return step{}
 	}
-	return step{effect: sendPower(server.Spec.SystemURI, want, message)}
+	return step{effect: sendDelivery(server.Spec.SystemURI, server.Status.PowerDelivery)}
+}
+
+// watched says whether a delivery waits for the BMC to report it.
+func watched(d *metalv1alpha1.PowerDelivery) bool {
+	return d != nil && (d.State == metalv1alpha1.PowerSent || d.State == metalv1alpha1.PowerShuttingDown || d.State == metalv1alpha1.PowerUnconfirmed)
 }
 
 // bootDisk points the server's boots at its disk: for good (BootSourceOverrideEnabled

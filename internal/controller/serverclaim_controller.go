@@ -1,22 +1,14 @@
 package controller
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
-	"hash/fnv"
-	"maps"
-	"slices"
-	"sort"
 	"time"
 
-	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/events"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
@@ -28,6 +20,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	metalv1alpha1 "github.com/ironfleet/ironfleet/apis/metal/v1alpha1"
+	"github.com/ironfleet/ironfleet/internal/fsm"
 )
 
 // ClaimFinalizer holds a claim until its server is released.
@@ -53,7 +46,9 @@ const (
 )
 
 // ServerClaimReconciler binds claims to servers, asks the boot service for their image, and
-// releases the server when the claim is deleted.
+// releases the server when the claim is deleted. A claim's phase moves only through
+// fsm.Claim: each reconcile observes which server holds the claim, fires at most one event,
+// and writes the claim's status once (not at all when nothing changed).
 //
 // Binding is two optimistic-concurrency writes: the claim records which server it is about to
 // take (its intent), then the server records its claim. A stale read of the claim fails at the
@@ -66,6 +61,10 @@ type ServerClaimReconciler struct {
 	Settings  Settings
 	// BootOperator labels the boot configurations of claims' images (ProbeBoot.BootOperator).
 	BootOperator string
+
+	// written keeps a reconcile woken before the cache has the claim's last write (a server's
+	// news comes at once) from binding or writing its status again.
+	written *ownWrites
 }
 
 // +kubebuilder:rbac:groups=metal.ironfleet.dev,resources=serverclaims,verbs=get;list;watch;update;patch
@@ -79,28 +78,66 @@ func (r *ServerClaimReconciler) Reconcile(ctx context.Context, req ctrl.Request)
 	var claim metalv1alpha1.ServerClaim
 	if err := r.Client.Get(ctx, req.NamespacedName, &claim); err != nil {
 		if apierrors.IsNotFound(err) {
+			r.written.forget(req.NamespacedName)
 			return ctrl.Result{}, r.dropOrphanBootConfig(ctx, req.NamespacedName, nil)
 		}
 		return ctrl.Result{}, err
+	}
+	if r.written.behind(&claim) {
+		return ctrl.Result{RequeueAfter: 20 * time.Millisecond}, nil
 	}
 	if err := r.dropOrphanBootConfig(ctx, req.NamespacedName, &claim); err != nil {
 		return ctrl.Result{}, err
 	}
 	if !claim.DeletionTimestamp.IsZero() {
-		return ctrl.Result{}, r.release(ctx, &claim)
+		return r.releasing(ctx, &claim)
 	}
+	read := claim.ResourceVersion
 	if controllerutil.AddFinalizer(&claim, ClaimFinalizer) {
 		if err := r.Client.Update(ctx, &claim); err != nil {
 			return ctrl.Result{}, client.IgnoreNotFound(err)
 		}
 	}
+	finalized := claim.ResourceVersion
 	original := claim.DeepCopy()
-	result, err := r.sync(ctx, &claim)
+	if claim.Status.Phase == "" {
+		claim.Status.Phase = fsm.Claim.Initial
+	}
+	var st claimStep
+	var err error
+	switch claim.Status.Phase {
+	case metalv1alpha1.ClaimPhaseBound:
+		st, err = r.bound(ctx, &claim)
+	default:
+		st, err = r.pending(ctx, &claim)
+	}
 	if errors.Is(err, errRetryBind) {
 		return ctrl.Result{RequeueAfter: retryJitter()}, nil
 	}
+	// A handler fires an event only for what has happened (a server took the claim, or it was
+	// lost), even when a later step of its failed (the image's boot configuration): the
+	// phase says so either way, and the error is retried.
+	if st.event != "" {
+		to, fsmErr := fsm.NextClaimPhase(ctx, claim.Status.Phase, st.event)
+		if fsmErr != nil {
+			return ctrl.Result{}, fsmErr // an event the table does not allow here: a bug
+		}
+		claim.Status.Phase = to
+	}
 	claim.Status.ObservedGeneration = claim.Generation
-	return finishWithStatus(ctx, r.Client, &claim, original, result, err)
+	based := claim.ResourceVersion // after the finalizer and the bind's intent, if written
+	// The status write is of status alone (the intent's write moved the metadata on).
+	original.ObjectMeta = *claim.ObjectMeta.DeepCopy()
+	result, err := finishWithStatus(ctx, r.Client, &claim, original, ctrl.Result{RequeueAfter: st.requeueAfter}, err)
+	r.written.wrote(&claim, read, finalized, based)
+	return result, err
+}
+
+// claimStep is what a phase's handler decided: an event to fire, or none. The handlers set the
+// claim's conditions (and server reference) themselves; only the reconcile moves its phase.
+type claimStep struct {
+	event        fsm.ClaimEvent
+	requeueAfter time.Duration
 }
 
 // errRetryBind means a bind lost a race; the claim is tried again shortly, with another server.
@@ -110,415 +147,96 @@ func retryJitter() time.Duration {
 	return 20*time.Millisecond + time.Duration(time.Now().UnixNano()%int64(80*time.Millisecond))
 }
 
-func (r *ServerClaimReconciler) sync(ctx context.Context, claim *metalv1alpha1.ServerClaim) (ctrl.Result, error) {
+// pending looks for the server that holds the claim, or takes a matching one; while none
+// matches the claim waits, NoMatchingServer.
+func (r *ServerClaimReconciler) pending(ctx context.Context, claim *metalv1alpha1.ServerClaim) (claimStep, error) {
 	server, err := r.boundServer(ctx, claim)
 	if err != nil {
-		return ctrl.Result{}, err
+		return claimStep{}, err
 	}
 	if server == nil {
-		if server, err = r.bind(ctx, claim); err != nil || server == nil {
-			if err == nil {
-				err = r.dropStrayBootConfig(ctx, claim)
-			}
-			return ctrl.Result{}, err
+		if server, err = r.bind(ctx, claim); err != nil {
+			return claimStep{}, err
 		}
 	}
-	claim.Status.Phase = metalv1alpha1.ClaimPhaseBound
+	if server == nil {
+		claim.Status.ServerRef = nil
+		setCondition(&claim.Status.Conditions, claim.Generation, metalv1alpha1.ConditionBound, metav1.ConditionFalse, metalv1alpha1.ClaimReasonNoMatchingServer,
+			"no Available server matches; the claim binds as soon as one does")
+		return claimStep{}, r.dropStrayBootConfig(ctx, claim)
+	}
 	claim.Status.ServerRef = &metalv1alpha1.LocalObjectReference{Name: server.Name}
 	if claim.Status.BoundAt == nil {
 		now := metav1.Now()
 		claim.Status.BoundAt = &now
 	}
 	setCondition(&claim.Status.Conditions, claim.Generation, metalv1alpha1.ConditionBound, metav1.ConditionTrue, metalv1alpha1.ClaimReasonBound, "bound to server "+server.Name)
-	return ctrl.Result{}, r.provision(ctx, claim, server)
+	return claimStep{event: fsm.ClaimEventServerBound}, r.provision(ctx, claim, server)
 }
 
-// boundServer is the server that holds this claim, found from the server side (the truth).
-func (r *ServerClaimReconciler) boundServer(ctx context.Context, claim *metalv1alpha1.ServerClaim) (*metalv1alpha1.Server, error) {
-	var servers metalv1alpha1.ServerList
-	if err := r.Client.List(ctx, &servers, client.MatchingFields{indexServerByClaim: claim.Namespace + "/" + claim.Name}); err != nil {
-		return nil, err
-	}
-	for i := range servers.Items {
-		if ref := servers.Items[i].Spec.ServerClaimRef; ref != nil && ref.UID == string(claim.UID) {
-			return &servers.Items[i], nil
-		}
-	}
-	// The claim says which server it took (or was about to): ask the API, not the cache, which
-	// may not have seen that server's binding yet. Binding a second server here would give one
-	// claim two.
-	if ref := claim.Status.ServerRef; ref != nil {
-		var server metalv1alpha1.Server
-		err := r.APIReader.Get(ctx, client.ObjectKey{Name: ref.Name}, &server)
-		if err == nil && server.Spec.ServerClaimRef != nil && server.Spec.ServerClaimRef.UID == string(claim.UID) {
-			return &server, nil
-		}
-		if err != nil && !apierrors.IsNotFound(err) {
-			return nil, err
-		}
-	}
-	return nil, nil
-}
-
-// bind takes a matching server: first the claim's intent, then the server's reference.
-func (r *ServerClaimReconciler) bind(ctx context.Context, claim *metalv1alpha1.ServerClaim) (*metalv1alpha1.Server, error) {
-	candidates, err := r.candidates(ctx, claim)
-	if err != nil {
-		return nil, err
-	}
-	if len(candidates) == 0 {
-		claim.Status.Phase, claim.Status.ServerRef = metalv1alpha1.ClaimPhasePending, nil
-		setCondition(&claim.Status.Conditions, claim.Generation, metalv1alpha1.ConditionBound, metav1.ConditionFalse, metalv1alpha1.ClaimReasonNoMatchingServer,
-			"no Available server matches; the claim binds as soon as one does")
-		return nil, nil
-	}
-	// Claims racing for the same servers start at different ones.
-	h := fnv.New32a()
-	h.Write([]byte(claim.UID))
-	pick := candidates[int(h.Sum32()%uint32(len(candidates)))]
-
-	before := claim.DeepCopy()
-	claim.Status.Phase = metalv1alpha1.ClaimPhasePending
-	claim.Status.ServerRef = &metalv1alpha1.LocalObjectReference{Name: pick.Name}
-	if err := r.Client.Status().Patch(ctx, claim, client.MergeFromWithOptions(before, client.MergeFromWithOptimisticLock{})); err != nil {
-		if apierrors.IsConflict(err) {
-			return nil, errRetryBind // we read a stale claim
-		}
-		return nil, err
-	}
-
-	server := pick.DeepCopy()
-	server.Spec.ServerClaimRef = &metalv1alpha1.ObjectReference{Namespace: claim.Namespace, Name: claim.Name, UID: string(claim.UID)}
-	if err := r.Client.Patch(ctx, server, client.MergeFromWithOptions(pick, client.MergeFromWithOptimisticLock{})); err != nil {
-		if apierrors.IsConflict(err) || apierrors.IsNotFound(err) {
-			setCondition(&claim.Status.Conditions, claim.Generation, metalv1alpha1.ConditionBound, metav1.ConditionFalse, ReasonBindConflict,
-				"server "+pick.Name+" was taken first; trying another")
-			claim.Status.ServerRef = nil
-			return nil, errRetryBindAfter(ctx, r.Client, claim)
-		}
-		return nil, err
-	}
-	r.Events.Eventf(claim, server, corev1.EventTypeNormal, metalv1alpha1.ClaimReasonBound, "Bind", "bound to server %s", server.Name)
-	return server, nil
-}
-
-// errRetryBindAfter clears the claim's stale intent, then asks for a retry.
-func errRetryBindAfter(ctx context.Context, c client.Client, claim *metalv1alpha1.ServerClaim) error {
-	patch := client.RawPatch("application/merge-patch+json", []byte(`{"status":{"serverRef":null}}`))
-	if err := c.Status().Patch(ctx, claim, patch); err != nil && !apierrors.IsNotFound(err) {
-		return err
-	}
-	return errRetryBind
-}
-
-// candidates are the bindable servers that match, in a stable order. They are the cache's own
-// objects (a fleet of thousands is not copied per claim): read them, never change them.
-func (r *ServerClaimReconciler) candidates(ctx context.Context, claim *metalv1alpha1.ServerClaim) ([]*metalv1alpha1.Server, error) {
-	var servers metalv1alpha1.ServerList
-	if err := r.Client.List(ctx, &servers, client.MatchingFields{indexServerBindable: "true"}, client.UnsafeDisableDeepCopy); err != nil {
-		return nil, err
-	}
-	var out []*metalv1alpha1.Server
-	for i := range servers.Items {
-		s := &servers.Items[i]
-		if !bindable(s) {
-			continue
-		}
-		ok, err := matches(claim, s)
-		if err != nil {
-			return nil, err
-		}
-		if ok {
-			out = append(out, s)
-		}
-	}
-	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
-	return out, nil
-}
-
-// provision asks the boot service for the claim's image and hands the server its boot
-// configuration and power.
-func (r *ServerClaimReconciler) provision(ctx context.Context, claim *metalv1alpha1.ServerClaim, server *metalv1alpha1.Server) error {
-	var bootRef *metalv1alpha1.ObjectReference
-	if installsImages(r.BootOperator) {
-		// The probe installs the image (the server's own boot): a configuration at the
-		// claim's name is a stray (a create that landed late, or from before).
-		if err := r.dropStrayBootConfig(ctx, claim); err != nil {
-			return err
-		}
-	} else if claim.Spec.Image != "" {
-		sbc, err := r.ensureBootConfig(ctx, claim, server)
-		if err != nil {
-			return err
-		}
-		bootRef = &metalv1alpha1.ObjectReference{Namespace: sbc.Namespace, Name: sbc.Name, UID: string(sbc.UID)}
-	}
-	power := orDefault(claim.Spec.Power, metalv1alpha1.PowerOn)
-	if server.Spec.Power != power || !sameRef(server.Spec.BootConfigurationRef, bootRef) {
-		err := patchHeldServer(ctx, r.Client, server, claim, func(spec *metalv1alpha1.ServerSpec) {
-			spec.Power, spec.BootConfigurationRef = power, bootRef
-		})
-		if err != nil {
-			return fmt.Errorf("handing server %s its boot configuration and power: %w", server.Name, err)
-		}
-	}
-	switch {
-	case server.Status.State != metalv1alpha1.ServerStateReserved:
-		setCondition(&claim.Status.Conditions, claim.Generation, metalv1alpha1.ConditionReady, metav1.ConditionFalse, ReasonWaitingForServer,
-			fmt.Sprintf("server %s is %s", server.Name, server.Status.State))
-	case claim.Spec.Image != "" && installsImages(r.BootOperator):
-		showInstall(claim, server, power)
-	case meta.IsStatusConditionTrue(server.Status.Conditions, metalv1alpha1.ConditionProvisioned) || claim.Spec.Image == "":
-		setCondition(&claim.Status.Conditions, claim.Generation, metalv1alpha1.ConditionReady, metav1.ConditionTrue, ReasonServerReady,
-			fmt.Sprintf("server %s is reserved for this claim, power %s", server.Name, power))
-	default:
-		setCondition(&claim.Status.Conditions, claim.Generation, metalv1alpha1.ConditionReady, metav1.ConditionFalse, ReasonProvisioning,
-			"waiting for the boot service to serve "+claim.Spec.Image)
-	}
-	return nil
-}
-
-// installsImages says whether claims' images are installed to disk by Ironfleet's probe: with
-// Ironfleet's boot operator. Another boot operator is handed a boot configuration to serve.
-func installsImages(bootOperator string) bool {
-	return bootOperator == "" || bootOperator == metalv1alpha1.BootOperatorIronfleet
-}
-
-// showInstall mirrors the server's install onto the claim: its Provisioned condition, its
-// progress, and Ready once the image is installed.
-func showInstall(claim *metalv1alpha1.ServerClaim, server *metalv1alpha1.Server, power metalv1alpha1.Power) {
-	prov := meta.FindStatusCondition(server.Status.Conditions, metalv1alpha1.ConditionProvisioned)
-	if prov == nil {
-		prov = &metav1.Condition{Status: metav1.ConditionFalse, Reason: ReasonInstalling, Message: "waiting for the server to start installing " + claim.Spec.Image}
-	}
-	setCondition(&claim.Status.Conditions, claim.Generation, metalv1alpha1.ConditionProvisioned, prov.Status, prov.Reason, prov.Message)
-	claim.Status.InstallProgress = ""
-	if prov.Status == metav1.ConditionTrue {
-		if last := server.Status.LastInstall; last != nil && last.Bytes > 0 {
-			claim.Status.InstallProgress = metalv1alpha1.HumanBytes(last.Bytes) + " written"
-		}
-		setCondition(&claim.Status.Conditions, claim.Generation, metalv1alpha1.ConditionReady, metav1.ConditionTrue, ReasonServerReady,
-			fmt.Sprintf("server %s is reserved for this claim with %s installed, power %s", server.Name, claim.Spec.Image, power))
-		return
-	}
-	if probe := meta.FindStatusCondition(server.Status.Conditions, conditionProbe); probe != nil && probe.Reason == ReasonInstalling && prov.Reason == ReasonInstalling {
-		claim.Status.InstallProgress = probe.Message
-	}
-	setCondition(&claim.Status.Conditions, claim.Generation, metalv1alpha1.ConditionReady, metav1.ConditionFalse, prov.Reason, prov.Message)
-}
-
-func sameRef(a, b *metalv1alpha1.ObjectReference) bool {
-	if a == nil || b == nil {
-		return a == b
-	}
-	return *a == *b
-}
-
-func (r *ServerClaimReconciler) ensureBootConfig(ctx context.Context, claim *metalv1alpha1.ServerClaim, server *metalv1alpha1.Server) (*metalv1alpha1.ServerBootConfiguration, error) {
-	key := client.ObjectKey{Namespace: claim.Namespace, Name: claim.Name}
-	var sbc metalv1alpha1.ServerBootConfiguration
-	err := r.Client.Get(ctx, key, &sbc)
-	if err == nil {
-		return r.usableBootConfig(ctx, &sbc, claim, server)
-	}
-	if !apierrors.IsNotFound(err) {
-		return nil, err
-	}
-	sbc = metalv1alpha1.ServerBootConfiguration{
-		ObjectMeta: metav1.ObjectMeta{Namespace: claim.Namespace, Name: claim.Name, Labels: bootConfigLabels(server, r.BootOperator)},
-		Spec: metalv1alpha1.ServerBootConfigurationSpec{
-			ServerRef:         metalv1alpha1.LocalObjectReference{Name: server.Name},
-			Image:             claim.Spec.Image,
-			IgnitionSecretRef: claim.Spec.IgnitionSecretRef,
-			Purpose:           metalv1alpha1.BootPurposeProvisioning,
-		},
-	}
-	if err := controllerutil.SetControllerReference(claim, &sbc, r.Client.Scheme()); err != nil {
-		return nil, err
-	}
-	if err := r.Client.Create(ctx, &sbc); err != nil {
-		if apierrors.IsAlreadyExists(err) {
-			if err := r.Client.Get(ctx, key, &sbc); err != nil {
-				return nil, err
-			}
-			return r.usableBootConfig(ctx, &sbc, claim, server)
-		}
-		return nil, fmt.Errorf("creating boot configuration %s: %w", key, err)
-	}
-	return &sbc, nil
-}
-
-// usableBootConfig passes the boot configuration at the claim's name when it is this claim's and
-// for this server. One of an earlier claim of the name is refused (dropOrphanBootConfig deletes
-// it); one this claim made for a server it does not hold now (it lost that server, or the create
-// landed after it had) is deleted, for it would boot the claim's image into that server. Either
-// way the claim is tried again.
-func (r *ServerClaimReconciler) usableBootConfig(ctx context.Context, sbc *metalv1alpha1.ServerBootConfiguration, claim *metalv1alpha1.ServerClaim, server *metalv1alpha1.Server) (*metalv1alpha1.ServerBootConfiguration, error) {
-	if !metav1.IsControlledBy(sbc, claim) {
-		return nil, fmt.Errorf("boot configuration %s/%s belongs to an earlier claim of this name; waiting until it is deleted", sbc.Namespace, sbc.Name)
-	}
-	if sbc.Spec.ServerRef.Name == server.Name {
-		return sbc, nil
-	}
-	if err := deleteBootConfig(ctx, r.Client, sbc); err != nil {
-		return nil, err
-	}
-	r.Events.Eventf(claim, sbc, corev1.EventTypeWarning, ReasonStaleBootConfiguration, "Delete",
-		"deleted boot configuration %s, made for server %s, which the claim does not hold", sbc.Name, sbc.Spec.ServerRef.Name)
-	return nil, fmt.Errorf("boot configuration %s/%s was for server %s, which the claim does not hold: deleted, to make one for server %s",
-		sbc.Namespace, sbc.Name, sbc.Spec.ServerRef.Name, server.Name)
-}
-
-// dropOrphanBootConfig deletes the boot configuration at a claim's name when the claim that
-// made it is gone: live is the claim as cached, nil when the cache has none.
-//
-// release deletes it before the claim goes, but a create sent by a manager that was then killed
-// can land after its successor released the claim. Garbage collection removes such a
-// configuration in time, if the cluster runs it; until then the boot service would serve the
-// old tenant's image to whatever network-boots that server next — the wipe of its next
-// release, or the next tenant. The owner is looked up in the API before anything is deleted:
-// the cache may not have seen a claim created a moment ago.
-func (r *ServerClaimReconciler) dropOrphanBootConfig(ctx context.Context, key client.ObjectKey, live *metalv1alpha1.ServerClaim) error {
-	var sbc metalv1alpha1.ServerBootConfiguration
-	if err := r.Client.Get(ctx, key, &sbc); err != nil {
-		return client.IgnoreNotFound(err)
-	}
-	owner := metav1.GetControllerOf(&sbc)
-	if owner == nil || owner.Kind != "ServerClaim" || owner.APIVersion != metalv1alpha1.GroupVersion.String() || !sbc.DeletionTimestamp.IsZero() {
-		return nil
-	}
-	if live != nil && live.UID == owner.UID {
-		return nil
-	}
-	var claim metalv1alpha1.ServerClaim
-	err := r.APIReader.Get(ctx, key, &claim)
-	if err == nil && claim.UID == owner.UID {
-		return nil
-	}
-	if client.IgnoreNotFound(err) != nil {
-		return err
-	}
-	if err := deleteBootConfig(ctx, r.Client, &sbc); err != nil {
-		return err
-	}
-	ctrl.LoggerFrom(ctx).Info("deleted the boot configuration of a claim that is gone", "bootConfiguration", key.String(), "server", sbc.Spec.ServerRef.Name, "claimUID", owner.UID)
-	return nil
-}
-
-// dropStrayBootConfig deletes the boot configuration of a claim that holds no server (it lost
-// the server the configuration was made for, or a killed manager's create landed late): there is
-// nothing it may boot.
-func (r *ServerClaimReconciler) dropStrayBootConfig(ctx context.Context, claim *metalv1alpha1.ServerClaim) error {
-	var sbc metalv1alpha1.ServerBootConfiguration
-	if err := r.Client.Get(ctx, client.ObjectKeyFromObject(claim), &sbc); err != nil {
-		return client.IgnoreNotFound(err)
-	}
-	if !metav1.IsControlledBy(&sbc, claim) || !sbc.DeletionTimestamp.IsZero() {
-		return nil
-	}
-	return deleteBootConfig(ctx, r.Client, &sbc)
-}
-
-// deleteBootConfig deletes this boot configuration: not one made in its place since it was read.
-func deleteBootConfig(ctx context.Context, c client.Client, sbc *metalv1alpha1.ServerBootConfiguration) error {
-	uid := sbc.UID
-	err := c.Delete(ctx, sbc, client.Preconditions{UID: &uid})
-	if err == nil || apierrors.IsNotFound(err) || apierrors.IsConflict(err) {
-		return nil
-	}
-	return fmt.Errorf("deleting boot configuration %s/%s (server %s): %w", sbc.Namespace, sbc.Name, sbc.Spec.ServerRef.Name, err)
-}
-
-// release gives the server back (it goes to Cleanup) and lets the claim go.
-func (r *ServerClaimReconciler) release(ctx context.Context, claim *metalv1alpha1.ServerClaim) error {
-	if !controllerutil.ContainsFinalizer(claim, ClaimFinalizer) {
-		return nil
-	}
-	if claim.Status.Phase != metalv1alpha1.ClaimPhaseReleasing {
-		before := claim.DeepCopy()
-		claim.Status.Phase = metalv1alpha1.ClaimPhaseReleasing
-		setCondition(&claim.Status.Conditions, claim.Generation, metalv1alpha1.ConditionBound, metav1.ConditionFalse, metalv1alpha1.ClaimReasonReleasing, "the claim is being deleted")
-		if err := r.Client.Status().Patch(ctx, claim, client.MergeFrom(before)); err != nil {
-			return client.IgnoreNotFound(err)
-		}
-	}
-	// The image's boot configuration goes before the server does: a released server is
-	// network-booted for its wipe, and a boot service still holding this image for it would
-	// serve that instead (a manager that died between the two steps left exactly that).
-	sbc := &metalv1alpha1.ServerBootConfiguration{ObjectMeta: metav1.ObjectMeta{Namespace: claim.Namespace, Name: claim.Name}}
-	if err := r.Client.Delete(ctx, sbc); client.IgnoreNotFound(err) != nil {
-		return err
-	}
+// bound serves a bound claim: its server's boot configuration and power, and the claim's Ready
+// and Provisioned conditions. A claim whose server is gone, or names it no more, loses it.
+func (r *ServerClaimReconciler) bound(ctx context.Context, claim *metalv1alpha1.ServerClaim) (claimStep, error) {
 	server, err := r.boundServer(ctx, claim)
 	if err != nil {
-		return err
+		return claimStep{}, err
 	}
-	if server != nil {
-		err := patchHeldServer(ctx, r.Client, server, claim, func(spec *metalv1alpha1.ServerSpec) {
-			spec.ServerClaimRef, spec.BootConfigurationRef, spec.Power = nil, nil, ""
-		})
-		if err != nil {
-			return fmt.Errorf("releasing server %s: %w", server.Name, err)
+	if server == nil {
+		lost := "the server"
+		if ref := claim.Status.ServerRef; ref != nil {
+			lost = "server " + ref.Name
 		}
-		r.Events.Eventf(claim, server, corev1.EventTypeNormal, metalv1alpha1.ClaimReasonReleasing, "Release", "released server %s for cleanup", server.Name)
+		claim.Status.ServerRef, claim.Status.BoundAt, claim.Status.InstallProgress = nil, nil, ""
+		setCondition(&claim.Status.Conditions, claim.Generation, metalv1alpha1.ConditionBound, metav1.ConditionFalse, ReasonServerLost,
+			lost+" no longer holds this claim (deleted, or its claim reference cleared); it binds again as soon as a server matches")
+		setCondition(&claim.Status.Conditions, claim.Generation, metalv1alpha1.ConditionReady, metav1.ConditionFalse, ReasonServerLost, lost+" was lost")
+		meta.RemoveStatusCondition(&claim.Status.Conditions, metalv1alpha1.ConditionProvisioned)
+		// Pending, the claim binds at its next reconcile: its own status write does not wake
+		// it, and a server that is bindable already sends no news.
+		return claimStep{event: fsm.ClaimEventServerLost, requeueAfter: retryJitter()}, r.dropStrayBootConfig(ctx, claim)
 	}
-	controllerutil.RemoveFinalizer(claim, ClaimFinalizer)
-	return client.IgnoreNotFound(r.Client.Update(ctx, claim))
+	return claimStep{}, r.provision(ctx, claim, server)
 }
 
-// patchHeldServer changes the spec of a server this claim holds with a JSON patch whose first
-// operation tests that the server's claim reference is still this claim's. Unlike an optimistic
-// lock, it does not fail because the server's status moved on meanwhile — its own reconciler
-// and its BMC's polls write status all the time, and every such conflict cost a claim a retry
-// with backoff — yet it never changes a server another claim holds.
-func patchHeldServer(ctx context.Context, c client.Client, server *metalv1alpha1.Server, claim *metalv1alpha1.ServerClaim, change func(*metalv1alpha1.ServerSpec)) error {
-	before := server.Spec.DeepCopy()
-	after := server.Spec.DeepCopy()
-	change(after)
-	ops, err := specPatchOps(before, after)
-	if err != nil || len(ops) == 0 {
-		return err
+// releasing gives the claim's server back and lets the claim go. A claim that says Bound must
+// hold its server, whatever anyone watching sees: one that is Bound says Releasing before its
+// server is released (the deleted event's one write). Another claim's status is written only
+// when the release cannot finish now, to say why: a claim that goes needs none.
+func (r *ServerClaimReconciler) releasing(ctx context.Context, claim *metalv1alpha1.ServerClaim) (ctrl.Result, error) {
+	if !controllerutil.ContainsFinalizer(claim, ClaimFinalizer) {
+		return ctrl.Result{}, nil
 	}
-	ops = append([]map[string]any{{"op": "test", "path": "/spec/serverClaimRef/uid", "value": string(claim.UID)}}, ops...)
-	data, err := json.Marshal(ops)
-	if err != nil {
-		return err
-	}
-	return c.Patch(ctx, server, client.RawPatch(types.JSONPatchType, data))
-}
-
-// specPatchOps are the JSON patch operations that turn one server spec into another, field by
-// field: add (or replace) what changed, remove what was cleared.
-func specPatchOps(before, after *metalv1alpha1.ServerSpec) ([]map[string]any, error) {
-	var oldFields, newFields map[string]json.RawMessage
-	for _, pair := range []struct {
-		spec *metalv1alpha1.ServerSpec
-		into *map[string]json.RawMessage
-	}{{before, &oldFields}, {after, &newFields}} {
-		data, err := json.Marshal(pair.spec)
+	original := claim.DeepCopy()
+	if claim.Status.Phase != metalv1alpha1.ClaimPhaseReleasing {
+		to, err := fsm.NextClaimPhase(ctx, claim.Status.Phase, fsm.ClaimEventDeleted)
 		if err != nil {
-			return nil, err
+			return ctrl.Result{}, err
 		}
-		if err := json.Unmarshal(data, pair.into); err != nil {
-			return nil, err
-		}
-	}
-	var ops []map[string]any
-	for _, field := range slices.Sorted(maps.Keys(oldFields)) {
-		if _, kept := newFields[field]; !kept {
-			ops = append(ops, map[string]any{"op": "remove", "path": "/spec/" + field})
-		}
-	}
-	for _, field := range slices.Sorted(maps.Keys(newFields)) {
-		if !bytes.Equal(oldFields[field], newFields[field]) {
-			ops = append(ops, map[string]any{"op": "add", "path": "/spec/" + field, "value": newFields[field]})
+		claim.Status.Phase = to
+		setCondition(&claim.Status.Conditions, claim.Generation, metalv1alpha1.ConditionBound, metav1.ConditionFalse, metalv1alpha1.ClaimReasonReleasing,
+			"the claim is being deleted: its server is released")
+		if original.Status.Phase == metalv1alpha1.ClaimPhaseBound {
+			if err := r.Client.Status().Patch(ctx, claim, client.MergeFrom(original)); err != nil {
+				return ctrl.Result{}, client.IgnoreNotFound(err)
+			}
+			original = claim.DeepCopy()
 		}
 	}
-	return ops, nil
+	read := claim.ResourceVersion
+	err := r.release(ctx, claim)
+	if err == nil {
+		// Gone in a moment: a reconcile woken meanwhile waits for the cache to say so.
+		r.written.going(claim, read)
+		return ctrl.Result{}, nil
+	}
+	setCondition(&claim.Status.Conditions, claim.Generation, metalv1alpha1.ConditionBound, metav1.ConditionFalse, metalv1alpha1.ClaimReasonReleasing,
+		fmt.Sprintf("the claim is being deleted; releasing its server failed, and is retried: %v", err))
+	return finishWithStatus(ctx, r.Client, claim, original, ctrl.Result{}, err)
 }
 
 // SetupWithManager registers the reconciler, its index, and its watches.
 func (r *ServerClaimReconciler) SetupWithManager(mgr ctrl.Manager) error {
+	r.written = newOwnWrites()
 	indexer := mgr.GetFieldIndexer()
 	if err := indexer.IndexField(context.Background(), &metalv1alpha1.Server{}, indexServerByClaim, func(o client.Object) []string {
 		if ref := o.(*metalv1alpha1.Server).Spec.ServerClaimRef; ref != nil {

@@ -572,7 +572,7 @@ func TestPowerOnOfAServerThatIsOnIsDone(t *testing.T) {
 	eventually(t, 20*time.Second, func() bool {
 		require.NoError(t, k8s.Get(ctx, client.ObjectKey{Name: name}, &s))
 		c := meta.FindStatusCondition(s.Status.Conditions, m.ConditionPowered)
-		return c != nil && c.Reason == controller.ReasonPowerOnSent
+		return c != nil && (c.Reason == controller.ReasonPowerOnSent || c.Reason == "PowerOnConfirmed")
 	}, "the power-on the BMC refused as already done counts as sent")
 	assert.Equal(t, "On", p.sim.PowerState(id))
 	assert.Len(t, p.sim.BootLog(id), boots, "nothing booted again")

@@ -2,18 +2,25 @@ package controller
 
 import (
 	"context"
+	"encoding/json"
+	"errors"
 	"fmt"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/events"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	metalv1alpha1 "github.com/ironfleet/ironfleet/apis/metal/v1alpha1"
+	"github.com/ironfleet/ironfleet/internal/fsm"
 )
 
 // MaintenanceFinalizer holds a ServerMaintenance until its server is given back.
@@ -32,12 +39,23 @@ const (
 
 // ServerMaintenanceReconciler hands servers to maintenance: at once when Enforced, after the
 // claim's owner approves when OwnerApproval and the server is claimed. The server reconciler
-// does the rest (state, power); deleting the maintenance gives the server back.
+// does the rest (state, power); deleting the maintenance gives the server back. The
+// maintenance's state moves only through fsm.Maintenance: each reconcile observes the server,
+// fires at most one event, and writes status once (not at all when nothing changed).
 type ServerMaintenanceReconciler struct {
 	Client   client.Client
 	Events   events.EventRecorder
 	Settings Settings
+
+	// written keeps a reconcile woken before the cache has the maintenance's last write from
+	// writing it again; servers, one that follows a take (or a give-back) from reading the
+	// server as the cache had it before, and taking it twice.
+	written, servers *ownWrites
 }
+
+// errCacheBehind: the cache has not yet seen the reconciler's own last write of the server;
+// the reconcile comes back in a moment instead of acting on the older object.
+var errCacheBehind = errors.New("the cache is behind our last write")
 
 // +kubebuilder:rbac:groups=metal.ironfleet.dev,resources=servermaintenances,verbs=get;list;watch;update;patch
 // +kubebuilder:rbac:groups=metal.ironfleet.dev,resources=servermaintenances/status,verbs=get;update;patch
@@ -49,67 +67,141 @@ type ServerMaintenanceReconciler struct {
 func (r *ServerMaintenanceReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
 	var sm metalv1alpha1.ServerMaintenance
 	if err := r.Client.Get(ctx, req.NamespacedName, &sm); err != nil {
+		if apierrors.IsNotFound(err) {
+			r.written.forget(req.NamespacedName)
+		}
 		return ctrl.Result{}, client.IgnoreNotFound(err)
+	}
+	if r.written.behind(&sm) {
+		return ctrl.Result{RequeueAfter: 20 * time.Millisecond}, nil
 	}
 	if !sm.DeletionTimestamp.IsZero() {
 		return ctrl.Result{}, r.giveBack(ctx, &sm)
 	}
+	read := sm.ResourceVersion
 	if controllerutil.AddFinalizer(&sm, MaintenanceFinalizer) {
 		if err := r.Client.Update(ctx, &sm); err != nil {
 			return ctrl.Result{}, client.IgnoreNotFound(err)
 		}
 	}
+	finalized := sm.ResourceVersion
 	original := sm.DeepCopy()
-	err := r.take(ctx, &sm)
-	return finishWithStatus(ctx, r.Client, &sm, original, ctrl.Result{}, err)
+	if sm.Status.State == "" {
+		sm.Status.State = fsm.Maintenance.Initial
+	}
+	st, err := r.observe(ctx, &sm)
+	if errors.Is(err, errCacheBehind) {
+		return ctrl.Result{RequeueAfter: 20 * time.Millisecond}, nil
+	}
+	if err == nil && st.event != "" {
+		to, fsmErr := fsm.NextMaintenanceState(ctx, sm.Status.State, st.event)
+		if fsmErr != nil {
+			return ctrl.Result{}, fsmErr // an observation the table does not allow here: a bug
+		}
+		sm.Status.State = to
+	}
+	if err == nil {
+		setCondition(&sm.Status.Conditions, sm.Generation, metalv1alpha1.ConditionReady,
+			boolStatus(sm.Status.State == metalv1alpha1.MaintenanceStateInMaintenance), st.reason, st.message)
+	}
+	based := sm.ResourceVersion
+	result, err := finishWithStatus(ctx, r.Client, &sm, original, ctrl.Result{RequeueAfter: st.requeueAfter}, err)
+	r.written.wrote(&sm, read, finalized, based)
+	return result, err
 }
 
-func (r *ServerMaintenanceReconciler) take(ctx context.Context, sm *metalv1alpha1.ServerMaintenance) error {
-	set := func(state metalv1alpha1.MaintenanceState, ok bool, reason, message string) {
-		sm.Status.State = state
-		setCondition(&sm.Status.Conditions, sm.Generation, metalv1alpha1.ConditionReady, boolStatus(ok), reason, message)
-	}
+// maintenanceStep is what a state's handler decided: an event to fire (or none), and the Ready
+// condition's reason and message, which say what the maintenance waits for.
+type maintenanceStep struct {
+	event           fsm.MaintenanceEvent
+	reason, message string
+	// requeueAfter brings the maintenance back when its next step has no event to wake it.
+	requeueAfter time.Duration
+}
+
+// observe reads the maintenance's server and asks its state's handler what happened.
+func (r *ServerMaintenanceReconciler) observe(ctx context.Context, sm *metalv1alpha1.ServerMaintenance) (maintenanceStep, error) {
+	name := sm.Spec.ServerRef.Name
 	var server metalv1alpha1.Server
-	if err := r.Client.Get(ctx, client.ObjectKey{Name: sm.Spec.ServerRef.Name}, &server); err != nil {
-		if apierrors.IsNotFound(err) {
-			set(metalv1alpha1.MaintenanceStateFailed, false, ReasonServerNotFound, "server "+sm.Spec.ServerRef.Name+" does not exist")
-			return nil
+	if err := r.Client.Get(ctx, client.ObjectKey{Name: name}, &server); err != nil {
+		if !apierrors.IsNotFound(err) {
+			return maintenanceStep{}, err
 		}
-		return err
+		st := maintenanceStep{reason: ReasonServerNotFound,
+			message: "server " + name + " does not exist: fix spec.serverRef or delete this maintenance (a server of that name is taken when it appears)"}
+		if sm.Status.State != metalv1alpha1.MaintenanceStateFailed {
+			st.event = fsm.MaintenanceEventServerMissing
+		}
+		return st, nil
 	}
+	if r.servers.behind(&server) {
+		return maintenanceStep{}, errCacheBehind
+	}
+	switch sm.Status.State {
+	case metalv1alpha1.MaintenanceStateFailed:
+		return maintenanceStep{event: fsm.MaintenanceEventServerAppeared, reason: ReasonTakingServer,
+			message: "server " + name + " exists now; taking it", requeueAfter: time.Millisecond}, nil
+	case metalv1alpha1.MaintenanceStateInMaintenance:
+		if holds(&server, sm) && server.Status.State == metalv1alpha1.ServerStateMaintenance {
+			return maintenanceStep{reason: ReasonInMaintenance, message: "server " + name + " is in maintenance"}, nil
+		}
+		return maintenanceStep{event: fsm.MaintenanceEventServerLeft, reason: ReasonTakingServer,
+			message: fmt.Sprintf("server %s left maintenance (it is %s); taking it again", name, server.Status.State), requeueAfter: time.Millisecond}, nil
+	default:
+		return r.pending(ctx, sm, &server)
+	}
+}
+
+// holds says whether the server is held by this maintenance.
+func holds(server *metalv1alpha1.Server, sm *metalv1alpha1.ServerMaintenance) bool {
+	ref := server.Spec.MaintenanceRef
+	return ref != nil && ref.Namespace == sm.Namespace && ref.Name == sm.Name
+}
+
+// pending takes the server, when its claim's owner allows, and waits until its reconciler has
+// moved it to Maintenance.
+func (r *ServerMaintenanceReconciler) pending(ctx context.Context, sm *metalv1alpha1.ServerMaintenance, server *metalv1alpha1.Server) (maintenanceStep, error) {
 	if ref := server.Spec.MaintenanceRef; ref != nil {
-		if ref.Namespace != sm.Namespace || ref.Name != sm.Name {
-			set(metalv1alpha1.MaintenanceStatePending, false, ReasonServerHeld, fmt.Sprintf("server %s is held by ServerMaintenance %s/%s", server.Name, ref.Namespace, ref.Name))
-			return nil
+		if !holds(server, sm) {
+			return maintenanceStep{reason: ReasonServerHeld, message: fmt.Sprintf("server %s is held by ServerMaintenance %s/%s", server.Name, ref.Namespace, ref.Name)}, nil
 		}
 		if server.Status.State == metalv1alpha1.ServerStateMaintenance {
-			set(metalv1alpha1.MaintenanceStateInMaintenance, true, ReasonInMaintenance, "server "+server.Name+" is in maintenance")
-		} else {
-			set(metalv1alpha1.MaintenanceStatePending, false, ReasonTakingServer, fmt.Sprintf("server %s is leaving %s", server.Name, server.Status.State))
+			return maintenanceStep{event: fsm.MaintenanceEventServerEntered, reason: ReasonInMaintenance, message: "server " + server.Name + " is in maintenance"}, nil
 		}
-		return nil
+		return maintenanceStep{reason: ReasonTakingServer, message: takingMessage(server)}, nil
 	}
 	if claimRef := server.Spec.ServerClaimRef; claimRef != nil && orDefault(sm.Spec.Policy, metalv1alpha1.MaintenanceOwnerApproval) == metalv1alpha1.MaintenanceOwnerApproval {
 		var claim metalv1alpha1.ServerClaim
 		err := r.Client.Get(ctx, client.ObjectKey{Namespace: claimRef.Namespace, Name: claimRef.Name}, &claim)
 		if client.IgnoreNotFound(err) != nil {
-			return err
+			return maintenanceStep{}, err
 		}
 		if err == nil && claim.Annotations[metalv1alpha1.AnnotationApproveMaintenance] != "true" {
-			set(metalv1alpha1.MaintenanceStatePending, false, ReasonWaitingForApproval, fmt.Sprintf(
+			return maintenanceStep{reason: ReasonWaitingForApproval, message: fmt.Sprintf(
 				"server %s is claimed by %s/%s: waiting for its owner to set the annotation %s=true on the claim",
-				server.Name, claimRef.Namespace, claimRef.Name, metalv1alpha1.AnnotationApproveMaintenance))
-			return nil
+				server.Name, claimRef.Namespace, claimRef.Name, metalv1alpha1.AnnotationApproveMaintenance)}, nil
 		}
 	}
-	before := server.DeepCopy()
-	server.Spec.MaintenanceRef = &metalv1alpha1.ObjectReference{Namespace: sm.Namespace, Name: sm.Name, UID: string(sm.UID)}
-	if err := r.Client.Patch(ctx, &server, client.MergeFromWithOptions(before, client.MergeFromWithOptimisticLock{})); err != nil {
-		return fmt.Errorf("taking server %s: %w", server.Name, err)
+	read := server.ResourceVersion
+	ref := &metalv1alpha1.ObjectReference{Namespace: sm.Namespace, Name: sm.Name, UID: string(sm.UID)}
+	// The server's generation is tested too: a take a killed manager sent that lands late
+	// takes nothing whose spec changed meanwhile.
+	if err := patchServerJSON(ctx, r.Client, server, []map[string]any{
+		{"op": "test", "path": "/metadata/generation", "value": server.Generation},
+		{"op": "test", "path": "/spec/maintenanceRef", "value": nil},
+		{"op": "add", "path": "/spec/maintenanceRef", "value": ref},
+	}); err != nil {
+		return maintenanceStep{}, fmt.Errorf("taking server %s: %w", server.Name, err)
 	}
-	r.Events.Eventf(sm, &server, corev1.EventTypeNormal, ReasonTakingServer, "StartMaintenance", "took server %s: %s", server.Name, sm.Spec.Reason)
-	set(metalv1alpha1.MaintenanceStatePending, false, ReasonTakingServer, "server "+server.Name+" is being taken into maintenance")
-	return nil
+	r.servers.wrote(server, read)
+	r.Events.Eventf(sm, server, corev1.EventTypeNormal, ReasonTakingServer, "StartMaintenance", "took server %s: %s", server.Name, sm.Spec.Reason)
+	return maintenanceStep{reason: ReasonTakingServer, message: takingMessage(server)}, nil
+}
+
+// takingMessage says the server is on its way: the same words while it is, so that the
+// reconciles its moves cause write nothing until it is in Maintenance.
+func takingMessage(server *metalv1alpha1.Server) string {
+	return fmt.Sprintf("server %s is being taken into maintenance (it is %s)", server.Name, server.Status.State)
 }
 
 // giveBack clears the server's maintenance reference (the server reconciler returns it to its
@@ -123,16 +215,38 @@ func (r *ServerMaintenanceReconciler) giveBack(ctx context.Context, sm *metalv1a
 	if client.IgnoreNotFound(err) != nil {
 		return err
 	}
-	if ref := server.Spec.MaintenanceRef; err == nil && ref != nil && ref.Namespace == sm.Namespace && ref.Name == sm.Name {
-		before := server.DeepCopy()
-		server.Spec.MaintenanceRef = nil
-		if err := r.Client.Patch(ctx, &server, client.MergeFromWithOptions(before, client.MergeFromWithOptimisticLock{})); err != nil {
+	if err == nil && holds(&server, sm) {
+		read := server.ResourceVersion
+		if err := patchServerJSON(ctx, r.Client, &server, []map[string]any{
+			{"op": "test", "path": "/spec/maintenanceRef/namespace", "value": sm.Namespace},
+			{"op": "test", "path": "/spec/maintenanceRef/name", "value": sm.Name},
+			{"op": "test", "path": "/spec/maintenanceRef/uid", "value": server.Spec.MaintenanceRef.UID},
+			{"op": "remove", "path": "/spec/maintenanceRef"},
+		}); err != nil {
 			return fmt.Errorf("giving back server %s: %w", server.Name, err)
 		}
+		r.servers.wrote(&server, read)
 		r.Events.Eventf(sm, &server, corev1.EventTypeNormal, ReasonMaintenanceEnded, "EndMaintenance", "gave back server %s", server.Name)
 	}
+	read := sm.ResourceVersion
 	controllerutil.RemoveFinalizer(sm, MaintenanceFinalizer)
-	return client.IgnoreNotFound(r.Client.Update(ctx, sm))
+	if err := r.Client.Update(ctx, sm); err != nil {
+		return client.IgnoreNotFound(err)
+	}
+	// Gone in a moment: a reconcile woken meanwhile waits for the cache to say so.
+	r.written.going(sm, read)
+	return nil
+}
+
+// patchServerJSON patches the server's spec with JSON patch operations whose tests say what it
+// must still be: unlike an optimistic lock, they do not fail because its status moved on (its
+// reconciler and its BMC's polls write it all the time).
+func patchServerJSON(ctx context.Context, c client.Client, server *metalv1alpha1.Server, ops []map[string]any) error {
+	data, err := json.Marshal(ops)
+	if err != nil {
+		return err
+	}
+	return c.Patch(ctx, server, client.RawPatch(types.JSONPatchType, data))
 }
 
 // SetupWithManager registers the reconciler: it reacts to its server and to that server's claim
@@ -143,9 +257,11 @@ func (r *ServerMaintenanceReconciler) SetupWithManager(mgr ctrl.Manager) error {
 	}); err != nil {
 		return err
 	}
+	r.written, r.servers = newOwnWrites(), newOwnWrites()
 	return ctrl.NewControllerManagedBy(mgr).
 		Named("servermaintenance").
-		For(&metalv1alpha1.ServerMaintenance{}).
+		// Its own status writes do not wake it: what it waits for is its server, and its claim.
+		For(&metalv1alpha1.ServerMaintenance{}, builder.WithPredicates(predicate.Or(predicate.GenerationChangedPredicate{}, predicate.AnnotationChangedPredicate{}))).
 		Watches(&metalv1alpha1.Server{}, handler.EnqueueRequestsFromMapFunc(func(ctx context.Context, o client.Object) []reconcile.Request {
 			return r.maintenancesOf(ctx, o.GetName())
 		})).

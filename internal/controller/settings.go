@@ -22,6 +22,8 @@ type Settings struct {
 	// MaxConcurrentReconciles per controller name; DefaultConcurrency for the others.
 	MaxConcurrentReconciles map[string]int
 	DefaultConcurrency      int
+	// Power bounds the wait for power requests; DefaultPowerTimeouts where zero.
+	Power PowerTimeouts
 }
 
 // DefaultSettings are the production defaults.
@@ -31,7 +33,20 @@ func DefaultSettings() Settings {
 		BackoffBase:        time.Second,
 		BackoffMax:         5 * time.Minute,
 		DefaultConcurrency: 4,
+		Power:              DefaultPowerTimeouts(),
 	}
+}
+
+// power is the power timeouts, defaults filled in.
+func (s Settings) power() PowerTimeouts {
+	p, def := s.Power, DefaultPowerTimeouts()
+	if p.Confirm <= 0 {
+		p.Confirm = def.Confirm
+	}
+	if p.GracefulShutdown <= 0 {
+		p.GracefulShutdown = def.GracefulShutdown
+	}
+	return p
 }
 
 // Concurrency is the number of workers for the named controller.

@@ -29,12 +29,17 @@ func Setup(mgr ctrl.Manager, deps Dependencies) error {
 			MACDB: deps.MACDB, Connect: deps.Connect, Settings: deps.Settings},
 		&BMCReconciler{Client: mgr.GetClient(), Events: mgr.GetEventRecorder("bmc-controller"),
 			Clients: cache, Settings: deps.Settings},
+		// After the BMC reconciler: it looks BMCs up by the index that one registers.
+		&BMCSecretReconciler{Client: mgr.GetClient(), Events: mgr.GetEventRecorder("bmcsecret-controller"), Settings: deps.Settings},
 		&ServerReconciler{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Events: mgr.GetEventRecorder("server-controller"),
 			Clients: cache, Probe: deps.Probe, Discovery: deps.Discovery, Settings: deps.Settings},
 		&ServerClaimReconciler{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Events: mgr.GetEventRecorder("serverclaim-controller"),
 			Settings: deps.Settings, BootOperator: deps.Probe.BootOperator},
 		&ServerMaintenanceReconciler{Client: mgr.GetClient(), Events: mgr.GetEventRecorder("servermaintenance-controller"),
 			Settings: deps.Settings},
+	}
+	if err := indexServersBySystemUUID(mgr); err != nil {
+		return fmt.Errorf("indexing servers by system UUID: %w", err)
 	}
 	for _, r := range reconcilers {
 		if err := r.SetupWithManager(mgr); err != nil {

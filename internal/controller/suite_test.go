@@ -7,6 +7,7 @@ import (
 	"flag"
 	"fmt"
 	"net"
+	"net/http"
 	"os"
 	"strings"
 	"sync"
@@ -18,6 +19,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	eventsv1 "k8s.io/api/events/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/rest"
 	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -44,6 +46,8 @@ var (
 	// Dead BMCs accept TCP connections and close them at once, recording when each came: a BMC
 	// that is there but never answers. One for Endpoint probing, one for a BMC's retries.
 	deadForEndpoint, deadForBMC *attemptLog
+	// endpointPort is the port of prefixEnrol's BMCs.
+	endpointPort int
 )
 
 // Passwords in play; the secrecy test looks for each in logs and events.
@@ -61,6 +65,11 @@ const (
 	unmatchedMAC    = "06:00:00:00:00:01"
 	testSettingBase = 200 * time.Millisecond
 )
+
+// prefixEnrol is the deletion tests' own BMCs, over plain HTTP: each listens at a loopback
+// address of its own on the port endpointPort (the MAC-prefix database has one port per prefix,
+// as a real network's BMCs of one vendor share one).
+const prefixEnrol = "02:00:00:00:03"
 
 func TestMain(m *testing.M) {
 	code, err := runSuite(m)
@@ -114,6 +123,9 @@ func runSuite(m *testing.M) (int, error) {
 		go (*dead).serve(l)
 	}
 
+	if endpointPort, err = freePort(); err != nil {
+		return 0, err
+	}
 	db, err := macdb.Parse([]byte(fmt.Sprintf(`
 macPrefixes:
 - macPrefix: %q
@@ -139,9 +151,18 @@ macPrefixes:
   port: %d
   defaultCredentials:
   - {username: %s, password: %s}
+- macPrefix: %q
+  manufacturer: Contoso
+  protocol: Redfish
+  scheme: http
+  port: %d
+  defaultCredentials:
+  - {username: %s, password: %s}
+  - {username: %s, password: %s}
 `, prefixGood, port(sims["good"]), wrongUser, wrongPassword, goodUser, goodPassword,
 		prefixAllWrong, port(sims["allwrong"]), wrongUser, wrongPassword, wrongUser, otherWrongPassword,
-		prefixNoBMC, deadForEndpoint.port, wrongUser, wrongPassword)))
+		prefixNoBMC, deadForEndpoint.port, wrongUser, wrongPassword,
+		prefixEnrol, endpointPort, wrongUser, wrongPassword, goodUser, goodPassword)))
 	if err != nil {
 		return 0, err
 	}
@@ -170,6 +191,9 @@ macPrefixes:
 		Discovery: controller.DiscoverySettings{Timeout: discoveryTimeout, Attempts: 2},
 	}
 	operatorDeps.Settings.BackoffBase, operatorDeps.Settings.BackoffMax = testSettingBase, 10*time.Second
+	// Power requests the BMC does not confirm are sent once more, and graceful shutdowns
+	// forced, in seconds rather than minutes.
+	operatorDeps.Settings.Power = controller.PowerTimeouts{Confirm: 5 * time.Second, GracefulShutdown: 3 * time.Second}
 	registryCreds = creds
 
 	// The boot service is an external system: a manager of its own, which outlives operator
@@ -224,6 +248,9 @@ var (
 	// operatorClient, when set, builds the operator's API client (a test that watches what the
 	// reconcilers write sets it before restarting the operator); nil is controller-runtime's.
 	operatorClient client.NewClientFunc
+	// operatorTransport, when set, wraps the HTTP transport of everything the operator's manager
+	// sends to the apiserver: its cache, its clients, its events (see requestLog).
+	operatorTransport func(http.RoundTripper) http.RoundTripper
 )
 
 const (
@@ -233,7 +260,12 @@ const (
 
 // startOperator starts a fresh operator manager: new caches, new BMC sessions, as after a crash.
 func startOperator() error {
-	mgr, err := ctrl.NewManager(env.Config, ctrl.Options{
+	cfg := env.Config
+	if operatorTransport != nil {
+		cfg = rest.CopyConfig(cfg)
+		cfg.Wrap(operatorTransport)
+	}
+	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
 		Scheme:                 env.Scheme,
 		Metrics:                metricsserver.Options{BindAddress: "0"},
 		HealthProbeBindAddress: "0",
@@ -279,6 +311,18 @@ func freeAddr() (string, error) {
 	}
 	defer l.Close()
 	return l.Addr().String(), nil
+}
+
+// freePort is a TCP port free on the loopback network.
+func freePort() (int, error) {
+	addr, err := freeAddr()
+	if err != nil {
+		return 0, err
+	}
+	_, p, _ := net.SplitHostPort(addr)
+	var n int
+	_, err = fmt.Sscan(p, &n)
+	return n, err
 }
 
 func port(sim *bmcsim.BMC) int {

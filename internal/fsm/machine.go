@@ -211,4 +211,8 @@ var Generated = []struct {
 	Machine      Document
 }{
 	{"docs/server-lifecycle.md", "internal/fsm/server.go", &Server},
+	{"docs/power-lifecycle.md", "internal/fsm/power.go", &Power},
+	{"docs/serverclaim-lifecycle.md", "internal/fsm/claim.go", &Claim},
+	{"docs/bmc-lifecycle.md", "internal/fsm/bmc.go", &BMC},
+	{"docs/servermaintenance-lifecycle.md", "internal/fsm/maintenance.go", &Maintenance},
 }

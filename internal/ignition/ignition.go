@@ -89,9 +89,16 @@ type Config struct {
 	RegistryURL string `json:"registryURL"`
 	// RegistryCA is the PEM CA the probe trusts for the registry's certificate.
 	RegistryCA string `json:"registryCA,omitempty"`
-	// Token authenticates the probe's reports as this server's; it is a secret.
-	Token      string                   `json:"token"`
-	SystemUUID string                   `json:"systemUUID"`
+	// Token authenticates the probe's reports as this server's (it names the server); it is a
+	// secret.
+	Token string `json:"token"`
+	// Server is the name of the Server the probe boots for, to say on the console whose boot
+	// this is. Optional.
+	Server string `json:"server,omitempty"`
+	// SystemUUID is set only when the Server's identity is its SMBIOS UUID (docs/identity.md):
+	// a probe on a host that reads another then wipes and installs nothing. Machines without a
+	// usable, unique UUID boot without one. Optional.
+	SystemUUID string                   `json:"systemUUID,omitempty"`
 	Mode       Mode                     `json:"mode"`
 	WipePolicy metalv1alpha1.WipePolicy `json:"wipePolicy,omitempty"`
 	// Install is provision mode's work (nil in the other modes). WipePolicy, in provision mode,
@@ -103,7 +110,7 @@ type Config struct {
 func (c Config) Validate() error {
 	// JSON cannot carry other bytes: they would be rendered as U+FFFD, another config.
 	for _, f := range []struct{ name, value string }{
-		{"registryURL", c.RegistryURL}, {"registryCA", c.RegistryCA}, {"token", c.Token},
+		{"registryURL", c.RegistryURL}, {"registryCA", c.RegistryCA}, {"token", c.Token}, {"server", c.Server},
 		{"systemUUID", c.SystemUUID}, {"mode", string(c.Mode)}, {"wipePolicy", string(c.WipePolicy)},
 	} {
 		if !utf8.ValidString(f.value) {
@@ -115,9 +122,6 @@ func (c Config) Validate() error {
 	}
 	if c.Token == "" {
 		return errors.New("token is required")
-	}
-	if c.SystemUUID == "" {
-		return errors.New("systemUUID is required")
 	}
 	switch c.Mode {
 	case ModeDiscovery:
@@ -165,6 +169,7 @@ func knownPolicy(p metalv1alpha1.WipePolicy) bool {
 func (c Config) normalize() Config {
 	c.RegistryURL = strings.TrimSpace(c.RegistryURL)
 	c.Token = strings.TrimSpace(c.Token)
+	c.Server = strings.TrimSpace(c.Server)
 	c.SystemUUID = strings.ToLower(strings.TrimSpace(c.SystemUUID))
 	return c
 }

@@ -1,6 +1,7 @@
 package ignition
 
 import (
+	"encoding/json"
 	"strings"
 	"testing"
 	"unicode/utf8"
@@ -12,13 +13,24 @@ import (
 )
 
 func valid() Config {
-	return Config{RegistryURL: "https://10.0.0.1:8443", Token: "tok", SystemUUID: "38947555-7742-3448-3784-823347823834", Mode: ModeDiscovery}
+	return Config{RegistryURL: "https://10.0.0.1:8443", Token: "tok", Server: "38947555-7742-3448-3784-823347823834",
+		SystemUUID: "38947555-7742-3448-3784-823347823834", Mode: ModeDiscovery}
+}
+
+// withoutUUID is the config of a machine whose UUID is not its identity (none, a placeholder,
+// shared): it boots without one.
+func withoutUUID() Config {
+	return Config{RegistryURL: "https://10.0.0.1:8443", Token: "tok", Server: "smc-1.system.2", Mode: ModeDiscovery}
 }
 
 func TestRoundTrip(t *testing.T) {
-	for _, c := range []Config{valid(), func() Config {
+	for _, c := range []Config{valid(), withoutUUID(), func() Config {
 		c := valid()
 		c.Mode, c.WipePolicy = ModeWipe, metalv1alpha1.WipeZero
+		return c
+	}(), func() Config {
+		c := withoutUUID()
+		c.Mode, c.WipePolicy = ModeWipe, metalv1alpha1.WipeSecure
 		return c
 	}()} {
 		data, err := Render(c)
@@ -33,7 +45,6 @@ func TestInvalidConfigsNameTheField(t *testing.T) {
 	cases := map[string]func(*Config){
 		"registryURL": func(c *Config) { c.RegistryURL = "ftp://x" },
 		"token":       func(c *Config) { c.Token = "" },
-		"systemUUID":  func(c *Config) { c.SystemUUID = "" },
 		"mode":        func(c *Config) { c.Mode = "dance" },
 		"wipePolicy":  func(c *Config) { c.Mode = ModeWipe; c.WipePolicy = "shred" },
 		"registryCA":  func(c *Config) { c.RegistryCA = "not pem" },
@@ -52,8 +63,30 @@ func TestInvalidConfigsNameTheField(t *testing.T) {
 	assert.ErrorContains(t, err, "token is required", "a rendered config must be complete")
 }
 
+// TestRenderingNeedsNoUUID: the token and the registry are what a probe needs; a machine
+// without a usable UUID renders without the key, and the keys the probe reads keep their names.
+func TestRenderingNeedsNoUUID(t *testing.T) {
+	data, err := Render(withoutUUID())
+	require.NoError(t, err)
+	var keys map[string]any
+	require.NoError(t, json.Unmarshal(data, &keys))
+	assert.Equal(t, map[string]any{"registryURL": "https://10.0.0.1:8443", "token": "tok", "server": "smc-1.system.2", "mode": "discovery"}, keys)
+	data, err = Render(valid())
+	require.NoError(t, err)
+	require.NoError(t, json.Unmarshal(data, &keys))
+	assert.Equal(t, "38947555-7742-3448-3784-823347823834", keys["systemUUID"], "the key is still systemUUID")
+
+	c, err := Parse([]byte(`{"registryURL":"https://x","token":"t","mode":"wipe","wipePolicy":"zero"}`))
+	require.NoError(t, err, "an older operator's config, or one without server and UUID, parses")
+	assert.Empty(t, c.SystemUUID)
+	_, err = Parse([]byte(`{"registryURL":"https://x","systemUUID":"38947555-7742-3448-3784-823347823834","mode":"discovery"}`))
+	assert.ErrorContains(t, err, "token is required", "the token is what a probe cannot do without")
+}
+
 func FuzzParse(f *testing.F) {
 	data, _ := Render(valid())
+	f.Add(data)
+	data, _ = Render(withoutUUID())
 	f.Add(data)
 	f.Add([]byte(`{}`))
 	f.Fuzz(func(t *testing.T, data []byte) {
@@ -79,7 +112,8 @@ func FuzzRender(f *testing.F) {
 	f.Add(v.RegistryURL, v.Token, v.SystemUUID, string(v.Mode), "", "")
 	f.Add(" https://[::1]:8443/x?y=\"z\" ", "t\u2028k\"\\", "UUID\x00", "wipe", "secure", "-----BEGIN CERTIFICATE-----\n")
 	f.Fuzz(func(t *testing.T, url, token, uuid, mode, policy, ca string) {
-		c := Config{RegistryURL: url, Token: token, SystemUUID: uuid, Mode: Mode(mode), WipePolicy: metalv1alpha1.WipePolicy(policy), RegistryCA: ca}
+		// The server's name is fuzzed with the UUID's value: the corpus keeps its shape.
+		c := Config{RegistryURL: url, Token: token, Server: uuid, SystemUUID: uuid, Mode: Mode(mode), WipePolicy: metalv1alpha1.WipePolicy(policy), RegistryCA: ca}
 		data, err := Render(c)
 		if err != nil {
 			return

@@ -55,12 +55,12 @@ type BootService struct {
 	// their ignition: the lab's VMs reach the registry on their private bridge, which the
 	// simulated hosts (on the host's loopback) cannot.
 	RegistryURL string
-	// Skip names the servers (by system UUID) this boot service leaves to another: the lab's
-	// VMs, which Ironfleet's own boot service boots over a real network.
+	// Skip names the hosts (by their own UUID, Host.UUID) this boot service leaves to another:
+	// the lab's VMs, which Ironfleet's own boot service boots over a real network.
 	Skip func(uuid string) bool
 
 	mu    sync.Mutex
-	hosts map[string]Host // by system UUID
+	hosts map[string]Host // by the host's own UUID (Host.UUID)
 	held  map[string][]func()
 	hold  map[string]bool
 	boots []Boot
@@ -149,7 +149,16 @@ func (b *BootService) pxeBoot(ev bmcsim.PowerOnEvent) {
 }
 
 func (b *BootService) serve(ctx context.Context, ev bmcsim.PowerOnEvent) (Boot, error) {
-	server, err := b.serverByUUID(ctx, ev.UUID)
+	b.mu.Lock()
+	host, ok := b.hosts[ev.UUID]
+	b.mu.Unlock()
+	var server *metalv1alpha1.Server
+	var err error
+	if ok && host.BMC != "" {
+		server, err = b.serverBehind(ctx, host.BMC, ev.SystemID)
+	} else {
+		server, err = b.serverByUUID(ctx, ev.UUID)
+	}
 	if err != nil {
 		return Boot{}, err
 	}
@@ -166,9 +175,6 @@ func (b *BootService) serve(ctx context.Context, ev bmcsim.PowerOnEvent) (Boot, 
 	if err != nil {
 		return boot, err
 	}
-	b.mu.Lock()
-	host, ok := b.hosts[ev.UUID]
-	b.mu.Unlock()
 	if !ok {
 		return boot, fmt.Errorf("no hardware tree for host %s: the probe cannot run", ev.UUID)
 	}
@@ -180,9 +186,13 @@ func (b *BootService) serve(ctx context.Context, ev bmcsim.PowerOnEvent) (Boot, 
 	return boot, b.Probe(ctx, ign, host)
 }
 
-// probeBoot says whether a boot configuration is one of the operator's probe boots (owned by
-// its Server), rather than a claim's own image for another boot operator.
+// probeBoot says whether a boot configuration is one of the operator's probe boots (each names
+// its boot; older ones were owned by their Server), rather than a claim's own image for another
+// boot operator.
 func probeBoot(sbc *metalv1alpha1.ServerBootConfiguration) bool {
+	if sbc.Annotations[metalv1alpha1.AnnotationProbeBoot] != "" {
+		return true
+	}
 	for _, ref := range sbc.OwnerReferences {
 		if ref.Kind == "Server" {
 			return true
@@ -205,7 +215,25 @@ func withRegistryURL(ign []byte, url string) ([]byte, error) {
 	return ignition.Render(cfg)
 }
 
-// serverByUUID finds the server a PXE request came from. Servers are named after their UUID
+// serverBehind finds the server a PXE request came from by the BMC and system Id its host sits
+// behind, which the lab knows (a real boot service knows the NIC's MAC): its UUID may be
+// missing, a placeholder, or shared.
+func (b *BootService) serverBehind(ctx context.Context, bmcName, systemID string) (*metalv1alpha1.Server, error) {
+	var servers metalv1alpha1.ServerList
+	if err := b.Client.List(ctx, &servers, client.MatchingLabels{controller.LabelBMC: bmcName}); err != nil {
+		return nil, err
+	}
+	for i := range servers.Items {
+		s := &servers.Items[i]
+		if s.Spec.BMCRef != nil && s.Spec.BMCRef.Name == bmcName && strings.EqualFold(systemIDOf(s), systemID) {
+			return s, nil
+		}
+	}
+	return nil, fmt.Errorf("no server of BMC %s is system %s", bmcName, systemID)
+}
+
+// serverByUUID finds the server a PXE request came from by its host's UUID, for hosts added
+// without their BMC (tests whose systems have good UUIDs). Servers are named after their UUID
 // when they have one, so that is one Get; only a server with a fallback name needs the list.
 func (b *BootService) serverByUUID(ctx context.Context, uuid string) (*metalv1alpha1.Server, error) {
 	var server metalv1alpha1.Server

@@ -4,6 +4,7 @@
 package lab
 
 import (
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -14,9 +15,21 @@ import (
 
 // Host is one simulated machine's in-band side: the hardware tree metalprobe reads.
 type Host struct {
-	UUID    string
-	Fixture string
-	Root    string
+	// UUID is the host's own UUID, its system's in the simulator (SystemSpec.UUID): unique, the
+	// key the boot service and tests know it by. The firmware may hold another (SMBIOSUUID).
+	UUID string
+	// SMBIOSUUID, when set, is the UUID the host's firmware holds instead of UUID, as a vendor
+	// placeholder or all zeros (SetSMBIOSUUID).
+	SMBIOSUUID string
+	// SerialNumber, when set, is the serial number the host's firmware holds (SetSerialNumber):
+	// its system's, as the BMC reports it.
+	SerialNumber string
+	// BMC and SystemID, when set, are the BMC (its object's name) and system Id the host sits
+	// behind: the boot service finds its Server by them, as a real one does by the NIC's MAC.
+	// Without them it finds the Server by UUID, which a placeholder or shared UUID cannot do.
+	BMC, SystemID string
+	Fixture       string
+	Root          string
 	// Disks are the host's disks, regular files <Root>/dev/<name> of DiskBytes each, filled
 	// with a pattern so that a wipe can be checked byte by byte.
 	Disks []string
@@ -54,4 +67,40 @@ func PrepareHost(fixture, dir, uuid string) (Host, error) {
 		return Host{}, fmt.Errorf("making the host's disks: %w", err)
 	}
 	return Host{UUID: strings.ToLower(uuid), Fixture: fixture, Root: root, Disks: disks}, nil
+}
+
+// SetSMBIOSUUID makes uuid the UUID the host's firmware holds (and the probe reads) instead of
+// its own: a placeholder, which its BMC reports too.
+func (h *Host) SetSMBIOSUUID(uuid string) error {
+	if uuid == "" {
+		return errors.New("setting the host's SMBIOS UUID: empty")
+	}
+	if h.Root != "" {
+		uuidFile := filepath.Join(h.Root, "sys", "class", "dmi", "id", "product_uuid")
+		if err := os.WriteFile(uuidFile, []byte(strings.ToUpper(uuid)+"\n"), 0o644); err != nil {
+			return fmt.Errorf("setting the host's SMBIOS UUID: %w", err)
+		}
+	}
+	h.SMBIOSUUID = strings.ToLower(uuid)
+	return nil
+}
+
+// SetSerialNumber makes serial the serial number the host's firmware holds (and the probe
+// reads).
+func (h *Host) SetSerialNumber(serial string) error {
+	if h.Root != "" {
+		if err := os.WriteFile(filepath.Join(h.Root, "sys", "class", "dmi", "id", "product_serial"), []byte(serial+"\n"), 0o644); err != nil {
+			return fmt.Errorf("setting the host's serial number: %w", err)
+		}
+	}
+	h.SerialNumber = serial
+	return nil
+}
+
+// ReadsUUID is the UUID the host's firmware holds: SMBIOSUUID when set, else its own.
+func (h Host) ReadsUUID() string {
+	if h.SMBIOSUUID != "" {
+		return h.SMBIOSUUID
+	}
+	return h.UUID
 }

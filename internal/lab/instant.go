@@ -5,6 +5,7 @@ import (
 	"crypto/tls"
 	"fmt"
 	"net/http"
+	"strings"
 	"sync"
 	"time"
 
@@ -48,7 +49,16 @@ func (p *InstantProbes) Probe(ctx context.Context, ign []byte, host Host) error 
 	if err != nil {
 		return err
 	}
-	rep.SystemUUID, rep.CollectedAt = host.UUID, time.Now().UTC()
+	// The host reads what its firmware holds: perhaps a placeholder, the same on many hosts.
+	rep.SystemUUID, rep.CollectedAt = host.ReadsUUID(), time.Now().UTC()
+	if rep.Inventory.DMI != nil {
+		dmi := *rep.Inventory.DMI
+		dmi.System.UUID = strings.ToUpper(rep.SystemUUID)
+		if host.SerialNumber != "" {
+			dmi.System.SerialNumber = host.SerialNumber
+		}
+		rep.Inventory.DMI = &dmi
+	}
 	switch cfg.Mode {
 	case ignition.ModeWipe:
 		rep.Wipe = instantWipe(rep.Inventory.Storage, cfg.WipePolicy)

@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"syscall"
 	"time"
@@ -98,10 +99,59 @@ func (o *Options) defaults() {
 // Fixtures the lab's hosts are made from, in turn.
 var hostFixtures = []string{"small-vm", "dual-socket", "storage-1u"}
 
-// Vendor profiles the lab's BMCs cycle through. Profiles whose systems report no UUID
-// (openbmc) or the manager's UUID (supermicro) are left out: the registry ties a probe's
-// report to the system UUID, so such systems cannot be discovered yet (see docs).
-var labProfiles = []bmcsim.Profile{bmcsim.ProfileGeneric, bmcsim.ProfileDell, bmcsim.ProfileHPE, bmcsim.ProfileLenovo}
+// labBMC is one kind of BMC in the lab: a vendor profile, and quirks added to its own.
+type labBMC struct {
+	profile bmcsim.Profile
+	add     bmcsim.Quirks // OR-ed into the profile's quirks (booleans only)
+	about   string
+}
+
+// labBMCs are the kinds of BMC the lab's BMCs cycle through: the vendor profiles, then the
+// systems whose UUID cannot identify them (docs/identity.md). OpenBMC reports no UUID;
+// Supermicro reports its first system's UUID for every system; and three kinds of firmware
+// never programmed one, so every board has the same: all zeros, all F, AMI's placeholder.
+// Each is named by BMC and system Id, and discovered by its token like any other. The
+// well-behaved profiles come first: a small lab (and the lab's VMs, on the first BMCs) gets
+// those.
+var labBMCs = []labBMC{
+	{profile: bmcsim.ProfileGeneric, about: "generic"},
+	{profile: bmcsim.ProfileDell, about: "Dell"},
+	{profile: bmcsim.ProfileHPE, about: "HPE"},
+	{profile: bmcsim.ProfileLenovo, about: "Lenovo"},
+	{profile: bmcsim.ProfileSupermicro, about: "Supermicro: one UUID for every system"},
+	{profile: bmcsim.ProfileOpenBMC, about: "OpenBMC: no UUID"},
+	{profile: bmcsim.ProfileGeneric, add: bmcsim.Quirks{ZeroSystemUUID: true}, about: "whitebox: all-zero UUID"},
+	{profile: bmcsim.ProfileLenovo, add: bmcsim.Quirks{AllFSystemUUID: true}, about: "Lenovo, replaced board: all-F UUID"},
+	{profile: bmcsim.ProfileSupermicro, add: bmcsim.Quirks{PlaceholderSystemUUID: true}, about: "Supermicro: AMI placeholder UUID"},
+}
+
+// BMCKinds describes the kinds of BMC the lab's BMCs cycle through, in order: a lab with this
+// many BMCs has one of each.
+func BMCKinds() []string {
+	out := make([]string, len(labBMCs))
+	for i, k := range labBMCs {
+		out[i] = k.about
+	}
+	return out
+}
+
+// quirks is the kind's quirk set: its profile's, with its own added.
+func (k labBMC) quirks() (bmcsim.Quirks, error) {
+	q, err := bmcsim.ProfileQuirks(k.profile)
+	if err != nil {
+		return q, err
+	}
+	have, add := reflect.ValueOf(&q).Elem(), reflect.ValueOf(k.add)
+	for i := range add.NumField() {
+		if f := add.Field(i); f.Kind() == reflect.Bool && f.Bool() {
+			have.Field(i).SetBool(true)
+		}
+	}
+	return q, nil
+}
+
+// labBMCName is the name of lab BMC i's Endpoint, and so of its BMC.
+func labBMCName(i int) string { return fmt.Sprintf("lab-bmc-%02d", i) }
 
 // Lab credentials: each vendor entry lists a wrong default first, so enrollment shows the
 // Endpoint reconciler trying credentials in turn.
@@ -225,6 +275,9 @@ func Start(ctx context.Context, opts Options) (l *Lab, err error) {
 	o.SystemNamespace, o.ProbeImage = Namespace, "lab/metalprobe:dev"
 	o.Discovery.Timeout = opts.DiscoveryTimeout
 	o.Discovery.InstallTimeout = opts.DiscoveryTimeout
+	// The lab's tenant OS does not act on the ACPI power button: a claim's power Off is forced
+	// after a grace period short enough to watch.
+	o.Settings.Power.GracefulShutdown = 20 * time.Second
 	if opts.ManagerBinary != "" {
 		if opts.ManagerConfig != nil {
 			return nil, errors.New("lab: ManagerConfig is for in-process managers only")
@@ -307,9 +360,18 @@ func (l *Lab) newBootManager() (ctrl.Manager, error) {
 }
 
 // startFleet starts the simulated BMCs (TLS, varied vendor profiles, each at its own loopback
-// address on one port) with the servers spread over them, and prepares each server's host.
+// address on one port) with the servers spread over them, and prepares each server's host: its
+// firmware holds the UUID its BMC's kind gives it (a placeholder for some), and it knows its BMC
+// and system Id, which is how the boot service finds its Server.
 func (l *Lab) startFleet() error {
 	perBMC := make([][]bmcsim.SystemSpec, l.Opts.BMCs)
+	quirks := make([]bmcsim.Quirks, l.Opts.BMCs)
+	for i := range quirks {
+		var err error
+		if quirks[i], err = labBMCs[i%len(labBMCs)].quirks(); err != nil {
+			return err
+		}
+	}
 	var instant *InstantProbes
 	if l.Opts.InstantProbes {
 		instant = NewInstantProbes()
@@ -325,8 +387,16 @@ func (l *Lab) startFleet() error {
 				return err
 			}
 		}
+		if reads := quirks[i%l.Opts.BMCs].HostUUID(spec.UUID); reads != spec.UUID {
+			if err := host.SetSMBIOSUUID(reads); err != nil {
+				return err
+			}
+		}
+		if err := host.SetSerialNumber(spec.SerialNumber); err != nil {
+			return err
+		}
+		host.BMC = labBMCName(i % l.Opts.BMCs)
 		l.Hosts = append(l.Hosts, host)
-		l.Boots.AddHost(host)
 		perBMC[i%l.Opts.BMCs] = append(perBMC[i%l.Opts.BMCs], spec)
 	}
 	if l.vms != nil {
@@ -336,33 +406,59 @@ func (l *Lab) startFleet() error {
 		return bmcsim.Options{
 			Username: labUser, Password: Password,
 			SerialNumber: fmt.Sprintf("LAB-BMC-%02d", i),
-			Profile:      labProfiles[i%len(labProfiles)], Systems: perBMC[i],
+			Profile:      labBMCs[i%len(labBMCs)].profile, Quirks: &quirks[i], Systems: perBMC[i],
 		}
 	})
 	if err != nil {
 		return err
 	}
 	l.fleet, l.BMCs = fleet, fleet.BMCs
+	// Server i is the (i / BMCs)-th system of its BMC, which named it.
+	for i := range l.Hosts {
+		l.Hosts[i].SystemID = l.BMCs[i%len(l.BMCs)].SystemIDs()[i/len(l.BMCs)]
+		l.Boots.AddHost(l.Hosts[i])
+	}
 	for _, sim := range l.BMCs {
 		sim.OnPowerOn(l.Boots.PowerOn)
 	}
 	return nil
 }
 
-// bmcMAC is the MAC of simulated BMC i. The lab's MAC-prefix DB has one entry per vendor
-// profile: every BMC listens on the fleet's one port, each at its own loopback address.
+// HostOf is the host behind a Server, with its simulated BMC: the one behind its BMC and
+// system Id.
+func (l *Lab) HostOf(s *metalv1alpha1.Server) (Host, *bmcsim.BMC, bool) {
+	if s.Spec.BMCRef == nil {
+		return Host{}, nil, false
+	}
+	id := systemIDOf(s)
+	for i, h := range l.Hosts {
+		if h.BMC == s.Spec.BMCRef.Name && strings.EqualFold(h.SystemID, id) {
+			return h, l.BMCs[i%len(l.BMCs)], true
+		}
+	}
+	return Host{}, nil, false
+}
+
+// systemIDOf is the Id of a Server's system, from the end of its Redfish URI.
+func systemIDOf(s *metalv1alpha1.Server) string {
+	uri := strings.TrimSuffix(s.Spec.SystemURI, "/")
+	return uri[strings.LastIndex(uri, "/")+1:]
+}
+
+// bmcMAC is the MAC of simulated BMC i. The lab's MAC-prefix DB has one entry per kind of
+// BMC: every BMC listens on the fleet's one port, each at its own loopback address.
 func bmcMAC(i int) (prefix, mac string) {
-	prefix = fmt.Sprintf("02:1f:a%d", i%len(labProfiles))
+	prefix = fmt.Sprintf("02:1f:%02x", 0xa0+i%len(labBMCs))
 	return prefix, fmt.Sprintf("%s:%02x:%02x:%02x", prefix, i>>16&0xff, i>>8&0xff, i&0xff)
 }
 
 func (l *Lab) writeVendorFiles() (macdbPath, caPath string, err error) {
 	var db strings.Builder
 	db.WriteString("# Generated by the Ironfleet lab: one entry per simulated BMC vendor.\nmacPrefixes:\n")
-	for i := range min(len(labProfiles), len(l.BMCs)) {
+	for i := range min(len(labBMCs), len(l.BMCs)) {
 		prefix, _ := bmcMAC(i)
 		fmt.Fprintf(&db, "- macPrefix: %q\n  manufacturer: %s\n  protocol: Redfish\n  scheme: https\n  port: %d\n  defaultCredentials:\n  - {username: %s, password: %s}\n  - {username: %s, password: %s}\n",
-			prefix, labProfiles[i], l.fleet.Port(), labUser, WrongPassword, labUser, Password)
+			prefix, labBMCs[i].profile, l.fleet.Port(), labUser, WrongPassword, labUser, Password)
 	}
 	macdbPath = filepath.Join(l.Opts.Dir, "mac-prefixes.yaml")
 	caPath = filepath.Join(l.Opts.Dir, "bmc-ca.pem")
@@ -377,7 +473,7 @@ func (l *Lab) writeVendorFiles() (macdbPath, caPath string, err error) {
 func (l *Lab) CreateEndpoints(ctx context.Context) error {
 	return Parallel(8, len(l.BMCs), func(i int) error {
 		_, mac := bmcMAC(i)
-		ep := &metalv1alpha1.Endpoint{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("lab-bmc-%02d", i)},
+		ep := &metalv1alpha1.Endpoint{ObjectMeta: metav1.ObjectMeta{Name: labBMCName(i)},
 			Spec: metalv1alpha1.EndpointSpec{MACAddress: mac, IP: bmcsim.FleetAddr(i).String()}}
 		if err := l.Client.Create(ctx, ep); err != nil && !apierrors.IsAlreadyExists(err) {
 			return err

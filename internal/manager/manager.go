@@ -110,6 +110,8 @@ func BindFlags(fs *flag.FlagSet, o *Options) {
 	fs.StringVar(&o.SystemNamespace, "system-namespace", o.SystemNamespace, "Namespace of the boot configurations and ignition Secrets Ironfleet makes for probe boots.")
 	fs.StringVar(&o.ProbeImage, "probe-image", o.ProbeImage, "metalprobe image the boot service serves for discovery and cleanup.")
 	fs.StringVar(&o.BootOperator, "boot-operator", o.BootOperator, "Which boot service serves the boot configurations the operator makes: Ironfleet's (ironfleet) or another that honours the ServerBootConfiguration contract, by the name it answers to (the metal.ironfleet.dev/boot-operator label).")
+	fs.DurationVar(&o.Settings.Power.Confirm, "power-confirm-timeout", o.Settings.Power.Confirm, "How long a BMC that took a power request may take to report it before it is sent once more (then left Unconfirmed).")
+	fs.DurationVar(&o.Settings.Power.GracefulShutdown, "graceful-shutdown-timeout", o.Settings.Power.GracefulShutdown, "How long a server's OS has to stop after a GracefulShutdown (a claim's power Off) before its power is forced off.")
 	fs.DurationVar(&o.Discovery.Timeout, "discovery-timeout", o.Discovery.Timeout, "How long a booted probe may take to report (discovery and wipe).")
 	fs.Func("discovery-attempts", fmt.Sprintf("Probe boots before a server goes to Error (default %d).", o.Discovery.Attempts), func(v string) error {
 		n, err := strconv.Atoi(v)
@@ -156,6 +158,8 @@ func (o Options) Args() []string {
 		"--system-namespace=" + o.SystemNamespace,
 		"--probe-image=" + o.ProbeImage,
 		"--boot-operator=" + o.BootOperator,
+		"--power-confirm-timeout=" + dur(o.Settings.Power.Confirm),
+		"--graceful-shutdown-timeout=" + dur(o.Settings.Power.GracefulShutdown),
 		"--discovery-timeout=" + dur(o.Discovery.Timeout),
 		"--discovery-attempts=" + strconv.Itoa(int(o.Discovery.Attempts)),
 		"--install-timeout=" + dur(o.Discovery.InstallTimeout),
@@ -231,6 +235,12 @@ func Prepare(o Options) (*Prepared, error) {
 	p.secret = client.ObjectKey{Namespace: ns, Name: name}
 	if o.Discovery.Attempts < 1 || o.Discovery.Timeout <= 0 {
 		return nil, errors.New("--discovery-timeout and --discovery-attempts must be positive")
+	}
+	if o.Settings.Power.Confirm <= 0 {
+		return nil, fmt.Errorf("--power-confirm-timeout: %s is not a positive duration", o.Settings.Power.Confirm)
+	}
+	if o.Settings.Power.GracefulShutdown <= 0 {
+		return nil, fmt.Errorf("--graceful-shutdown-timeout: %s is not a positive duration", o.Settings.Power.GracefulShutdown)
 	}
 	if o.Discovery.InstallAttempts < 1 || o.Discovery.InstallTimeout <= 0 {
 		return nil, errors.New("--install-timeout and --install-attempts must be positive")

@@ -48,3 +48,18 @@ func TestBadBootOperatorIsRefused(t *testing.T) {
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), "--boot-operator")
 }
+
+// A power timeout that is not positive stops the manager at start-up, naming the flag.
+func TestBadPowerTimeoutsAreRefused(t *testing.T) {
+	for flagName, edit := range map[string]func(*Options){
+		"--power-confirm-timeout":     func(o *Options) { o.Settings.Power.Confirm = 0 },
+		"--graceful-shutdown-timeout": func(o *Options) { o.Settings.Power.GracefulShutdown = -time.Second },
+	} {
+		o := DefaultOptions()
+		edit(&o)
+		_, err := Prepare(o)
+		if assert.Error(t, err, flagName) {
+			assert.Contains(t, err.Error(), flagName)
+		}
+	}
+}

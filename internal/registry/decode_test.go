@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"io"
 	"net/http"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -18,6 +19,10 @@ func FuzzDecodeReport(f *testing.F) {
 	f.Add([]byte(`{"systemUUID":"38947555-7742-3448-3784-823347823834","inventory":{"cpu":{"cores":8}}}`))
 	f.Add([]byte(`{"systemUUID":"x","inventory":{"storage":[{"name":"sda","size":"1Ti"}]},"wipe":{"policy":"zero","disks":[{"name":"sda","method":"zero","succeeded":true}]}}`))
 	f.Add([]byte(`{"inventory":{"memory":{"total":"not-a-quantity"}}}`))
+	// A host without a usable UUID: none, or the AMI placeholder, or garbage.
+	f.Add([]byte(`{"inventory":{"networkInterfaces":[{"name":"eno1","macAddress":"0c:c4:7a:00:00:01"}]}}`))
+	f.Add([]byte(`{"systemUUID":"03000200-0400-0500-0006-000700080009","inventory":{}}`))
+	f.Add([]byte(`{"systemUUID":"Not Settable"}`))
 	f.Add([]byte(`{} {}`))
 	f.Add([]byte(`[]`))
 	f.Fuzz(func(t *testing.T, data []byte) {
@@ -49,4 +54,43 @@ func TestDecodeBodyRefusals(t *testing.T) {
 	assert.ErrorContains(t, err, "malformed JSON")
 	status, _ = decodeBody(http.MaxBytesReader(nil, body(bytes.Repeat([]byte(" "), MaxBodyBytes+1)), MaxBodyBytes), &rep)
 	assert.Equal(t, http.StatusRequestEntityTooLarge, status)
+}
+
+// FuzzVerifyToken feeds the token check hostile bearer tokens: it must never panic, and a token
+// it accepts must be exactly the one Token mints for the server and boot it names.
+func FuzzVerifyToken(f *testing.F) {
+	s, err := NewSigner(bytes.Repeat([]byte("k"), 32))
+	if err != nil {
+		f.Fatal(err)
+	}
+	f.Add(s.Token("38947555-7742-3448-3784-823347823834", "boot-1"))
+	f.Add(s.Token("rack-4.smc-2.system.1", "0123456789abcdef"))
+	f.Add("Zm9yZ2Vk.Zm9yZ2Vk")
+	f.Add("...")
+	f.Add("")
+	f.Fuzz(func(t *testing.T, token string) {
+		server, boot, ok := s.Verify(token)
+		if ok && s.Token(server, boot) != token {
+			t.Fatalf("accepted %q for server %q boot %q, which mints another token", token, server, boot)
+		}
+	})
+}
+
+func TestTokensNameTheirServerAndBoot(t *testing.T) {
+	s, err := NewSigner(bytes.Repeat([]byte("k"), 32))
+	assert.NoError(t, err)
+	for _, name := range []string{"38947555-7742-3448-3784-823347823834", "bmc-1-system.embedded.1", "a"} {
+		server, boot, ok := s.Verify(s.Token(name, "b00t"))
+		assert.True(t, ok, name)
+		assert.Equal(t, name, server)
+		assert.Equal(t, "b00t", boot)
+	}
+	_, _, ok := s.Verify(s.Token("Not_A_Name", "b00t"))
+	assert.False(t, ok, "a name no Server can have is never taken")
+	_, _, ok = s.Verify(s.Token("a", "B00T"))
+	assert.False(t, ok, "nor a boot name the operator never makes")
+	_, _, ok = s.Verify(s.Token("a", "b00t") + ".x")
+	assert.False(t, ok)
+	_, _, ok = s.Verify(strings.Repeat("A", 400) + ".b00t.x")
+	assert.False(t, ok)
 }

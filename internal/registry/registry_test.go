@@ -5,6 +5,7 @@ import (
 	"context"
 	"crypto/tls"
 	"crypto/x509"
+	"encoding/base64"
 	"encoding/json"
 	"flag"
 	"fmt"
@@ -40,9 +41,33 @@ var (
 const (
 	uuidA = "38947555-7742-3448-3784-823347823834"
 	uuidB = "4c4c4544-0042-4a10-8039-b4c04f4d3732"
+	// shared is the UUID a Supermicro-style BMC reports for every system it manages.
+	shared = "5f3c9b7e-2a41-4d8e-9c1b-7e0f4a6d2b31"
+	// placeholder is the AMI BIOS default many boards report.
+	placeholder = "03000200-0400-0500-0006-000700080009"
+	zeros       = "00000000-0000-0000-0000-000000000000"
 	// boot is the test servers' current probe boot.
 	boot = "boot-1"
 )
+
+// The test servers: two named by their UUIDs (their identity), and systems whose UUID cannot
+// identify them, named by BMC and system Id as the BMC reconciler names them.
+const (
+	serverA     = uuidA
+	serverB     = uuidB
+	sharedOne   = "smc-1-1"
+	sharedTwo   = "smc-1-2"
+	noUUID      = "openbmc-1-system"
+	allZeros    = "whitebox-1-1"
+	withDefault = "ami-1-1"
+	dottedName  = "rack-4.smc-2.system.1"
+)
+
+var testServers = []struct{ name, uuid string }{
+	{serverA, uuidA}, {serverB, uuidB},
+	{sharedOne, shared}, {sharedTwo, shared},
+	{noUUID, ""}, {allZeros, zeros}, {withDefault, placeholder}, {dottedName, shared},
+}
 
 func TestMain(main *testing.M) {
 	code, err := run(main)
@@ -98,7 +123,7 @@ func run(main *testing.M) (int, error) {
 	pool.AppendCertsFromPEM(creds.CertPEM)
 	https = &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}}}
 
-	for _, s := range []struct{ name, uuid string }{{"server-a", uuidA}, {"server-b", uuidB}} {
+	for _, s := range testServers {
 		if err := env.Client.Create(ctx, &m.Server{ObjectMeta: metav1.ObjectMeta{Name: s.name, Annotations: map[string]string{m.AnnotationProbeBoot: boot}},
 			Spec: m.ServerSpec{SystemUUID: s.uuid}}); err != nil {
 			return 0, err
@@ -124,13 +149,29 @@ func post(t *testing.T, path, token string, body []byte) (int, string) {
 	return resp.StatusCode, string(msg)
 }
 
-func reportFor(uuid string, cores int32) []byte {
-	data, _ := json.Marshal(report.Report{SystemUUID: uuid, ProbeVersion: "test", CollectedAt: time.Now(),
+// reportFor is a report of a host that reads uuid, with cores cores and NICs with macs.
+func reportFor(uuid string, cores int32, macs ...string) []byte {
+	rep := report.Report{SystemUUID: uuid, ProbeVersion: "test", CollectedAt: time.Now(),
 		Inventory: m.Inventory{CPU: m.CPUSummary{Cores: cores, Sockets: 1},
 			Memory:  m.MemorySummary{Total: resource.NewQuantity(8<<30, resource.BinarySI)},
 			Storage: []m.StorageDevice{{Name: "nvme0n1", SerialNumber: "S1", Size: resource.NewQuantity(1<<40, resource.BinarySI)}}},
-		Warnings: []string{"lldp: lldpctl not found"}})
+		Warnings: []string{"lldp: lldpctl not found"}}
+	for i, mac := range macs {
+		rep.Inventory.NetworkInterfaces = append(rep.Inventory.NetworkInterfaces, m.NetworkInterface{Name: fmt.Sprintf("eno%d", i+1), MACAddress: mac})
+	}
+	data, _ := json.Marshal(rep)
 	return data
+}
+
+// stored waits until the server's inventory is a probe's with cores cores.
+func stored(t *testing.T, name string, cores int32) *m.Server {
+	t.Helper()
+	var s *m.Server
+	require.Eventually(t, func() bool {
+		s = server(t, name)
+		return s.Status.Inventory != nil && s.Status.Inventory.Source == "Probe" && s.Status.Inventory.CPU.Cores == cores
+	}, 10*time.Second, 50*time.Millisecond, "server %s stores the report with %d cores", name, cores)
+	return s
 }
 
 func server(t *testing.T, name string) *m.Server {
@@ -141,21 +182,22 @@ func server(t *testing.T, name string) *m.Server {
 }
 
 func TestAcceptsAReportSignedByItsServer(t *testing.T) {
-	status, msg := post(t, "/v1/reports", signer.Token(uuidA, boot), reportFor(uuidA, 24))
+	status, msg := post(t, "/v1/reports", signer.Token(serverA, boot), reportFor(strings.ToUpper(uuidA), 24))
 	require.Equal(t, http.StatusNoContent, status, msg)
-	require.Eventually(t, func() bool { return server(t, "server-a").Status.Inventory != nil }, 10*time.Second, 50*time.Millisecond)
-	inv := server(t, "server-a").Status.Inventory
+	inv := stored(t, serverA, 24).Status.Inventory
 	assert.Equal(t, "Probe", inv.Source)
 	assert.Equal(t, int32(24), inv.CPU.Cores)
 	assert.Equal(t, "S1", inv.Storage[0].SerialNumber)
 	assert.Equal(t, "test", inv.CollectorVersion)
 	assert.Equal(t, []string{"lldp: lldpctl not found"}, inv.Warnings, "nothing the probe sent is thrown away")
 	assert.NotNil(t, inv.ReportedAt)
-	assert.Equal(t, m.SummarizeInventory(inv), server(t, "server-a").Status.Hardware, "kubectl get servers shows the report's summary")
+	assert.Equal(t, m.SummarizeInventory(inv), server(t, serverA).Status.Hardware, "kubectl get servers shows the report's summary")
 }
 
 func TestRefusesWhatItShould(t *testing.T) {
-	before := server(t, "server-b").DeepCopy()
+	before := server(t, serverB).DeepCopy()
+	otherKey, err := registry.NewSigner([]byte(strings.Repeat("k", 32)))
+	require.NoError(t, err)
 	cases := []struct {
 		name   string
 		path   string
@@ -165,19 +207,23 @@ func TestRefusesWhatItShould(t *testing.T) {
 		says   string
 	}{
 		{"no token", "/v1/reports", "", reportFor(uuidB, 1), http.StatusUnauthorized, "bearer token is required"},
-		{"another server's token", "/v1/reports", signer.Token(uuidA, boot), reportFor(uuidB, 1), http.StatusForbidden, "does not belong to server"},
+		// Server A's valid token with a report about B's machine: it is refused, and it could
+		// never land on B, whose token it is not.
+		{"another server's token", "/v1/reports", signer.Token(serverA, boot), reportFor(uuidB, 1), http.StatusForbidden, "the server's is " + uuidA},
 		{"forged token", "/v1/reports", "Zm9yZ2Vk", reportFor(uuidB, 1), http.StatusForbidden, "does not belong"},
-		{"malformed JSON", "/v1/reports", signer.Token(uuidB, boot), []byte(`{"systemUUID": `), http.StatusBadRequest, "malformed JSON"},
-		{"unknown field", "/v1/reports", signer.Token(uuidB, boot), []byte(`{"systemUUID":"` + uuidB + `","bogus":1}`), http.StatusBadRequest, "unknown field"},
-		{"trailing data", "/v1/reports", signer.Token(uuidB, boot), append(reportFor(uuidB, 1), []byte(`{}`)...), http.StatusBadRequest, "trailing data"},
-		{"not a UUID", "/v1/reports", signer.Token("nope", boot), []byte(`{"systemUUID":"nope"}`), http.StatusBadRequest, "is not a UUID"},
-		{"oversized", "/v1/reports", signer.Token(uuidB, boot), []byte(`{"systemUUID":"` + uuidB + `","warnings":["` + strings.Repeat("x", 2<<20) + `"]}`), http.StatusRequestEntityTooLarge, "exceeds"},
-		{"unknown server", "/v1/reports", signer.Token("00000000-1111-2222-3333-444444444444", boot), reportFor("00000000-1111-2222-3333-444444444444", 1), http.StatusNotFound, "no server has systemUUID"},
-		{"boot state for another server", "/v1/bootstate", signer.Token(uuidA, boot), []byte(`{"systemUUID":"` + uuidB + `","state":"Booted"}`), http.StatusForbidden, "does not belong"},
+		{"another registry's token", "/v1/reports", otherKey.Token(serverB, boot), reportFor(uuidB, 1), http.StatusForbidden, "does not belong"},
+		{"a token naming no valid server name", "/v1/reports", "Qk9HVVMh." + boot + ".Zm9yZ2Vk", reportFor(uuidB, 1), http.StatusForbidden, "does not belong"},
+		{"malformed JSON", "/v1/reports", signer.Token(serverB, boot), []byte(`{"systemUUID": `), http.StatusBadRequest, "malformed JSON"},
+		{"unknown field", "/v1/reports", signer.Token(serverB, boot), []byte(`{"systemUUID":"` + uuidB + `","bogus":1}`), http.StatusBadRequest, "unknown field"},
+		{"trailing data", "/v1/reports", signer.Token(serverB, boot), append(reportFor(uuidB, 1), []byte(`{}`)...), http.StatusBadRequest, "trailing data"},
+		{"oversized", "/v1/reports", signer.Token(serverB, boot), []byte(`{"systemUUID":"` + uuidB + `","warnings":["` + strings.Repeat("x", 2<<20) + `"]}`), http.StatusRequestEntityTooLarge, "exceeds"},
+		{"unknown server", "/v1/reports", signer.Token("no-such-server", boot), reportFor("00000000-1111-2222-3333-444444444444", 1), http.StatusNotFound, "no server no-such-server"},
+		{"boot state for another server", "/v1/bootstate", signer.Token(serverA, boot), []byte(`{"systemUUID":"` + uuidB + `","state":"Booted"}`), http.StatusForbidden, "about another machine"},
 		// A probe of an earlier boot that reports late (it kept retrying while the registry
 		// was away) must not have its wipe taken for the current boot's.
-		{"an earlier boot's token", "/v1/reports", signer.Token(uuidB, "boot-0"), reportFor(uuidB, 1), http.StatusForbidden, "earlier probe boot"},
+		{"an earlier boot's token", "/v1/reports", signer.Token(serverB, "boot-0"), reportFor(uuidB, 1), http.StatusForbidden, "earlier probe boot of server " + serverB},
 		{"a token without a boot", "/v1/reports", "Zm9yZ2Vk.Zm9yZ2Vk", reportFor(uuidB, 1), http.StatusForbidden, "does not belong"},
+		{"a token whose server was changed", "/v1/reports", retarget(signer.Token(serverA, boot), serverB), reportFor(uuidB, 1), http.StatusForbidden, "does not belong"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -186,25 +232,75 @@ func TestRefusesWhatItShould(t *testing.T) {
 			assert.Contains(t, msg, c.says)
 		})
 	}
-	after := server(t, "server-b")
+	after := server(t, serverB)
 	assert.Equal(t, before.ResourceVersion, after.ResourceVersion, "no refused request changed the server")
 	assert.Nil(t, after.Status.Inventory)
 }
 
-func TestBootStateBecomesACondition(t *testing.T) {
-	status, msg := post(t, "/v1/bootstate", signer.Token(uuidB, boot), []byte(`{"systemUUID":"`+uuidB+`","state":"Wiping","message":"3 disks"}`))
-	require.Equal(t, http.StatusNoContent, status, msg)
-	require.Eventually(t, func() bool {
-		for _, c := range server(t, "server-b").Status.Conditions {
-			if c.Type == registry.ConditionProbe && c.Reason == "Wiping" && c.Message == "3 disks" {
-				return true
-			}
-		}
-		return false
-	}, 10*time.Second, 50*time.Millisecond)
+// retarget is token with its server field replaced by another server's name.
+func retarget(token, server string) string {
+	fields := strings.SplitN(token, ".", 2)
+	return base64.RawURLEncoding.EncodeToString([]byte(server)) + "." + fields[1]
+}
 
-	status, _ = post(t, "/v1/bootstate", signer.Token(uuidB, boot), []byte(`{"systemUUID":"`+uuidB+`","state":"not camel"}`))
-	assert.Equal(t, http.StatusBadRequest, status)
+// TestSystemsSharingAUUIDEachReportToTheirOwnServer: two systems a BMC reports with one UUID
+// (and a third, of another BMC, with it too) each report with their own token; each report lands
+// on its own Server, whatever UUID the host reads.
+func TestSystemsSharingAUUIDEachReportToTheirOwnServer(t *testing.T) {
+	for i, c := range []struct {
+		server, reads string
+		cores         int32
+	}{
+		{sharedOne, shared, 11},
+		// Supermicro's BMC reports the first system's UUID for all; the host reads its own.
+		{sharedTwo, "6a8b1c2d-3e4f-4a5b-8c6d-7e8f9a0b1c2d", 12},
+		{dottedName, shared, 13},
+	} {
+		mac := fmt.Sprintf("0c:c4:7a:00:01:%02x", i)
+		status, msg := post(t, "/v1/reports", signer.Token(c.server, boot), reportFor(c.reads, c.cores, mac))
+		require.Equal(t, http.StatusNoContent, status, "%s: %s", c.server, msg)
+		s := stored(t, c.server, c.cores)
+		assert.Equal(t, mac, s.Status.Inventory.NetworkInterfaces[0].MACAddress)
+		assert.Equal(t, shared, s.Spec.SystemUUID, "the BMC's UUID stays as the BMC said, for people")
+	}
+	// A report with sharedOne's token about sharedTwo's machine (same UUID, its NICs) is
+	// refused: sharedOne's probe reported its NICs, and these are not them.
+	before := server(t, sharedTwo).ResourceVersion
+	status, msg := post(t, "/v1/reports", signer.Token(sharedOne, boot), reportFor(shared, 99, "0c:c4:7a:00:01:01"))
+	assert.Equal(t, http.StatusForbidden, status, msg)
+	assert.Contains(t, msg, "none of the host's NICs (0c:c4:7a:00:01:01) is one of the server's (0c:c4:7a:00:01:00)")
+	assert.Equal(t, int32(11), server(t, sharedOne).Status.Inventory.CPU.Cores, "sharedOne keeps its own report")
+	assert.Equal(t, before, server(t, sharedTwo).ResourceVersion, "and sharedTwo was never touched")
+	// A report listing no NIC cannot show it is the machine's either.
+	status, msg = post(t, "/v1/reports", signer.Token(sharedOne, boot), reportFor(shared, 99))
+	assert.Equal(t, http.StatusForbidden, status, msg)
+	assert.Contains(t, msg, "lists no NIC")
+	// The machine's next report (one NIC the same, one new) is taken.
+	status, msg = post(t, "/v1/reports", signer.Token(sharedOne, boot), reportFor(shared, 21, "0C-C4-7A-00-01-00", "0c:c4:7a:00:02:00"))
+	require.Equal(t, http.StatusNoContent, status, msg)
+	stored(t, sharedOne, 21)
+}
+
+// TestSystemsWithoutAUsableUUIDAreDiscovered: a system without a UUID, one with all zeros, one
+// with a vendor placeholder each report, whatever the host reads, and their reports are stored.
+func TestSystemsWithoutAUsableUUIDAreDiscovered(t *testing.T) {
+	for _, c := range []struct {
+		server, reads string
+		cores         int32
+	}{
+		{noUUID, "", 31},
+		{allZeros, zeros, 32},
+		{withDefault, placeholder, 33},
+	} {
+		status, msg := post(t, "/v1/reports", signer.Token(c.server, boot), reportFor(c.reads, c.cores))
+		require.Equal(t, http.StatusNoContent, status, "%s: %s", c.server, msg)
+		stored(t, c.server, c.cores)
+	}
+	// What the probe read is information only: a host that reads garbage is still taken.
+	status, msg := post(t, "/v1/bootstate", signer.Token(noUUID, boot), []byte(`{"systemUUID":"Not Settable","state":"Booted"}`))
+	assert.Equal(t, http.StatusNoContent, status, msg)
+	status, msg = post(t, "/v1/bootstate", signer.Token(withDefault, boot), []byte(`{"state":"Booted"}`))
+	assert.Equal(t, http.StatusNoContent, status, msg)
 }
 
 func TestHealthz(t *testing.T) {
@@ -221,11 +317,12 @@ func TestTokensSurviveRestarts(t *testing.T) {
 	require.NoError(t, err)
 	again, err := registry.NewSigner(creds.HMACKey)
 	require.NoError(t, err)
-	assert.Equal(t, signer.Token(uuidA, boot), again.Token(uuidA, boot))
-	assert.NotEqual(t, signer.Token(uuidA, boot), signer.Token(uuidB, boot))
-	got, ok := again.Verify(strings.ToUpper(uuidA), signer.Token(uuidA, boot))
-	assert.True(t, ok, "UUID case does not matter")
+	assert.Equal(t, signer.Token(serverA, boot), again.Token(serverA, boot))
+	assert.NotEqual(t, signer.Token(serverA, boot), signer.Token(serverB, boot))
+	name, got, ok := again.Verify(signer.Token(dottedName, boot))
+	assert.True(t, ok)
+	assert.Equal(t, dottedName, name, "a name with dots travels in the token whole")
 	assert.Equal(t, boot, got)
-	_, ok = again.Verify(uuidA, strings.Replace(signer.Token(uuidA, boot), boot, "boot-2", 1))
+	_, _, ok = again.Verify(strings.Replace(signer.Token(serverA, boot), "."+boot+".", ".boot-2.", 1))
 	assert.False(t, ok, "the boot is signed too")
 }

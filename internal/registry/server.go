@@ -10,6 +10,7 @@ import (
 	"net"
 	"net/http"
 	"regexp"
+	"sort"
 	"strings"
 	"time"
 
@@ -19,22 +20,20 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	metalv1alpha1 "github.com/ironfleet/ironfleet/apis/metal/v1alpha1"
+	"github.com/ironfleet/ironfleet/internal/identity"
 	"github.com/ironfleet/ironfleet/internal/report"
 )
 
 // MaxBodyBytes bounds a request body; larger ones get 413.
 const MaxBodyBytes = 1 << 20
 
-// IndexServerByUUID is the field index the registry finds a report's Server by.
-const IndexServerByUUID = "spec.systemUUID"
-
 // Server handles probe requests.
 type Server struct {
-	// Client reads Servers (through the manager's cache, with IndexServerByUUID) and writes
-	// their status.
+	// Client reads Servers (through the manager's cache) and writes their status.
 	Client client.Client
-	// APIReader reads a Server around the cache when its probe boot looks superseded: the
-	// cache may not have seen the boot the probe was given yet. Optional.
+	// APIReader reads a Server around the cache: to check that the token's boot is still the
+	// Server's current one (the cache may be behind its start or end), and to find a Server the
+	// cache has not seen yet. Optional.
 	APIReader client.Reader
 	Signer    *Signer
 	Log       logr.Logger
@@ -64,19 +63,29 @@ func writeError(w http.ResponseWriter, status int, format string, args ...any) {
 	_ = json.NewEncoder(w).Encode(apiError{Error: fmt.Sprintf(format, args...)})
 }
 
-var uuidPattern = regexp.MustCompile(`^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$`)
-
 // authenticated is a decoded request body that passed the token check, with its server.
 type authenticated struct {
 	server *metalv1alpha1.Server
 }
 
-// decodeAndAuthorize reads a bounded, strict JSON body into v, then checks the bearer token
-// against the UUID the body names, finds that server, and checks that the token is for its
-// current probe boot. It writes the refusal itself and returns nil when the request is refused.
-// Order matters: 401 before reading anything, then 413/400 on the body, then 403 on a token
-// that is not this server's, then 404 for an unknown server, then 403 for a boot that is over.
-func (s *Server) decodeAndAuthorize(w http.ResponseWriter, r *http.Request, v any, uuidOf func() string) *authenticated {
+// about is what a request body says about the machine that sent it: information to check
+// against the Server the token names, never what finds the Server.
+type about struct {
+	// systemUUID is the SMBIOS UUID the probe read (may be empty, or a placeholder).
+	systemUUID string
+	// macs are the MACs of the host's NICs; nil for a request that lists none (a boot state).
+	macs []string
+	// listsNICs says the body is a report, whose NICs are compared with the server's.
+	listsNICs bool
+}
+
+// decodeAndAuthorize reads a bounded, strict JSON body into v, checks the bearer token, finds
+// the server the token names, checks that the token is for its current probe boot, and that the
+// body is about that server's machine. It writes the refusal itself and returns nil when the
+// request is refused. Order matters: 401 before reading anything, then 413/400 on the body, then
+// 403 on a token this registry did not mint, then 404 for a server that does not exist, then 403
+// for a boot that is over, then 403 for a body about another machine.
+func (s *Server) decodeAndAuthorize(w http.ResponseWriter, r *http.Request, v any, aboutOf func() about) *authenticated {
 	token, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
 	if !ok || strings.TrimSpace(token) == "" {
 		writeError(w, http.StatusUnauthorized, "a bearer token is required")
@@ -86,28 +95,103 @@ func (s *Server) decodeAndAuthorize(w http.ResponseWriter, r *http.Request, v an
 		writeError(w, status, "%v", err)
 		return nil
 	}
-	uuid := strings.ToLower(uuidOf())
-	if !uuidPattern.MatchString(uuid) {
-		writeError(w, http.StatusBadRequest, "systemUUID %q is not a UUID", truncate(uuid, 64))
-		return nil
-	}
-	boot, ok := s.Signer.Verify(uuid, token)
+	name, boot, ok := s.Signer.Verify(strings.TrimSpace(token))
 	if !ok {
-		s.Log.Info("refused a probe request: the token is not this server's", "systemUUID", uuid, "remote", r.RemoteAddr)
-		writeError(w, http.StatusForbidden, "the token does not belong to server %s", uuid)
+		s.Log.Info("refused a probe request: its token is not one this registry issued", "remote", r.RemoteAddr)
+		writeError(w, http.StatusForbidden, "the token does not belong to any server of this registry")
 		return nil
 	}
-	server, status, err := s.findServer(r.Context(), uuid)
+	server, status, err := s.findServer(r.Context(), name)
 	if err != nil {
 		writeError(w, status, "%v", err)
 		return nil
 	}
 	if !s.currentBoot(r.Context(), server, boot) {
 		s.Log.Info("refused a probe request: its boot is over", "server", server.Name, "boot", boot)
-		writeError(w, http.StatusForbidden, "the token is for an earlier probe boot of server %s", uuid)
+		writeError(w, http.StatusForbidden, "the token is for an earlier probe boot of server %s", server.Name)
+		return nil
+	}
+	if why := otherMachine(server, aboutOf()); why != "" {
+		s.Log.Info("refused a probe request: it is about another machine", "server", server.Name, "why", why, "remote", r.RemoteAddr)
+		writeError(w, http.StatusForbidden, "the request carries server %s's token but is about another machine: %s", server.Name, why)
 		return nil
 	}
 	return &authenticated{server: server}
+}
+
+// otherMachine says why a request is not about the server's machine, or "" when nothing says it
+// is not. The UUID counts only when it is the Server's identity (identity.ServerUUID); the MACs
+// only when the Server has a probe's inventory, whose NICs are the host's own (a BMC's list may
+// be empty, or name ports the host does not see). A server with neither takes the report on
+// its token alone.
+func otherMachine(server *metalv1alpha1.Server, a about) string {
+	if want := identity.ServerUUID(server); want != "" {
+		if got := identity.Normalize(a.systemUUID); got != "" && got != want {
+			return fmt.Sprintf("the host reads system UUID %q, and the server's is %s", truncate(got, 64), want)
+		}
+	}
+	if !a.listsNICs {
+		return ""
+	}
+	known := probeMACs(server)
+	if len(known) == 0 {
+		return ""
+	}
+	for _, mac := range a.macs {
+		if known[mac] {
+			return ""
+		}
+	}
+	if len(a.macs) == 0 {
+		return fmt.Sprintf("the report lists no NIC, and the server's are %s", listMACs(known))
+	}
+	return fmt.Sprintf("none of the host's NICs (%s) is one of the server's (%s)", strings.Join(capList(a.macs, 8), ", "), listMACs(known))
+}
+
+// probeMACs are the MACs of the NICs the probe reported last time, if the server's inventory is
+// a probe's.
+func probeMACs(server *metalv1alpha1.Server) map[string]bool {
+	inv := server.Status.Inventory
+	if inv == nil || inv.Source != "Probe" {
+		return nil
+	}
+	known := map[string]bool{}
+	for _, mac := range nicMACs(inv.NetworkInterfaces) {
+		known[mac] = true
+	}
+	return known
+}
+
+// nicMACs are the NICs' usable MACs as net.HardwareAddr prints them (lower case, colons): an
+// all-zero or broadcast address names no NIC.
+func nicMACs(nics []metalv1alpha1.NetworkInterface) []string {
+	var macs []string
+	for _, nic := range nics {
+		hw, err := net.ParseMAC(strings.TrimSpace(nic.MACAddress))
+		if err != nil || len(hw) != 6 {
+			continue
+		}
+		if s := hw.String(); s != "00:00:00:00:00:00" && s != "ff:ff:ff:ff:ff:ff" {
+			macs = append(macs, s)
+		}
+	}
+	return macs
+}
+
+func listMACs(set map[string]bool) string {
+	macs := make([]string, 0, len(set))
+	for mac := range set {
+		macs = append(macs, mac)
+	}
+	sort.Strings(macs)
+	return strings.Join(capList(macs, 8), ", ")
+}
+
+func capList(ss []string, n int) []string {
+	if len(ss) > n {
+		return append(ss[:n:n], "…")
+	}
+	return ss
 }
 
 // currentBoot says whether boot is the server's current probe boot, as the API has it now (the
@@ -162,18 +246,21 @@ func decodeBody(body io.Reader, v any) (int, error) {
 	return http.StatusOK, nil
 }
 
-func (s *Server) findServer(ctx context.Context, uuid string) (*metalv1alpha1.Server, int, error) {
-	var servers metalv1alpha1.ServerList
-	if err := s.Client.List(ctx, &servers, client.MatchingFields{IndexServerByUUID: uuid}); err != nil {
-		return nil, http.StatusServiceUnavailable, fmt.Errorf("looking up server %s: %w", uuid, err)
+// findServer reads the server a token names: from the cache, or, when the cache has not seen
+// it (a Server made a moment ago), from the API.
+func (s *Server) findServer(ctx context.Context, name string) (*metalv1alpha1.Server, int, error) {
+	var server metalv1alpha1.Server
+	err := s.Client.Get(ctx, client.ObjectKey{Name: name}, &server)
+	if apierrors.IsNotFound(err) && s.APIReader != nil {
+		err = s.APIReader.Get(ctx, client.ObjectKey{Name: name}, &server)
 	}
-	switch len(servers.Items) {
-	case 0:
-		return nil, http.StatusNotFound, fmt.Errorf("no server has systemUUID %s", uuid)
-	case 1:
-		return &servers.Items[0], 0, nil
+	switch {
+	case err == nil:
+		return &server, 0, nil
+	case apierrors.IsNotFound(err):
+		return nil, http.StatusNotFound, fmt.Errorf("no server %s", name)
 	default:
-		return nil, http.StatusConflict, fmt.Errorf("%d servers share systemUUID %s", len(servers.Items), uuid)
+		return nil, http.StatusServiceUnavailable, fmt.Errorf("looking up server %s: %w", name, err)
 	}
 }
 
@@ -190,7 +277,9 @@ func (s *Server) postReport(w http.ResponseWriter, r *http.Request) {
 	// check that let it in.
 	received := metav1.NewTime(s.now())
 	var rep report.Report
-	auth := s.decodeAndAuthorize(w, r, &rep, func() string { return rep.SystemUUID })
+	auth := s.decodeAndAuthorize(w, r, &rep, func() about {
+		return about{systemUUID: rep.SystemUUID, macs: nicMACs(rep.Inventory.NetworkInterfaces), listsNICs: true}
+	})
 	if auth == nil {
 		return
 	}
@@ -223,7 +312,9 @@ func (s *Server) postReport(w http.ResponseWriter, r *http.Request) {
 
 // BootState is what the probe says about its own progress.
 type BootState struct {
-	SystemUUID string `json:"systemUUID"`
+	// SystemUUID is the SMBIOS UUID the probe read: information, checked against the Server's
+	// only when that is the Server's identity. Optional.
+	SystemUUID string `json:"systemUUID,omitempty"`
 	// State is CamelCase: Booted, Collecting, Reporting, Wiping, Failed.
 	State   string `json:"state"`
 	Message string `json:"message,omitempty"`
@@ -237,7 +328,7 @@ const ConditionProbe = "Probe"
 // postBootState records the probe's progress as the Server's Probe condition.
 func (s *Server) postBootState(w http.ResponseWriter, r *http.Request) {
 	var st BootState
-	auth := s.decodeAndAuthorize(w, r, &st, func() string { return st.SystemUUID })
+	auth := s.decodeAndAuthorize(w, r, &st, func() about { return about{systemUUID: st.SystemUUID} })
 	if auth == nil {
 		return
 	}

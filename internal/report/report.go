@@ -11,8 +11,10 @@ import (
 
 // Report is a host's hardware as metalprobe collected it in-band.
 type Report struct {
-	// SystemUUID is the SMBIOS system UUID the probe read, lower case. The registry accepts a
-	// report only when it matches the server whose token signed the request.
+	// SystemUUID is the SMBIOS system UUID the probe read, lower case; empty when it could not
+	// read one, and possibly a placeholder many machines share. It is information, not what
+	// finds the Server (the bearer token names it): the registry refuses the report only when
+	// the Server's identity is a UUID (docs/identity.md) and this is another one.
 	SystemUUID string `json:"systemUUID"`
 	// CollectedAt is when the probe collected the inventory.
 	CollectedAt time.Time `json:"collectedAt"`

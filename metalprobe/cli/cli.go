@@ -60,6 +60,20 @@ type usageError struct{ msg string }
 
 func (e usageError) Error() string { return e.msg }
 
+// whose names what a report is for, for people: the server the ignition names (the registry
+// takes the report for the server its token names) and the UUID this host reads, if any.
+func whose(server, uuid string) string {
+	switch {
+	case server != "" && uuid != "":
+		return fmt.Sprintf("server %s (this host reads system UUID %s)", server, uuid)
+	case server != "":
+		return fmt.Sprintf("server %s (this host reads no system UUID)", server)
+	case uuid != "":
+		return "system " + uuid
+	}
+	return "this host (it reads no system UUID)"
+}
+
 // Run runs metalprobe with args and returns its exit status.
 func Run(args []string, stdout, stderr io.Writer) int {
 	// Provision mode posts its progress from a goroutine of its own, which may log.
@@ -192,7 +206,7 @@ so was delivered.
 		_, _ = fmt.Fprintf(stderr, "metalprobe: %v\n", err)
 		return exitFailure
 	}
-	_, _ = fmt.Fprintf(stderr, "metalprobe: report for system %s delivered to %s\n", rep.SystemUUID, cfg.RegistryURL)
+	_, _ = fmt.Fprintf(stderr, "metalprobe: report for %s delivered to %s\n", whose(cfg.Server, rep.SystemUUID), cfg.RegistryURL)
 	if modeFailed {
 		return ExitReportedFailure
 	}

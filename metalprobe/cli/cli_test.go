@@ -231,6 +231,35 @@ func TestIgnitionProvidesTheRegistryAndFlagsOverrideIt(t *testing.T) {
 	assert.Contains(t, reg.received[2].Warnings[len(reg.received[2].Warnings)-1], "probe: ignition is for system")
 }
 
+// TestDiscoversWithoutAUUID: an ignition without a systemUUID (the server's UUID is not its
+// identity) discovers and reports; the UUID the host's firmware holds, a placeholder here, is
+// reported as it is, as information, with no warning about another system.
+func TestDiscoversWithoutAUUID(t *testing.T) {
+	reg := &registry{}
+	srv := httptest.NewServer(reg)
+	defer srv.Close()
+	root, err := fixtures.CopyRoot("small-vm", t.TempDir())
+	require.NoError(t, err)
+	const placeholder = "03000200-0400-0500-0006-000700080009"
+	require.NoError(t, os.WriteFile(filepath.Join(root, "sys", "class", "dmi", "id", "product_uuid"), []byte(placeholder+"\n"), 0o644))
+	ign := writeFile(t, "ignition.json", `{"registryURL": "`+srv.URL+`", "token": "`+token+`", "server": "smc-1-2", "mode": "discovery"}`)
+
+	r := runProbe(t, "--root", root, "--ignition", ign)
+	require.Equal(t, exitOK, r.code, r.stderr)
+	assert.Contains(t, r.stderr, "report for server smc-1-2 (this host reads system UUID "+placeholder+") delivered")
+	require.Len(t, reg.received, 1)
+	assert.Equal(t, placeholder, reg.received[0].SystemUUID)
+	assert.NotContains(t, strings.Join(reg.received[0].Warnings, "\n"), "probe:", "no ignition UUID, nothing to disagree with")
+
+	// A host whose firmware holds no UUID at all reports too.
+	require.NoError(t, os.Remove(filepath.Join(root, "sys", "class", "dmi", "id", "product_uuid")))
+	r = runProbe(t, "--root", root, "--ignition", ign)
+	require.Equal(t, exitOK, r.code, r.stderr)
+	require.Len(t, reg.received, 2)
+	assert.Empty(t, reg.received[1].SystemUUID)
+	assert.Contains(t, r.stderr, "report for server smc-1-2 (this host reads no system UUID) delivered")
+}
+
 func TestRegistryRefusalExitsOneWithItsMessage(t *testing.T) {
 	reg := &registry{status: http.StatusForbidden, body: `{"error":"the token does not belong to server 5f3c9b7e"}`}
 	srv := httptest.NewServer(reg)

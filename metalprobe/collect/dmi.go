@@ -13,8 +13,9 @@ import (
 
 // dmi fills the SMBIOS identity from /sys/class/dmi/id (ghw: Product, Baseboard, Chassis,
 // BIOS). The serial numbers and product_uuid are readable by root only on a real host; a
-// probe run unprivileged reports them empty and warns about the UUID, without which the
-// registry cannot match the report to a server.
+// probe run unprivileged reports them empty and warns about the UUID. The UUID is information
+// (the registry finds the server by the token): it may be a vendor placeholder, and is reported
+// as the firmware has it.
 //
 // ghw's chassis type (e.g. "Rack Mount Chassis") has no field in the API's DMIBoard.
 func (c *collector) dmi(_ context.Context, rep *report.Report) error {

@@ -42,12 +42,25 @@ func TestFetchIgnitionRetriesUntilServed(t *testing.T) {
 
 func TestFetchIgnitionRefusesAnIncompleteOne(t *testing.T) {
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
-		_, _ = w.Write([]byte(`{"registryURL": "https://r", "token": "s3cr3t", "mode": "discovery"}`))
+		_, _ = w.Write([]byte(`{"registryURL": "https://r", "mode": "wipe", "wipePolicy": "zero", "systemUUID": "7e0a5b1c-1d2e-4f30-8a41-5b6c7d8e9f00"}`))
 	}))
 	defer srv.Close()
 	_, _, err := fetchIgnition(context.Background(), srv.Client(), srv.URL+"/boot/tok3n", func(string, ...any) {})
-	require.ErrorContains(t, err, "systemUUID is required")
-	assert.NotContains(t, err.Error(), "s3cr3t")
+	require.ErrorContains(t, err, "token is required")
+	assert.NotContains(t, err.Error(), "tok3n")
+}
+
+// A machine whose UUID is not its identity (none, a placeholder, shared) boots with an ignition
+// that names no UUID: the token is what the probe needs.
+func TestFetchIgnitionNeedsNoUUID(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		_, _ = w.Write([]byte(`{"registryURL": "https://r", "token": "s3cr3t", "server": "smc-1-2", "mode": "discovery"}`))
+	}))
+	defer srv.Close()
+	_, cfg, err := fetchIgnition(context.Background(), srv.Client(), srv.URL+"/boot/tok3n", func(string, ...any) {})
+	require.NoError(t, err)
+	assert.Equal(t, "smc-1-2", cfg.Server)
+	assert.Empty(t, cfg.SystemUUID)
 }
 
 func TestFetchIgnitionGivesUpWithoutQuotingTheBootToken(t *testing.T) {

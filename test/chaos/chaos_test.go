@@ -134,6 +134,14 @@ func TestCrashConsistency(t *testing.T) {
 	image, checksum := l.Images.SimImage()
 	wl := newWorkload(c, image, checksum, cfg.seed, cfg.claims, cfg.maints)
 	obs := newObserver(c, cfg.observeEvery, wl.claimDeleted)
+	// The lab's hosts are known by their own UUID, which their Servers' may not be (none, a
+	// placeholder, shared): they are found by BMC and system Id.
+	obs.wipes.hostOf = func(s *m.Server) string {
+		if h, _, ok := l.HostOf(s); ok {
+			return h.UUID
+		}
+		return s.Spec.SystemUUID
+	}
 	wl.obs = obs
 	obsCtx, stopObserver := context.WithCancel(ctx)
 	obsDone, ready := make(chan struct{}), make(chan error, 1)
@@ -169,8 +177,8 @@ func TestCrashConsistency(t *testing.T) {
 	report(t, obs, kills, runs, violations)
 	checkManagerLog(t, filepath.Join(l.Opts.Dir, "manager.log"))
 	checkKills(t, cfg, kills)
-	if wl.statsNow().ServersDeleted == 0 {
-		t.Errorf("no Server was deleted: deletions were not among the faults")
+	if st := wl.statsNow(); st.ServersDeleted == 0 || st.BMCsDeleted == 0 || st.BMCSecretsDeleted == 0 || st.EndpointsDeleted == 0 || st.EndpointsRecreated == 0 {
+		t.Errorf("Servers, BMCs, BMCSecrets and Endpoints must each have been deleted (and Endpoints made again): %+v", st)
 	}
 	if n := obs.releases(); n < cfg.minReleases {
 		t.Errorf("only %d releases were followed to Available: the wipe invariant was hardly exercised", n)

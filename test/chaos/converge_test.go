@@ -118,7 +118,7 @@ func convergence(s *snapshot, l *lab.Lab, servers int) []string {
 			if last := srv.Status.LastInstall; last == nil || !last.Succeeded || last.Image != c.Spec.Image {
 				add("server %s holds claim %s/%s but its last install is %+v", srv.Name, c.Namespace, c.Name, last)
 			}
-			if target, once := sim.BootOverride(id); target != bmcsim.BootHdd || once != "Continuous" {
+			if target, once := sim.BootOverride(id); !bootsItsDisk(sim, id, wantPower) {
 				add("server %s holds claim %s/%s (installed) but its boot is %s/%s, not the disk for good", srv.Name, c.Namespace, c.Name, target, once)
 			}
 		}
@@ -127,23 +127,41 @@ func convergence(s *snapshot, l *lab.Lab, servers int) []string {
 		add("probe boot configuration %s/%s (%s, server %s) is left over", b.Namespace, b.Name, b.Spec.Purpose, b.Spec.ServerRef.Name)
 	}
 	for _, sec := range s.Secrets {
+		probe := sec.Labels[labelServer] != "" // a probe boot's ignition (older ones: owned by their Server)
 		for _, ref := range sec.OwnerReferences {
-			if ref.Kind == "Server" {
-				add("ignition Secret %s/%s is left over", sec.Namespace, sec.Name)
-			}
+			probe = probe || ref.Kind == "Server"
+		}
+		if probe {
+			add("ignition Secret %s/%s is left over", sec.Namespace, sec.Name)
 		}
 	}
 	return out
 }
 
-// simSystem is the server's simulated BMC and system Id there.
+// bootsItsDisk says whether an installed server's system boots its disk: a Continuous override to
+// Hdd; or, behind a BMC that offers no Continuous (Supermicro's), a one-time override to Hdd
+// waiting for the next power-on, or, once it was used, the last power-on booted the disk.
+func bootsItsDisk(sim *bmcsim.BMC, id, wantPower string) bool {
+	target, once := sim.BootOverride(id)
+	switch {
+	case target == bmcsim.BootHdd && once == "Continuous":
+		return true
+	case !sim.Quirks().BootOnceOnly:
+		return false
+	case target == bmcsim.BootHdd && once == "Once":
+		return true
+	}
+	log := sim.BootLog(id)
+	return wantPower == "On" && len(log) > 0 && log[len(log)-1].Boot == bmcsim.BootHdd
+}
+
+// simSystem is the server's simulated BMC and system Id there (found by BMC and Id: many of
+// the lab's systems have no UUID that could say).
 func simSystem(l *lab.Lab, s *m.Server) (*bmcsim.BMC, string) {
 	uri := strings.TrimSuffix(s.Spec.SystemURI, "/")
 	id := uri[strings.LastIndex(uri, "/")+1:]
-	for i, h := range l.Hosts {
-		if h.UUID == s.Spec.SystemUUID {
-			return l.BMCs[i%len(l.BMCs)], id
-		}
+	if _, sim, ok := l.HostOf(s); ok {
+		return sim, id
 	}
 	return &bmcsim.BMC{}, id
 }

@@ -7,6 +7,7 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 
@@ -214,4 +215,19 @@ func TestWipeTrackerCatchesAFailedDisk(t *testing.T) {
 	h.see(wiped(server("s1", m.ServerStateAvailable, nil), h.now.Add(time.Second), false), 2*time.Second)
 	require.Len(t, h.vs, 1)
 	assert.Contains(t, h.vs[0].Detail, "not wiped")
+}
+
+// A probe boot has no owner (a foreground deletion of its Server must not take it mid-wipe): it
+// passes while its Server is there, and is an orphan, with its ignition Secret, once it is gone.
+func TestCheckSnapshotCatchesAProbeBootOfAGoneServer(t *testing.T) {
+	probe := m.ServerBootConfiguration{ObjectMeta: metav1.ObjectMeta{Namespace: "ironfleet-system", Name: "s1-cleanup",
+		Labels: map[string]string{labelServer: "s1"}, Annotations: map[string]string{m.AnnotationProbeBoot: "b1"}},
+		Spec: m.ServerBootConfigurationSpec{ServerRef: m.LocalObjectReference{Name: "s1"}, Purpose: m.BootPurposeCleanup}}
+	ignition := corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: "ironfleet-system", Name: "s1-cleanup-ignition",
+		Labels: map[string]string{labelServer: "s1"}}}
+	s := &snapshot{At: time.Now(), Servers: []m.Server{server("s1", m.ServerStateCleanup, nil)},
+		Boots: []m.ServerBootConfiguration{probe}, Secrets: []corev1.Secret{ignition}}
+	assert.Empty(t, checkSnapshot(s, never))
+	s.Servers = nil
+	assert.Equal(t, map[string]int{invOrphanBoot: 2}, invariantsOf(checkSnapshot(s, never)))
 }

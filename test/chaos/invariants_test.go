@@ -15,6 +15,10 @@ import (
 
 // The invariants, by the names violations are reported under: the five of issue #9 first,
 // then four that the same observations decide and that a crash could break as well.
+// labelServer is the label a probe boot and its ignition Secret name their Server by
+// (controller.LabelServer).
+const labelServer = "metal.ironfleet.dev/server"
+
 const (
 	invTwoClaims  = "server referenced by two claims"
 	invTwoServers = "claim bound to two servers"
@@ -141,8 +145,11 @@ func checkSnapshot(s *snapshot, unenrolledFor func(name string) time.Duration) [
 	}
 	for _, b := range s.Boots {
 		key := b.Namespace + "/" + b.Name
-		if len(b.OwnerReferences) == 0 {
-			add(invOrphanBoot, "boot configuration %s (%s, server %s) has no owner", key, b.Spec.Purpose, b.Spec.ServerRef.Name)
+		// A claim's boot configuration is owned by its claim; a probe boot is owned by no one
+		// (a foreground deletion of its Server must not take it mid-wipe: docs/deletion.md) and
+		// is labelled with its Server, which must exist (below).
+		if len(b.OwnerReferences) == 0 && b.Labels[labelServer] != b.Spec.ServerRef.Name {
+			add(invOrphanBoot, "boot configuration %s (%s, server %s) has no owner and is not labelled as that server's probe boot", key, b.Spec.Purpose, b.Spec.ServerRef.Name)
 		}
 		for _, ref := range b.OwnerReferences {
 			if !ownerLive(b.Namespace, ref) {
@@ -172,6 +179,9 @@ func checkSnapshot(s *snapshot, unenrolledFor func(name string) time.Duration) [
 		}
 	}
 	for _, sec := range s.Secrets {
+		if name := sec.Labels[labelServer]; name != "" && servers[name] == nil {
+			add(invOrphanBoot, "ignition Secret %s/%s of server %s, which does not exist", sec.Namespace, sec.Name, name)
+		}
 		for _, ref := range sec.OwnerReferences {
 			if ref.Kind == "Server" && !ownerLive(sec.Namespace, ref) {
 				add(invOrphanBoot, "ignition Secret %s/%s: owner Server %s (uid %s) is gone", sec.Namespace, sec.Name, ref.Name, ref.UID)
@@ -260,7 +270,10 @@ type wipeTracker struct {
 	heldSince map[string]time.Time
 	// claimDeleted says when the workload deleted the claim with this UID.
 	claimDeleted func(uid string) (time.Time, bool)
-	Releases     []release
+	// hostOf names the host behind a server, as wipe runs name it (lab.Host.UUID); nil: its
+	// spec.systemUUID.
+	hostOf   func(*m.Server) string
+	Releases []release
 }
 
 func newWipeTracker(claimDeleted func(uid string) (time.Time, bool)) *wipeTracker {
@@ -283,7 +296,11 @@ func (w *wipeTracker) Observe(s *m.Server, at time.Time) []violation {
 			return nil
 		}
 		delete(w.inUse, s.Name)
-		rel := release{Server: s.Name, UUID: s.Spec.SystemUUID, Claim: *claim, Available: at}
+		host := s.Spec.SystemUUID
+		if w.hostOf != nil {
+			host = w.hostOf(s)
+		}
+		rel := release{Server: s.Name, UUID: host, Claim: *claim, Available: at}
 		rel.Deleted, rel.Known = w.claimDeleted(claim.UID)
 		w.Releases = append(w.Releases, rel)
 		vs := checkWipeInAPI(s, rel)

@@ -3,10 +3,13 @@ package chaos
 import (
 	"context"
 	"fmt"
+	"maps"
 	"math/rand/v2"
+	"slices"
 	"sync"
 	"time"
 
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -14,6 +17,7 @@ import (
 
 	m "github.com/ironfleet/ironfleet/apis/metal/v1alpha1"
 	"github.com/ironfleet/ironfleet/internal/controller"
+	"github.com/ironfleet/ironfleet/internal/lab"
 )
 
 const (
@@ -43,6 +47,11 @@ type workload struct {
 	maints  map[string]*maintInfo
 	seq     int
 	stats   workloadStats
+	// steps counts the workload's steps; enrolment faults come every enrolEvery of them, of
+	// each kind in turn.
+	steps, faults int
+	// unenrolled are the Endpoints it deleted, to make again once they are gone.
+	unenrolled map[string]*m.Endpoint
 }
 
 type claimInfo struct {
@@ -65,13 +74,16 @@ type maintInfo struct {
 }
 
 type workloadStats struct {
-	ClaimsCreated, ClaimsDeleted, FlashClaims, MaintsCreated, MaintsDeleted, MaintsOnClaimed, Approvals, ServersDeleted, Errors int
+	ClaimsCreated, ClaimsDeleted, FlashClaims, MaintsCreated, MaintsDeleted, MaintsOnClaimed, Approvals, ServersDeleted int
+	// What enrolled the machines, deleted (and the Endpoints made again).
+	BMCsDeleted, BMCSecretsDeleted, EndpointsDeleted, EndpointsRecreated int
+	Errors                                                               int
 }
 
 func newWorkload(c client.Client, image, checksum string, seed uint64, targetClaims, targetMaints int) *workload {
 	return &workload{c: c, image: image, checksum: checksum, rng: rand.New(rand.NewPCG(seed, 0x636c61696d73)),
 		targetClaims: targetClaims, targetMaints: targetMaints, started: time.Now(),
-		deleted: map[types.UID]time.Time{}, claims: map[string]*claimInfo{}, maints: map[string]*maintInfo{}}
+		deleted: map[types.UID]time.Time{}, claims: map[string]*claimInfo{}, maints: map[string]*maintInfo{}, unenrolled: map[string]*m.Endpoint{}}
 }
 
 // claimDeleted says when the workload asked to delete the claim with this UID.
@@ -161,6 +173,89 @@ func (w *workload) step(ctx context.Context) {
 	}
 	w.maintenance(ctx, claims.Items)
 	w.deleteServer(ctx)
+	w.enrolAgain(ctx)
+	w.deleteEnrolment(ctx)
+}
+
+// enrolEvery is how many steps (100–250 ms each, more under load) come between two enrolment
+// faults: a short run (30 kills a second apart) still has one of each kind.
+const enrolEvery = 24
+
+// deleteEnrolment, every enrolEvery steps, deletes what enrolled a BMC's machines, as an admin
+// re-enrolling them would, each kind in turn: the Endpoint (made again once it is gone:
+// enrolAgain); the BMC with its BMCSecret (kubectl delete -f of both; the Endpoint makes both
+// again); the BMC (its Endpoint makes it again once it is gone); the BMCSecret alone (kept
+// while its BMC uses it). The BMC's Servers go with it — wiped first when they may hold a
+// tenant's data, claimed ones kept — and come back: no machine may be Available unwiped
+// meanwhile (the wipe tracker), and every one must be back at the end (convergence).
+func (w *workload) deleteEnrolment(ctx context.Context) {
+	if w.steps++; w.steps%enrolEvery != enrolEvery/2 {
+		return
+	}
+	var eps m.EndpointList
+	if err := w.c.List(ctx, &eps); err != nil {
+		w.countError()
+		return
+	}
+	var live []*m.Endpoint
+	for i := range eps.Items {
+		if ep := &eps.Items[i]; ep.DeletionTimestamp.IsZero() && w.unenrolled[ep.Name] == nil {
+			live = append(live, ep)
+		}
+	}
+	if len(live) == 0 {
+		return
+	}
+	ep := live[w.rng.IntN(len(live))]
+	del := func(obj client.Object, count *int) {
+		if err := w.c.Delete(ctx, obj); client.IgnoreNotFound(err) != nil {
+			w.countError()
+			return
+		}
+		w.mu.Lock()
+		*count++
+		w.mu.Unlock()
+	}
+	bmcOf := &m.BMC{ObjectMeta: metav1.ObjectMeta{Name: ep.Name}}
+	secretOf := &m.BMCSecret{ObjectMeta: metav1.ObjectMeta{Name: ep.Name}}
+	switch w.faults % 4 {
+	case 0:
+		w.unenrolled[ep.Name] = ep.DeepCopy()
+		del(ep, &w.stats.EndpointsDeleted)
+	case 1:
+		del(bmcOf, &w.stats.BMCsDeleted)
+		del(secretOf, &w.stats.BMCSecretsDeleted)
+	case 2:
+		del(bmcOf, &w.stats.BMCsDeleted)
+	case 3:
+		del(secretOf, &w.stats.BMCSecretsDeleted)
+	}
+	w.faults++
+}
+
+// enrolAgain makes again each Endpoint deleteEnrolment deleted, once it is gone (after its
+// BMC, which goes after its Servers' wipes). It says how many are still to be made.
+func (w *workload) enrolAgain(ctx context.Context) int {
+	for name, old := range w.unenrolled {
+		err := w.c.Get(ctx, client.ObjectKey{Name: name}, &m.Endpoint{})
+		if err == nil {
+			continue
+		}
+		if !apierrors.IsNotFound(err) {
+			w.countError()
+			continue
+		}
+		ep := &m.Endpoint{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: old.Labels}, Spec: old.Spec}
+		if err := w.c.Create(ctx, ep); err != nil && !apierrors.IsAlreadyExists(err) {
+			w.countError()
+			continue
+		}
+		delete(w.unenrolled, name)
+		w.mu.Lock()
+		w.stats.EndpointsRecreated++
+		w.mu.Unlock()
+	}
+	return len(w.unenrolled)
 }
 
 // deleteServer now and then deletes a Server, claimed or not, as a careless admin would: the
@@ -349,7 +444,10 @@ func (w *workload) approve(ctx context.Context, sm *m.ServerMaintenance, claims 
 }
 
 // finish leaves the defined end state: no maintenance, no claim that is not Bound, and every
-// third Bound claim deleted too; the rest stay, so the end has both released and held servers.
+// third Bound claim deleted too, the rest staying, so the end has both released and held
+// servers; and every machine enrolled again (the Endpoints it deleted made again, once gone).
+// A claim whose Server is being deleted is not kept: that Server goes once released and
+// wiped, and the BMC or Endpoint deleted with it waits for that.
 func (w *workload) finish(ctx context.Context) (kept int, err error) {
 	var maints m.ServerMaintenanceList
 	if err := w.c.List(ctx, &maints, client.InNamespace(claimNamespace)); err != nil {
@@ -370,8 +468,17 @@ func (w *workload) finish(ctx context.Context) (kept int, err error) {
 		if !c.DeletionTimestamp.IsZero() {
 			continue
 		}
-		keep := c.Status.Phase == m.ClaimPhaseBound && bound%3 != 2
-		if c.Status.Phase == m.ClaimPhaseBound {
+		keepable := c.Status.Phase == m.ClaimPhaseBound && c.Status.ServerRef != nil
+		if keepable {
+			var s m.Server
+			err := w.c.Get(ctx, client.ObjectKey{Name: c.Status.ServerRef.Name}, &s)
+			if client.IgnoreNotFound(err) != nil {
+				return 0, err
+			}
+			keepable = err == nil && s.DeletionTimestamp.IsZero()
+		}
+		keep := keepable && bound%3 != 2
+		if keepable {
 			bound++
 		}
 		if keep {
@@ -379,6 +486,11 @@ func (w *workload) finish(ctx context.Context) (kept int, err error) {
 			continue
 		}
 		w.deleteClaim(ctx, c)
+	}
+	if err := lab.Poll(ctx, 3*time.Minute, "the deleted Endpoints to go, and be made again", func() (bool, error) {
+		return w.enrolAgain(ctx) == 0, nil
+	}); err != nil {
+		return kept, fmt.Errorf("%w (still to be made again: %v)", err, slices.Sorted(maps.Keys(w.unenrolled)))
 	}
 	return kept, nil
 }

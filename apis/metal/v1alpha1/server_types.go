@@ -21,7 +21,10 @@ const (
 
 // ServerSpec is what Ironfleet knows about a machine's identity and what is asked of it.
 type ServerSpec struct {
-	// SystemUUID is the machine's SMBIOS UUID as its BMC reports it (lower case).
+	// SystemUUID is the machine's SMBIOS UUID as its BMC reports it (lower case; empty when it
+	// reports none, or all zeros or all F). It may be a vendor placeholder or shared with other
+	// machines: it is the Server's identity only when the Server is named by it (see
+	// docs/identity.md). Probe reports are matched to their Server by token, never by UUID.
 	// +kubebuilder:validation:MaxLength=64
 	// +optional
 	SystemUUID string `json:"systemUUID,omitempty"`
@@ -83,6 +86,10 @@ type ServerStatus struct {
 	// +optional
 	// +operator-sdk:csv:customresourcedefinitions:type=status,displayName="Power state"
 	PowerState PowerState `json:"powerState,omitempty"`
+	// PowerDelivery is Ironfleet's last power request and how far it got (Requested, Sent,
+	// ShuttingDown, Confirmed, Unconfirmed); the Powered condition tells people the same.
+	// +optional
+	PowerDelivery *PowerDelivery `json:"powerDelivery,omitempty"`
 
 	// +optional
 	Manufacturer string `json:"manufacturer,omitempty"`

@@ -1,0 +1,43 @@
+package controller
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	m "github.com/ironfleet/ironfleet/apis/metal/v1alpha1"
+	"github.com/ironfleet/ironfleet/internal/fsm"
+)
+
+// TestDirtyRediscoveryWithoutAWipeReportTimesOut: a server taken from its tenant and
+// re-discovered with the wipe probe, whose last inventory (the boot before the tenant's) was
+// reported in the second this attempt began, and whose wipe never reports (its boot
+// configuration deleted, found by TestDeletionNeverPoolsAnUnwipedMachine), is not taken as
+// reported: its attempt times out like any other (it waited for ever, "inventory received").
+func TestDirtyRediscoveryWithoutAWipeReportTimesOut(t *testing.T) {
+	ctx := context.Background()
+	start := time.Date(2026, 1, 1, 10, 0, 0, 600_000_000, time.UTC)
+	server := &m.Server{
+		Spec: m.ServerSpec{SystemURI: "/redfish/v1/Systems/1"},
+		Status: m.ServerStatus{State: m.ServerStateDiscovery, LastTransitionTime: &metav1.Time{Time: start}, DiscoveryAttempts: 1,
+			Inventory:  &m.Inventory{Source: "Probe", ReportedAt: &metav1.Time{Time: start.Truncate(time.Second)}},
+			Conditions: []metav1.Condition{{Type: m.ConditionCleaned, Status: metav1.ConditionFalse, Reason: ReasonTakenFromTenant}}},
+	}
+	now := start.Add(time.Second)
+	r := ServerReconciler{Discovery: DiscoverySettings{Timeout: 4 * time.Second, Attempts: 2}, Now: func() time.Time { return now }}
+	st, err := r.discovery(ctx, server)
+	require.NoError(t, err)
+	assert.Empty(t, st.event, "the attempt goes on")
+	assert.Equal(t, ReasonAwaitingReport, st.reason)
+	assert.Contains(t, st.message, "waiting for the wipe report until")
+	assert.Equal(t, 3*time.Second, st.requeueAfter, "looked at again at its deadline")
+
+	now = start.Add(5 * time.Second)
+	st, err = r.discovery(ctx, server)
+	require.NoError(t, err)
+	assert.Equal(t, fsm.EventDiscoveryTimedOut, st.event, "no wipe report by the deadline: the attempt timed out")
+}

@@ -31,8 +31,21 @@ func TestEveryKindOfSystemIdentityReachesAvailable(t *testing.T) {
 	t.Cleanup(l.Stop)
 	require.NoError(t, l.WaitForServers(ctx, 2*kinds, metalv1alpha1.ServerStateAvailable, 4*time.Minute))
 
+	// What each BMC says of its systems (their serial numbers) is written by the BMC's poll,
+	// which may lose a race with a Server's own first writes and come again a second later:
+	// a Server can be Available before it.
 	var servers metalv1alpha1.ServerList
-	require.NoError(t, l.Client.List(ctx, &servers))
+	require.Eventually(t, func() bool {
+		if l.Client.List(ctx, &servers) != nil {
+			return false
+		}
+		for _, s := range servers.Items {
+			if s.Status.SerialNumber == "" {
+				return false
+			}
+		}
+		return true
+	}, 30*time.Second, 100*time.Millisecond, "every Server has what its BMC says of it")
 	require.Len(t, servers.Items, 2*kinds, "one Server per system")
 	byHost := map[string]*metalv1alpha1.Server{}
 	for i := range servers.Items {

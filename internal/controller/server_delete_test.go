@@ -17,6 +17,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/apimachinery/pkg/watch"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -169,12 +170,11 @@ func startServerWatch() error {
 			}
 			if rv == "" || err != nil {
 				// Whatever happened meanwhile is in the list: a pooled server stays pooled.
-				for {
-					if rv, err = list(); err == nil {
-						break
-					}
-					time.Sleep(100 * time.Millisecond) // the apiserver is busy: ask again
-				}
+				// The apiserver may be busy: asked again every 100 ms until it answers.
+				_ = wait.PollUntilContextCancel(ctx, 100*time.Millisecond, true, func(context.Context) (bool, error) {
+					rv, err = list()
+					return err == nil, nil
+				})
 			}
 		}
 	}()

@@ -94,7 +94,7 @@ func (s *Service) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result,
 func (s *Service) check(ctx context.Context, sbc *metalv1alpha1.ServerBootConfiguration, server *metalv1alpha1.Server) (verdict, error) {
 	macs := serverMACs(server)
 	if len(macs) == 0 {
-		return notReady(ReasonMACsUnknown, "server %s has no NIC MAC address in status.inventory.networkInterfaces yet: DHCP could not tell it from other hosts", server.Name), nil
+		return notReady(ReasonMACsUnknown, "server %s has no NIC MAC address in status.inventory.networkInterfaces (before its first probe report they come from its BMC's Redfish EthernetInterfaces): DHCP could not tell it from other hosts; check what the BMC reports, or serve it with another boot operator", server.Name), nil
 	}
 	for _, f := range s.requiredFiles() {
 		if err := regularFile(f); err != nil {

@@ -139,7 +139,10 @@ func TestSessionsAreReusedAcrossReconciles(t *testing.T) {
 		eventually(t, 10*time.Second, func() bool { return sim.Stats().Requests > requests }, "reconcile %d reaches the BMC", i)
 	}
 	after := sim.Stats()
-	assert.GreaterOrEqual(t, after.Requests-before.Requests, int64(20*3), "each reconcile talked to the BMC")
+	// Each touch waited for a request of its own; under load a reconcile may still be under
+	// way at the next touch, and two touches then share one poll: at least one request each is
+	// what the loop above guarantees (it flaked at 58 of "20×3" in a busy full run).
+	assert.GreaterOrEqual(t, after.Requests-before.Requests, int64(20), "each reconcile talked to the BMC")
 	assert.Equal(t, before.SessionsCreated, after.SessionsCreated, "no new session across 20 reconciles")
 }
 

@@ -66,18 +66,22 @@ func probeBootName(server *metalv1alpha1.Server, purpose metalv1alpha1.BootPurpo
 // the last step of every probe boot and of its deletion); dropLeftoverProbeBoots catches those of
 // a Server that went some other way.
 //
-// Each probe boot configuration is a boot of its own, named in an annotation on it and on the
-// Server, and its ignition carries that boot's token: the registry takes reports only for the
-// boot the Server names, so a probe of an earlier boot that reports late (it kept retrying
-// while the registry was away) cannot pass its wipe off as this one's.
+// Each probe boot configuration is a boot of its own, named in an annotation on it and in the
+// Server's status.probeBoot, and its ignition carries that boot's token: the registry takes
+// reports only for the boot the Server names, so a probe of an earlier boot that reports late
+// (it kept retrying while the registry was away) cannot pass its wipe off as this one's.
 //
-// The boot configuration is the record. A manager killed while making or renaming a boot can
-// leave the Server and the ignition Secret naming another boot than the configuration; when
+// The boot configuration is the record. ensureProbeBoot names the boot on server in memory: the
+// reconcile's one status write records it (under its optimistic lock), after the Secret and
+// the configuration are written. A manager killed (or a status write that lost its lock) in
+// between leaves the Server naming another boot than the configuration, or none, and a manager
+// killed while renaming a configuration can leave its Secret with another boot's token; when
 // the Server's name differs from the configuration's, the configuration and the Secret are read
 // through api (around the cache, which may lag: Secrets are not cached at all) and the Secret is
-// rewritten for the configuration's boot before the Server is named after it. A configuration is only named after a boot once that boot's Secret
-// is written, and so is the Server here, so a Server and configuration that agree have a Secret
-// that agrees too: only a disagreement costs the read.
+// rewritten for the configuration's boot before the Server is named after it. A configuration
+// is only named after a boot once that boot's Secret is written, and so is the Server, so a
+// Server and configuration that agree have a Secret that agrees too: only a disagreement costs
+// the read.
 //
 // A provisioning boot installs the claim's image: install renders that part of its ignition (it
 // reads the claim's ignition Secret, so it is called only when the ignition is written), and the
@@ -122,7 +126,8 @@ func ensureProbeBoot(ctx context.Context, c client.Client, api client.Reader, pb
 				return nil, err
 			}
 		}
-		return &sbc, nameProbeBoot(ctx, c, server, boot)
+		server.Status.ProbeBoot = boot
+		return &sbc, nil
 	}
 	if !apierrors.IsNotFound(err) {
 		return nil, err
@@ -130,9 +135,6 @@ func ensureProbeBoot(ctx context.Context, c client.Client, api client.Reader, pb
 
 	boot, err := newProbeBoot()
 	if err != nil {
-		return nil, err
-	}
-	if err := nameProbeBoot(ctx, c, server, boot); err != nil {
 		return nil, err
 	}
 	in, err := resolveInstall(purpose, install)
@@ -174,6 +176,7 @@ func ensureProbeBoot(ctx context.Context, c client.Client, api client.Reader, pb
 			return nil, fmt.Errorf("renaming the boot of %s: %w", name, err)
 		}
 	}
+	server.Status.ProbeBoot = boot
 	return &sbc, nil
 }
 
@@ -181,7 +184,7 @@ func ensureProbeBoot(ctx context.Context, c client.Client, api client.Reader, pb
 // from before boots were named has none, and nothing to disagree with).
 func disagree(server *metalv1alpha1.Server, sbc *metalv1alpha1.ServerBootConfiguration) bool {
 	boot := sbc.Annotations[metalv1alpha1.AnnotationProbeBoot]
-	return boot != "" && server.Annotations[metalv1alpha1.AnnotationProbeBoot] != boot
+	return boot != "" && server.Status.ProbeBoot != boot
 }
 
 // probeIgnition is the ignition Secret of one probe boot of a server: its token names the
@@ -301,39 +304,12 @@ func writeProbeIgnition(ctx context.Context, c client.Client, secret *corev1.Sec
 	return nil
 }
 
-// nameProbeBoot records on the Server the probe boot the registry takes its reports for.
-func nameProbeBoot(ctx context.Context, c client.Client, server *metalv1alpha1.Server, boot string) error {
-	if boot == "" || server.Annotations[metalv1alpha1.AnnotationProbeBoot] == boot {
-		return nil
-	}
-	if err := patchProbeBootName(ctx, c, server, boot); err != nil {
-		return fmt.Errorf("naming the probe boot of server %s: %w", server.Name, err)
-	}
-	return nil
-}
-
-// patchProbeBootName sets (or, with "", removes) the Server's probe boot annotation under an
-// optimistic lock, and moves server on to the version that wrote: the status the caller
-// goes on to write (under the same lock) builds on it instead of failing on our own change.
-// Only the metadata is taken from the answer; the caller's status changes are kept.
-func patchProbeBootName(ctx context.Context, c client.Client, server *metalv1alpha1.Server, boot string) error {
-	named := server.DeepCopy()
-	if boot == "" {
-		delete(named.Annotations, metalv1alpha1.AnnotationProbeBoot)
-	} else {
-		metav1.SetMetaDataAnnotation(&named.ObjectMeta, metalv1alpha1.AnnotationProbeBoot, boot)
-	}
-	if err := c.Patch(ctx, named, client.MergeFromWithOptions(server, client.MergeFromWithOptimisticLock{})); err != nil {
-		return err
-	}
-	server.ResourceVersion, server.Annotations = named.ResourceVersion, named.Annotations
-	return nil
-}
-
 // deleteProbeBoot ends a probe boot of any of purposes: its boot configuration and ignition
 // Secret are removed, then the Server stops naming the boot (the registry then refuses its
-// reports). Neither is the Server's dependent (ensureProbeBoot): nothing else removes them. The name goes last: a manager killed half way leaves the Server
-// naming the boot, so whoever looks next knows something may be left and deletes again.
+// reports). Neither is the Server's dependent (ensureProbeBoot): nothing else removes them. The
+// name goes last, in server's status as the reconcile then writes it: a manager killed half way
+// leaves the Server naming the boot, so whoever looks next knows something may be left and
+// deletes again.
 func deleteProbeBoot(ctx context.Context, c client.Client, pb ProbeBoot, server *metalv1alpha1.Server, purposes ...metalv1alpha1.BootPurpose) error {
 	for _, purpose := range purposes {
 		name := probeBootName(server, purpose)
@@ -346,10 +322,29 @@ func deleteProbeBoot(ctx context.Context, c client.Client, pb ProbeBoot, server 
 			}
 		}
 	}
-	if _, ok := server.Annotations[metalv1alpha1.AnnotationProbeBoot]; ok {
-		if err := patchProbeBootName(ctx, c, server, ""); err != nil {
-			return fmt.Errorf("ending the probe boot of server %s: %w", server.Name, err)
+	server.Status.ProbeBoot = ""
+	return nil
+}
+
+// adoptProbeBootAnnotation moves the probe boot a Server of an earlier version names in its
+// metadata (metal.ironfleet.dev/probe-boot) to status.probeBoot, in one patch of each, so that
+// a probe booted before an upgrade still has its report taken.
+func adoptProbeBootAnnotation(ctx context.Context, c client.Client, server *metalv1alpha1.Server) error {
+	boot, ok := server.Annotations[metalv1alpha1.AnnotationProbeBoot]
+	if !ok {
+		return nil
+	}
+	if server.Status.ProbeBoot == "" && boot != "" {
+		before := server.DeepCopy()
+		server.Status.ProbeBoot = boot
+		if err := c.Status().Patch(ctx, server, client.MergeFromWithOptions(before, client.MergeFromWithOptimisticLock{})); err != nil {
+			return fmt.Errorf("moving the probe boot of server %s to its status: %w", server.Name, err)
 		}
+	}
+	before := server.DeepCopy()
+	delete(server.Annotations, metalv1alpha1.AnnotationProbeBoot)
+	if err := c.Patch(ctx, server, client.MergeFromWithOptions(before, client.MergeFromWithOptimisticLock{})); err != nil {
+		return fmt.Errorf("dropping the probe boot annotation of server %s: %w", server.Name, err)
 	}
 	return nil
 }

@@ -41,40 +41,39 @@ func TestEnsureProbeBootFindsOneTheCacheHadNotSeen(t *testing.T) {
 	require.NoError(t, err)
 	require.NotNil(t, sbc)
 	assert.Equal(t, "s1-discovery", sbc.Name)
-	// Its Secret was rewritten with the new boot's token: it is that boot now, on both sides.
-	require.NoError(t, c.Get(context.Background(), client.ObjectKeyFromObject(server), server))
+	// Its Secret was rewritten with the new boot's token: it is that boot now, on both sides
+	// (the Server's side in the status its reconcile writes).
 	assert.NotEmpty(t, sbc.Annotations[m.AnnotationProbeBoot])
-	assert.Equal(t, server.Annotations[m.AnnotationProbeBoot], sbc.Annotations[m.AnnotationProbeBoot])
+	assert.Equal(t, sbc.Annotations[m.AnnotationProbeBoot], server.Status.ProbeBoot)
 
-	// Someone replaces the Server's annotations: the next look puts the boot's name back.
-	server.Annotations = map[string]string{"note": "replaced"}
-	require.NoError(t, c.Update(context.Background(), server))
+	// The status write that named it lost its lock: the next look names it again.
+	server.Status.ProbeBoot = ""
 	_, err = ensureProbeBoot(context.Background(), c, c, pb, server, m.BootPurposeDiscovery, nil)
 	require.NoError(t, err)
-	require.NoError(t, c.Get(context.Background(), client.ObjectKeyFromObject(server), server))
-	assert.Equal(t, sbc.Annotations[m.AnnotationProbeBoot], server.Annotations[m.AnnotationProbeBoot])
+	assert.Equal(t, sbc.Annotations[m.AnnotationProbeBoot], server.Status.ProbeBoot)
 }
 
-// Each probe boot is named on the Server before its token is minted, and an ignition Secret
-// left by an attempt that died half way is replaced by this boot's.
+// Each probe boot is named in the Server's status (which its reconcile writes once, after the
+// boot's Secret and configuration), and an ignition Secret left by an attempt that died half
+// way is replaced by this boot's.
 func TestEnsureProbeBootNamesTheBootItsTokenIsFor(t *testing.T) {
 	ctx := context.Background()
-	server := &m.Server{ObjectMeta: metav1.ObjectMeta{Name: "s1", UID: "uid-s1", Annotations: map[string]string{m.AnnotationProbeBoot: "earlier"}},
-		Spec: m.ServerSpec{SystemUUID: "4c4c4544-0000-1000-8000-000000000001"}}
+	server := &m.Server{ObjectMeta: metav1.ObjectMeta{Name: "s1", UID: "uid-s1"},
+		Spec: m.ServerSpec{SystemUUID: "4c4c4544-0000-1000-8000-000000000001"}, Status: m.ServerStatus{ProbeBoot: "earlier"}}
 	leftover := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: "system", Name: "s1-cleanup-ignition"},
 		Data: map[string][]byte{ignition.SecretKey: []byte("an earlier boot's")}}
 	c := fake.NewClientBuilder().WithScheme(testenv.Scheme()).WithObjects(server, leftover).Build()
 	require.NoError(t, c.Get(ctx, client.ObjectKeyFromObject(server), server))
 	pb := testProbeBoot
 
+	read := server.DeepCopy()
 	_, err := ensureProbeBoot(ctx, c, c, pb, server, m.BootPurposeCleanup, nil)
 	require.NoError(t, err)
-	named := server.DeepCopy()
-	require.NoError(t, c.Get(ctx, client.ObjectKeyFromObject(server), server))
-	assert.Equal(t, server.ResourceVersion, named.ResourceVersion, "the caller's Server moved on to the version that named the boot, so its status write is not refused for our own change")
-	assert.Equal(t, server.Annotations, named.Annotations)
-	boot := server.Annotations[m.AnnotationProbeBoot]
+	boot := server.Status.ProbeBoot
 	assert.NotEqual(t, "earlier", boot, "a new boot has a new name")
+	var stored m.Server
+	require.NoError(t, c.Get(ctx, client.ObjectKeyFromObject(server), &stored))
+	assert.Equal(t, read.ResourceVersion, stored.ResourceVersion, "the Server is not written here: its reconcile's one status write names the boot")
 	var secret corev1.Secret
 	require.NoError(t, c.Get(ctx, client.ObjectKeyFromObject(leftover), &secret))
 	cfg, err := ignition.Parse(secret.Data[ignition.SecretKey])
@@ -108,8 +107,7 @@ func TestEnsureProbeBootPutsTheSecretBackToTheConfigurationsBoot(t *testing.T) {
 		require.NoError(t, err)
 		assert.Equal(t, "b1.token", cfg.Token, "the Secret carries the configuration's boot's token (secret left: %v)", secretLeft)
 		assert.Equal(t, ignition.ModeWipe, cfg.Mode)
-		require.NoError(t, c.Get(ctx, client.ObjectKeyFromObject(server), server))
-		assert.Equal(t, "b1", server.Annotations[m.AnnotationProbeBoot], "the Server names the configuration's boot")
+		assert.Equal(t, "b1", server.Status.ProbeBoot, "the Server names the configuration's boot")
 	}
 }
 
@@ -138,8 +136,7 @@ func TestEnsureProbeBootTrustsTheConfigurationNotTheCache(t *testing.T) {
 	assert.Equal(t, "b2", got.Annotations[m.AnnotationProbeBoot])
 	require.NoError(t, api.Get(ctx, client.ObjectKeyFromObject(secret), secret))
 	assert.Equal(t, b2, secret.Data[ignition.SecretKey], "the Secret keeps the boot's token")
-	require.NoError(t, api.Get(ctx, client.ObjectKeyFromObject(server), server))
-	assert.Equal(t, "b2", server.Annotations[m.AnnotationProbeBoot])
+	assert.Equal(t, "b2", server.Status.ProbeBoot)
 }
 
 var testProbeBoot = ProbeBoot{Namespace: "system", Image: "metalprobe:test", RegistryURL: "https://registry.example:8443",
@@ -147,8 +144,8 @@ var testProbeBoot = ProbeBoot{Namespace: "system", Image: "metalprobe:test", Reg
 
 // cleanupBoot is server s1 and its cleanup probe boot configuration, naming the boots given.
 func cleanupBoot(serverBoot, configBoot string) (*m.Server, *m.ServerBootConfiguration) {
-	return &m.Server{ObjectMeta: metav1.ObjectMeta{Name: "s1", UID: "uid-s1", Annotations: map[string]string{m.AnnotationProbeBoot: serverBoot}},
-			Spec: m.ServerSpec{SystemUUID: "4c4c4544-0000-1000-8000-000000000001"}},
+	return &m.Server{ObjectMeta: metav1.ObjectMeta{Name: "s1", UID: "uid-s1"},
+			Spec: m.ServerSpec{SystemUUID: "4c4c4544-0000-1000-8000-000000000001"}, Status: m.ServerStatus{ProbeBoot: serverBoot}},
 		&m.ServerBootConfiguration{ObjectMeta: metav1.ObjectMeta{Namespace: "system", Name: "s1-cleanup", Annotations: map[string]string{m.AnnotationProbeBoot: configBoot}},
 			Spec: m.ServerBootConfigurationSpec{ServerRef: m.LocalObjectReference{Name: "s1"}, Purpose: m.BootPurposeCleanup}}
 }
@@ -190,4 +187,26 @@ func TestProbeIgnitionNamesTheServerNotItsUUID(t *testing.T) {
 		assert.Equal(t, tc.want, cfg.SystemUUID, tc.name)
 	}
 	assert.Equal(t, []string{good, "smc-1-2", "openbmc-1-system", "03000200-0400-0500-0006-000700080009"}, minted)
+}
+
+// A Server of an earlier version names its probe boot in an annotation: the operator moves it
+// to status.probeBoot, where the registry now looks, so a probe booted before the upgrade still
+// has its report taken; the annotation goes.
+func TestAProbeBootNamedInAnAnnotationMovesToStatus(t *testing.T) {
+	ctx := context.Background()
+	server := &m.Server{ObjectMeta: metav1.ObjectMeta{Name: "s1", Annotations: map[string]string{m.AnnotationProbeBoot: "b1", "keep": "me"}}}
+	c := fake.NewClientBuilder().WithScheme(testenv.Scheme()).WithObjects(server).WithStatusSubresource(&m.Server{}).Build()
+	require.NoError(t, c.Get(ctx, client.ObjectKeyFromObject(server), server))
+
+	require.NoError(t, adoptProbeBootAnnotation(ctx, c, server))
+	var stored m.Server
+	require.NoError(t, c.Get(ctx, client.ObjectKeyFromObject(server), &stored))
+	assert.Equal(t, "b1", stored.Status.ProbeBoot)
+	assert.Equal(t, map[string]string{"keep": "me"}, stored.Annotations)
+	assert.Equal(t, stored.ResourceVersion, server.ResourceVersion, "the caller goes on from the version that wrote")
+
+	// Nothing to move: no write.
+	require.NoError(t, adoptProbeBootAnnotation(ctx, c, server))
+	require.NoError(t, c.Get(ctx, client.ObjectKeyFromObject(server), &stored))
+	assert.Equal(t, server.ResourceVersion, stored.ResourceVersion)
 }

@@ -161,15 +161,18 @@ func (r *EndpointReconciler) findCredential(ctx context.Context, ep *metalv1alph
 		logger.V(1).Info("default credential refused", "index", i+1, "prefix", entry.MACPrefix)
 	}
 	return 0, bmc.Classify(metalv1alpha1.BMCReasonAuthenticationFailed,
-		fmt.Errorf("none of the %d default credentials for prefix %s authenticated: %w", len(entry.DefaultCredentials), entry.MACPrefix, lastErr))
+		fmt.Errorf("none of the %d default credentials for prefix %s authenticated (add the right one to the --mac-prefixes-file database, or create a BMCSecret and a BMC for this address yourself): %w", len(entry.DefaultCredentials), entry.MACPrefix, lastErr))
 }
 
 // bmcSecret is the BMCSecret the Endpoint makes for its BMC, with the entry's default
-// credential index.
+// credential index. It is made with the finalizer the BMC it is for would have given it
+// (BMCSecretReconciler): one write, not two; should that BMC never be made, the finalizer
+// goes when the BMCSecret is deleted.
 func (r *EndpointReconciler) bmcSecret(ep *metalv1alpha1.Endpoint, entry macdb.Entry, index int) (*metalv1alpha1.BMCSecret, error) {
 	cred := entry.DefaultCredentials[index]
 	secret := &metalv1alpha1.BMCSecret{ObjectMeta: metav1.ObjectMeta{
 		Name:        ep.Name,
+		Finalizers:  []string{BMCSecretFinalizer},
 		Annotations: map[string]string{AnnotationCredentialIndex: fmt.Sprint(index)},
 	}, Spec: metalv1alpha1.BMCSecretSpec{Username: cred.Username, Password: cred.Password}}
 	return secret, controllerutil.SetControllerReference(ep, secret, r.Client.Scheme())

@@ -22,7 +22,6 @@ const (
 	ReasonImageBooted     = "ImageBooted"
 	ReasonImageBooting    = "ImageBooting"
 	ReasonClaimGone       = "ClaimGone"
-	ReasonWaitingForImage = "WaitingForImage"
 	ReasonWaitingForClaim = "WaitingForClaim"
 )
 
@@ -52,7 +51,7 @@ func (r *ServerReconciler) reserved(ctx context.Context, server *metalv1alpha1.S
 		// An install under way ends with the claim: its boot must not outlive it.
 		// (A boot is named on the server before its configuration is made, and counted only
 		// once it is booted: either says one may exist.)
-		if server.Status.ProvisionAttempts == 0 && server.Annotations[metalv1alpha1.AnnotationProbeBoot] == "" {
+		if server.Status.ProvisionAttempts == 0 && server.Status.ProbeBoot == "" {
 			return r.release(server), nil
 		}
 		if err := deleteProbeBoot(ctx, r.Client, r.Probe, server, metalv1alpha1.BootPurposeProvisioning); err != nil {

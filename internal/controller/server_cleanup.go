@@ -91,7 +91,8 @@ func (r *ServerReconciler) wipeVerdict(server *metalv1alpha1.Server, since time.
 	}
 	if len(bad) > 0 {
 		sort.Strings(bad)
-		return false, "wipe failed: " + strings.Join(bad, ", ")
+		return false, "wipe failed: " + strings.Join(bad, ", ") + "; the server stays in Error: fix or replace these disks (or set spec.wipePolicy to one they support), then set the " +
+			AnnotationRetry + " annotation; or delete the Server with " + metalv1alpha1.AnnotationDeleteWithoutWipe + "=true to give it up unwiped"
 	}
 	return true, ""
 }
@@ -108,13 +109,13 @@ func methodSatisfies(method string, policy metalv1alpha1.WipePolicy) bool {
 func (r *ServerReconciler) bootWipe(ctx context.Context, server *metalv1alpha1.Server) (step, error) {
 	if last := server.Status.LastProbeBootTime; last != nil {
 		if remaining := last.Add(r.Discovery.Timeout).Sub(r.now()); remaining > 0 {
-			return wait(ReasonAwaitingReport, fmt.Sprintf("waiting for the probe's report until %s", last.Add(r.Discovery.Timeout).UTC().Format(time.RFC3339)), remaining), nil
+			return awaitReport(remaining), nil
 		}
 	}
 	attempts := server.Status.CleanupAttempts
 	if attempts >= r.Discovery.Attempts {
 		return step{event: fsm.EventFail, reason: ReasonWipeAttemptsUsedUp,
-			message: fmt.Sprintf("no wipe report after %d boots of %v each; set the %s annotation to try again", attempts, r.Discovery.Timeout, AnnotationRetry)}, nil
+			message: fmt.Sprintf("no wipe report after %d boots of %v each; %s, then set the %s annotation to try again", attempts, r.Discovery.Timeout, probeBootChecks(r.Probe, server, metalv1alpha1.BootPurposeCleanup), AnnotationRetry)}, nil
 	}
 	// A BMC that cannot be reached (its BMCSecret or Endpoint gone, or the BMC itself, deleted
 	// while a claim kept its server) does not cost a wipe attempt, as it costs no discovery
@@ -128,10 +129,10 @@ func (r *ServerReconciler) bootWipe(ctx context.Context, server *metalv1alpha1.S
 		return step{}, err
 	}
 	if sbc.Status.State != metalv1alpha1.BootConfigurationStateReady {
-		return wait(ReasonWaitingForBootService, fmt.Sprintf("waiting for the boot service to mark %s/%s Ready", sbc.Namespace, sbc.Name), 0), nil
+		return waitForBootService(sbc), nil
 	}
 	n := attempts + 1
-	return step{reason: ReasonWipeBooting, message: fmt.Sprintf("attempt %d of %d: PXE once into %s, power on", n, r.Discovery.Attempts, sbc.Name),
+	return step{reason: ReasonWipeBooting, message: fmt.Sprintf("attempt %d of %d: PXE once into %s, power on; %s", n, r.Discovery.Attempts, sbc.Name, awaitingReport(r.now().Add(r.Discovery.Timeout))),
 		requeueAfter: r.Discovery.Timeout, effect: pxeBoot(server.Spec.SystemURI),
 		apply: func(s *metalv1alpha1.Server) {
 			now := metav1.NewTime(r.now())

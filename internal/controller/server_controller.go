@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"maps"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -135,36 +134,40 @@ func (r *ServerReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctr
 	if err := r.dropDanglingClaim(ctx, &server); err != nil {
 		return ctrl.Result{}, err
 	}
+	if err := adoptProbeBootAnnotation(ctx, r.Client, &server); err != nil {
+		return ctrl.Result{}, err
+	}
+	if wait := r.awaitBMCLook(&server); wait > 0 {
+		return ctrl.Result{RequeueAfter: wait}, nil
+	}
 
 	// One clock reading per reconcile: a transition is stamped with the time the reconcile
 	// began, before any side effect, so a probe that reports instantly is never "too early".
 	start := r.now()
 	original := server.DeepCopy()
 	from := server.Status.State
-	var st step
-	var err error
 	if from == "" {
-		// A new Server: probe boots an earlier Server of its name left are not its own.
+		// A new Server: probe boots an earlier Server of its name left are not its own. It
+		// enters Initial, and Initial's handler takes its first step in the same write.
 		if err := dropLeftoverProbeBoots(ctx, r.Client, r.APIReader, r.Probe, server.Name, &server); err != nil {
 			return ctrl.Result{}, err
 		}
-		st = step{reason: "Enrolled", message: "found on BMC " + bmcName(&server)}
-		r.enter(&server, metalv1alpha1.ServerStateInitial, st, start)
-	} else {
-		observeAgain := r.observePower(ctx, &server)
-		st, err = r.handle(ctx, &server)
-		if observeAgain > 0 {
-			st.requeueAfter = minPositive(st.requeueAfter, observeAgain)
-		}
-		if err == nil && st.event == "" && st.apply != nil {
-			st.apply(&server)
-		}
-		if err == nil && st.event != "" {
-			var to metalv1alpha1.ServerState
-			to, err = fsm.NextServerState(ctx, from, st.event, fsm.Facts{Claimed: server.Spec.ServerClaimRef != nil})
-			if err == nil {
-				r.enter(&server, to, st, start)
-			}
+		r.enter(&server, metalv1alpha1.ServerStateInitial, step{reason: ReasonEnrolled, message: "found on BMC " + bmcName(&server)}, start)
+		from = metalv1alpha1.ServerStateInitial
+	}
+	observeAgain := r.observePower(ctx, &server)
+	st, err := r.handle(ctx, &server)
+	if observeAgain > 0 {
+		st.requeueAfter = minPositive(st.requeueAfter, observeAgain)
+	}
+	if err == nil && st.event == "" && st.apply != nil {
+		st.apply(&server)
+	}
+	if err == nil && st.event != "" {
+		var to metalv1alpha1.ServerState
+		to, err = fsm.NextServerState(ctx, from, st.event, fsm.Facts{Claimed: server.Spec.ServerClaimRef != nil})
+		if err == nil {
+			r.enter(&server, to, st, start)
 		}
 	}
 	if err != nil {
@@ -173,12 +176,6 @@ func (r *ServerReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctr
 		setCondition(&server.Status.Conditions, server.Generation, metalv1alpha1.ConditionReady, metav1.ConditionFalse, st.reason, st.message)
 	}
 	server.Status.ObservedGeneration = server.Generation
-	if server.ResourceVersion != original.ResourceVersion {
-		// The handler named or ended a probe boot (under the same lock): the status write
-		// builds on that version, and the next reconcile knows the cache may not have it yet.
-		original.ResourceVersion, original.Annotations = server.ResourceVersion, maps.Clone(server.Annotations)
-		r.fresh.wrote(&server, read)
-	}
 
 	// Nothing changed and nothing to do: no write (a waiting or resting server costs no API
 	// request).
@@ -202,6 +199,24 @@ func (r *ServerReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctr
 		}
 	}
 	return ctrl.Result{RequeueAfter: st.requeueAfter}, err
+}
+
+// ReasonEnrolled: a new Server, found on its BMC, enters Initial.
+const ReasonEnrolled = "Enrolled"
+
+// bmcLookGrace is how long a new Server waits for its BMC's first look at the system (identity,
+// power, out-of-band inventory; refreshServerStatus) before its lifecycle starts without it.
+const bmcLookGrace = 10 * time.Second
+
+// awaitBMCLook says how long a new Server made by a BMC should wait for that BMC's first status
+// write, which follows its creation at once and wakes it: the lifecycle's first write then
+// builds on it, and neither loses its optimistic lock to the other. 0: go on (the BMC has
+// looked, the Server was not made by a BMC, or the grace is over).
+func (r *ServerReconciler) awaitBMCLook(server *metalv1alpha1.Server) time.Duration {
+	if server.Status.State != "" || server.Spec.BMCRef == nil || server.Status.Inventory != nil || server.Status.PowerState != "" {
+		return 0
+	}
+	return server.CreationTimestamp.Add(bmcLookGrace).Sub(r.now())
 }
 
 // handle asks the current state's handler what to do. Maintenance comes first: it takes a
@@ -252,12 +267,19 @@ func (r *ServerReconciler) afterWrite(ctx context.Context, server *metalv1alpha1
 		return nil
 	}
 	before := server.DeepCopy()
-	if st.effect.powering != "" {
-		server.Status.PowerState = st.effect.powering
-		st.requeueAfter = minPositive(st.requeueAfter, powerObserveDelay)
-	}
 	if st.effect.done != nil {
 		st.effect.done(server)
+	}
+	if st.effect.powering != "" {
+		server.Status.PowerState = st.effect.powering
+		// Most BMCs act on On and ForceOff at once: what they report now goes in this record,
+		// not in a write of its own a moment later. Either way the server is looked at again
+		// soon: its state's handler may wait for this power (an install boots once the server
+		// is off), and a BMC that has not got there yet is observed again.
+		if again := r.observePower(ctx, server); again > 0 {
+			st.requeueAfter = minPositive(st.requeueAfter, again)
+		}
+		st.requeueAfter = minPositive(st.requeueAfter, powerObserveDelay)
 	}
 	if err := r.Client.Status().Patch(ctx, server, client.MergeFrom(before)); err != nil && st.effect.done != nil {
 		return fmt.Errorf("recording the BMC action on server %s: %w", server.Name, err)

@@ -79,7 +79,7 @@ func (r *ServerReconciler) initial(ctx context.Context, server *metalv1alpha1.Se
 	attempts := server.Status.DiscoveryAttempts
 	if attempts >= r.Discovery.Attempts {
 		return step{event: fsm.EventFail, reason: ReasonAttemptsExhausted,
-			message: fmt.Sprintf("no probe report after %d discovery boots of %v each; set the %s annotation to try again", attempts, r.Discovery.Timeout, AnnotationRetry)}, nil
+			message: fmt.Sprintf("no probe report after %d discovery boots of %v each; %s, then set the %s annotation to try again", attempts, r.Discovery.Timeout, probeBootChecks(r.Probe, server, discoveryPurpose(server)), AnnotationRetry)}, nil
 	}
 	if attempts > 0 {
 		// After a timed-out attempt, wait before booting again: a host that never reports is
@@ -101,7 +101,7 @@ func (r *ServerReconciler) initial(ctx context.Context, server *metalv1alpha1.Se
 		return step{}, err
 	}
 	if sbc.Status.State != metalv1alpha1.BootConfigurationStateReady {
-		return wait(ReasonWaitingForBootService, fmt.Sprintf("waiting for the boot service to mark %s/%s Ready", sbc.Namespace, sbc.Name), 0), nil
+		return waitForBootService(sbc), nil
 	}
 	// A BMC that does not answer should not cost a discovery attempt.
 	if _, err := connectBMC(ctx, r.Client, r.Clients, bmcName(server)); err != nil {
@@ -109,7 +109,7 @@ func (r *ServerReconciler) initial(ctx context.Context, server *metalv1alpha1.Se
 	}
 	return step{
 		event: fsm.EventDiscover, reason: ReasonProbeBooting,
-		message: fmt.Sprintf("attempt %d of %d: PXE once into %s, power on", attempts+1, r.Discovery.Attempts, sbc.Name),
+		message: fmt.Sprintf("attempt %d of %d: PXE once into %s, power on; %s", attempts+1, r.Discovery.Attempts, sbc.Name, awaitingReport(r.now().Add(r.Discovery.Timeout))),
 		effect:  pxeBoot(server.Spec.SystemURI),
 		apply: func(s *metalv1alpha1.Server) {
 			s.Status.DiscoveryAttempts++
@@ -176,7 +176,7 @@ func (r *ServerReconciler) discovery(ctx context.Context, server *metalv1alpha1.
 		if trouble := r.probeTrouble(ctx, server, started); trouble != nil {
 			return wait(trouble.Reason, fmt.Sprintf("the probe booted but says: %s; waiting for its report until %s, then booting it again", trouble.Message, until), remaining), nil
 		}
-		return wait(ReasonAwaitingReport, fmt.Sprintf("waiting for the probe's report until %s", until), remaining), nil
+		return awaitReport(remaining), nil
 	}
 	// Power off but keep the boot configuration: the next attempt reuses it.
 	return step{event: fsm.EventDiscoveryTimedOut, reason: ReasonDiscoveryTimedOut, effect: setPower(server.Spec.SystemURI, bmc.PowerOff),
@@ -184,6 +184,34 @@ func (r *ServerReconciler) discovery(ctx context.Context, server *metalv1alpha1.
 		apply: func(s *metalv1alpha1.Server) {
 			setCondition(&s.Status.Conditions, s.Generation, metalv1alpha1.ConditionDiscovered, metav1.ConditionFalse, ReasonDiscoveryTimedOut, "the probe did not report in time")
 		}}, nil
+}
+
+// waitForBootService waits for a probe boot's configuration to be Ready, and says what its boot
+// service found wrong with it, when it did (MACsUnknown, ArtifactMissing, ...): that is what a
+// person must fix.
+func waitForBootService(sbc *metalv1alpha1.ServerBootConfiguration) step {
+	if c := apimeta.FindStatusCondition(sbc.Status.Conditions, metalv1alpha1.ConditionReady); c != nil && c.Status == metav1.ConditionFalse {
+		return wait(ReasonWaitingForBootService, fmt.Sprintf("boot configuration %s/%s is not Ready: %s: %s", sbc.Namespace, sbc.Name, c.Reason, c.Message), 0)
+	}
+	return wait(ReasonWaitingForBootService, fmt.Sprintf("waiting for the boot service to mark %s/%s Ready", sbc.Namespace, sbc.Name), 0)
+}
+
+// probeBootChecks is what a person checks when a server's probe never reports.
+func probeBootChecks(pb ProbeBoot, server *metalv1alpha1.Server, purpose metalv1alpha1.BootPurpose) string {
+	return fmt.Sprintf("check the server's console (its BMC's serial over LAN), DHCP and PXE on its network, and the BootProgress condition of boot configuration %s/%s",
+		pb.Namespace, probeBootName(server, purpose))
+}
+
+// awaitingReport ends the message of a step that boots the probe: until when its report is
+// waited for. The wait that follows (awaitReport) leaves that message as it is.
+func awaitingReport(deadline time.Time) string {
+	return "waiting for the probe's report until " + deadline.UTC().Format(time.RFC3339)
+}
+
+// awaitReport waits for a probe's report without a word: the step that booted it said until
+// when (awaitingReport), and writing it again would cost a status write saying nothing new.
+func awaitReport(remaining time.Duration) step {
+	return step{requeueAfter: remaining}
 }
 
 // probeTrouble is what went wrong in this attempt's probe boot before it could report, as the

@@ -41,3 +41,17 @@ func TestDirtyRediscoveryWithoutAWipeReportTimesOut(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, fsm.EventDiscoveryTimedOut, st.event, "no wipe report by the deadline: the attempt timed out")
 }
+
+// A probe boot the boot service will not serve says why, in the Server's Ready condition: that
+// is what a person must fix, not "waiting".
+func TestWaitingForTheBootServiceSaysWhatItFoundWrong(t *testing.T) {
+	sbc := &m.ServerBootConfiguration{ObjectMeta: metav1.ObjectMeta{Namespace: "system", Name: "s1-discovery"}}
+	st := waitForBootService(sbc)
+	assert.Equal(t, ReasonWaitingForBootService, st.reason)
+	assert.Equal(t, "waiting for the boot service to mark system/s1-discovery Ready", st.message)
+
+	sbc.Status.Conditions = []metav1.Condition{{Type: m.ConditionReady, Status: metav1.ConditionFalse, Reason: "MACsUnknown", Message: "server s1 has no NIC MAC address"}}
+	st = waitForBootService(sbc)
+	assert.Equal(t, ReasonWaitingForBootService, st.reason)
+	assert.Equal(t, "boot configuration system/s1-discovery is not Ready: MACsUnknown: server s1 has no NIC MAC address", st.message)
+}

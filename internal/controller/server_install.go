@@ -58,6 +58,9 @@ func (r *ServerReconciler) installAttempts() int32 {
 	return r.Discovery.Attempts
 }
 
+// installRetryHint ends the message of an install given up on: what starts it again.
+const installRetryHint = "nothing more is tried until the claim's spec.image or spec.imageChecksum changes: fix the cause, then change one of them, or delete and re-create the claim"
+
 func (r *ServerReconciler) installTimeout() time.Duration {
 	if r.Discovery.InstallTimeout > 0 {
 		return r.Discovery.InstallTimeout
@@ -148,7 +151,7 @@ func (r *ServerReconciler) install(ctx context.Context, server *metalv1alpha1.Se
 			failure += " (the disk was wiped again)"
 		}
 		if server.Status.ProvisionAttempts >= max {
-			return r.installFailed(server, ReasonInstallFailed, fmt.Sprintf("install failed after %d attempt(s): %s", server.Status.ProvisionAttempts, failure)), false, nil
+			return r.installFailed(server, ReasonInstallFailed, fmt.Sprintf("install failed after %d attempt(s): %s; %s", server.Status.ProvisionAttempts, failure, installRetryHint)), false, nil
 		}
 		return r.bootInstall(ctx, server, claim, fmt.Sprintf("attempt %d failed: %s", server.Status.ProvisionAttempts, failure))
 	}
@@ -161,7 +164,8 @@ func (r *ServerReconciler) install(ctx context.Context, server *metalv1alpha1.Se
 			if err := deleteProbeBoot(ctx, r.Client, r.Probe, server, metalv1alpha1.BootPurposeProvisioning); err != nil {
 				return step{}, false, err
 			}
-			return r.installFailed(server, ReasonInstallTimedOut, fmt.Sprintf("no install report after %d boot(s) of %v each", server.Status.ProvisionAttempts, r.installTimeout())), false, nil
+			return r.installFailed(server, ReasonInstallTimedOut, fmt.Sprintf("no install report after %d boot(s) of %v each: the image may download too slowly for --install-timeout, or the probe did not boot or reach the registry (an admin can look at the server's console and the events of boot configuration %s/%s); %s",
+				server.Status.ProvisionAttempts, r.installTimeout(), r.Probe.Namespace, probeBootName(server, metalv1alpha1.BootPurposeProvisioning), installRetryHint)), false, nil
 		}
 		return r.bootInstall(ctx, server, claim, fmt.Sprintf("attempt %d did not report within %v", server.Status.ProvisionAttempts, r.installTimeout()))
 	}
@@ -235,7 +239,7 @@ func (r *ServerReconciler) bootInstall(ctx context.Context, server *metalv1alpha
 		return step{}, false, err
 	}
 	if sbc.Status.State != metalv1alpha1.BootConfigurationStateReady {
-		return wait(ReasonWaitingForBootService, fmt.Sprintf("waiting for the boot service to mark %s/%s Ready", sbc.Namespace, sbc.Name), 0), false, nil
+		return waitForBootService(sbc), false, nil
 	}
 	n := server.Status.ProvisionAttempts + 1
 	message := fmt.Sprintf("attempt %d of %d: installing %s (PXE once into %s)", n, r.installAttempts(), claim.Spec.Image, sbc.Name)

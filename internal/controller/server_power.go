@@ -79,7 +79,7 @@ func poweredMessage(d *metalv1alpha1.PowerDelivery) string {
 	case metalv1alpha1.PowerConfirmed:
 		return fmt.Sprintf("%s: the BMC reports power %s", d.Reason, d.Want)
 	case metalv1alpha1.PowerUnconfirmed:
-		return fmt.Sprintf("%s: the BMC took power %s twice but still reports otherwise after the confirmation timeout (--power-confirm-timeout) each time; not sent again: check the BMC and the server, or ask for the power again",
+		return fmt.Sprintf("%s: the BMC took power %s twice but still reports otherwise after the confirmation timeout (--power-confirm-timeout) each time; not sent again: check the BMC and the server; it is sent again when the power asked for changes (the claim's spec.power, or a maintenance's)",
 			d.Reason, d.Want)
 	}
 	return d.Reason

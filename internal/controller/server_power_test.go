@@ -114,9 +114,6 @@ func TestAGracefulShutdownTheOSIgnoresIsForced(t *testing.T) {
 				mu.Lock()
 				resets = append(resets, a.ResetType)
 				mu.Unlock()
-				if a.ResetType == "GracefulShutdown" && tc.osStops {
-					go p.sim.SetPowerState(id, "Off") // the OS shuts down
-				}
 			})
 			claim := claimServer(t, ns, "web", name, func(c *m.ServerClaim) { c.Spec.Power = m.PowerOn })
 			delivery(t, name, m.PowerOn, m.PowerConfirmed, 30*time.Second)
@@ -127,6 +124,9 @@ func TestAGracefulShutdownTheOSIgnoresIsForced(t *testing.T) {
 			assert.True(t, shutting.Status.PowerDelivery.Graceful)
 			if c := meta.FindStatusCondition(shutting.Status.Conditions, m.ConditionPowered); assert.NotNil(t, c) {
 				assert.Equal(t, "PowerOffShuttingDown", c.Reason)
+			}
+			if tc.osStops {
+				p.sim.SetPowerState(id, "Off") // the OS shuts down, in its own time
 			}
 			done := delivery(t, name, m.PowerOff, m.PowerConfirmed, 30*time.Second)
 			assert.Equal(t, m.PowerStateOff, done.Status.PowerState)

@@ -698,7 +698,7 @@ func TestMaintenanceMidInstallEndsTheInstallBoot(t *testing.T) {
 	cond := meta.FindStatusCondition(s.Status.Conditions, m.ConditionProvisioned)
 	require.NotNil(t, cond)
 	assert.Equal(t, controller.ReasonInstallInterrupted, cond.Reason)
-	assert.Empty(t, s.Annotations[m.AnnotationProbeBoot], "the registry takes no report of the stopped install")
+	assert.Empty(t, s.Status.ProbeBoot, "the registry takes no report of the stopped install")
 	for _, obj := range []client.Object{&m.ServerBootConfiguration{}, &corev1.Secret{}} {
 		key := boot
 		if _, ok := obj.(*corev1.Secret); ok {

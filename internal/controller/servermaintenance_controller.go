@@ -163,7 +163,7 @@ func holds(server *metalv1alpha1.Server, sm *metalv1alpha1.ServerMaintenance) bo
 func (r *ServerMaintenanceReconciler) pending(ctx context.Context, sm *metalv1alpha1.ServerMaintenance, server *metalv1alpha1.Server) (maintenanceStep, error) {
 	if ref := server.Spec.MaintenanceRef; ref != nil {
 		if !holds(server, sm) {
-			return maintenanceStep{reason: ReasonServerHeld, message: fmt.Sprintf("server %s is held by ServerMaintenance %s/%s", server.Name, ref.Namespace, ref.Name)}, nil
+			return maintenanceStep{reason: ReasonServerHeld, message: fmt.Sprintf("server %s is held by ServerMaintenance %s/%s; this one takes it once that one is deleted", server.Name, ref.Namespace, ref.Name)}, nil
 		}
 		if server.Status.State == metalv1alpha1.ServerStateMaintenance {
 			return maintenanceStep{event: fsm.MaintenanceEventServerEntered, reason: ReasonInMaintenance, message: "server " + server.Name + " is in maintenance"}, nil

@@ -288,7 +288,8 @@ func filterOut(rs []reconcileRecord, drop func(reconcileRecord) bool) []reconcil
 // test/bench does (an Endpoint per BMC, a system per BMC, through discovery to Available), and
 // logs where each request comes from. The BMC reconciler's share is checked exactly: one status
 // write per BMC and the Server's create; no failure shown (nor its event) while the Endpoint
-// recorded its match.
+// recorded its match. The Server reconciler's: one status write per step, and one record of
+// the BMC action the step took.
 func TestRequestsPerEnrolledServer(t *testing.T) {
 	ctx := context.Background()
 	l := recordOperatorRequests(t)
@@ -338,6 +339,36 @@ func TestRequestsPerEnrolledServer(t *testing.T) {
 			}
 		}
 		assert.Equal(t, []string{"PATCH bmcs/status"}, own, "%s: one status write, Pending → Enabled\n%s", name, describe(rs))
+	}
+	// The Server reconciler: each reconcile writes its status once for its step (under the
+	// optimistic lock), and once more only to record a BMC action it took after that write
+	// (the power sent, and seen when the BMC shows it at once); never the Server's metadata
+	// (the probe boot is named in status). Enrollment is: Initial with its boot configuration
+	// made, Discovery and the power-on it sent, Available and the power-off it sent.
+	for i := 0; i < n; i++ {
+		name := strings.ToLower(testSystem(600 + i).UUID)
+		rs := l.Reconciles(mark, "Server", name)
+		total := 0
+		for j, r := range rs {
+			var locked, records int
+			for _, q := range r.Writes() {
+				switch q.Resource() {
+				case "servers":
+					t.Errorf("server %s: reconcile %d writes the Server's metadata: %s", name, j, q)
+				case "servers/status":
+					total++
+					if strings.Contains(q.Body, `"resourceVersion"`) {
+						locked++
+						assert.Zero(t, records, "server %s: reconcile %d records a BMC action before its step's write\n%s", name, j, describe(rs))
+					} else {
+						records++
+					}
+				}
+			}
+			assert.LessOrEqual(t, locked, 1, "server %s: reconcile %d writes its step once\n%s", name, j, describe(rs))
+			assert.LessOrEqual(t, records, locked, "server %s: reconcile %d records only the BMC action of its own step\n%s", name, j, describe(rs))
+		}
+		assert.LessOrEqual(t, total, 5, "server %s: 5 status writes from enrolment to Available\n%s", name, describe(rs))
 	}
 	var evs eventsv1.EventList
 	require.NoError(t, k8s.List(ctx, &evs))

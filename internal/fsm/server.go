@@ -91,7 +91,7 @@ var ServerTransitions = []Transition{
 	{EventFail, states(initial, discovery, cleanup), errored, always,
 		"attempts exhausted, wipe failed, or the BMC refuses; with a reason"},
 	{EventRetry, states(errored), initial, always,
-		"a person set the retry annotation, or the spec changed"},
+		"a person set the metal.ironfleet.dev/retry annotation"},
 }
 
 func states(s ...metalv1alpha1.ServerState) []metalv1alpha1.ServerState { return s }
@@ -102,7 +102,11 @@ var Server = Machine[metalv1alpha1.ServerState, ServerEvent, Facts]{
 	States: ServerStates, Events: ServerEvents, Rows: ServerTransitions,
 	Cases: []Facts{{Claimed: false}, {Claimed: true}},
 	Intro: `A Server moves between states only by these events. The reconciler observes facts,
-fires at most one event per reconcile, and performs that transition's side effects.`,
+fires at most one event per reconcile, and writes its status once, under an optimistic lock,
+before it performs that transition's side effects (a BMC action); what the BMC did (the power
+sent, and seen when the BMC shows it at once) is recorded in one more write. A new Server enters
+Initial and takes Initial's first step in its first write; the probe boot it names goes in
+` + "`status.probeBoot`" + ` with that write. A reconcile that finds nothing new writes nothing.`,
 }
 
 // NextServerState returns the state a server in state from moves to on event, given facts, or

@@ -124,8 +124,12 @@ func run(main *testing.M) (int, error) {
 	https = &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}}}
 
 	for _, s := range testServers {
-		if err := env.Client.Create(ctx, &m.Server{ObjectMeta: metav1.ObjectMeta{Name: s.name, Annotations: map[string]string{m.AnnotationProbeBoot: boot}},
-			Spec: m.ServerSpec{SystemUUID: s.uuid}}); err != nil {
+		server := &m.Server{ObjectMeta: metav1.ObjectMeta{Name: s.name}, Spec: m.ServerSpec{SystemUUID: s.uuid}}
+		if err := env.Client.Create(ctx, server); err != nil {
+			return 0, err
+		}
+		server.Status.ProbeBoot = boot
+		if err := env.Client.Status().Update(ctx, server); err != nil {
 			return 0, err
 		}
 	}

@@ -206,7 +206,7 @@ func (s *Server) currentBoot(ctx context.Context, server *metalv1alpha1.Server, 
 		}
 		*server = fresh
 	}
-	return server.Annotations[metalv1alpha1.AnnotationProbeBoot] == boot
+	return server.Status.ProbeBoot == boot
 }
 
 // storeStatus writes a probe's news into the server's status, on the version whose boot was

@@ -100,8 +100,8 @@ const (
 
 // Annotations Ironfleet sets.
 const (
-	// AnnotationProbeBoot on a Server names its current probe boot: the registry takes
-	// reports only with that boot's token, so a probe of an earlier boot that reports late
-	// cannot pass its inventory or its wipe off as this one's.
+	// AnnotationProbeBoot on a probe boot's ServerBootConfiguration names that boot; the
+	// Server names its current one in status.probeBoot. (Servers of earlier versions carried
+	// this annotation themselves; the operator moves it to status.)
 	AnnotationProbeBoot = "metal.ironfleet.dev/probe-boot"
 )

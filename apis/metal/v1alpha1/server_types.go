@@ -131,6 +131,13 @@ type ServerStatus struct {
 	// +optional
 	LastProbeBootTime *metav1.Time `json:"lastProbeBootTime,omitempty"`
 
+	// ProbeBoot names the server's current probe boot (its boot configuration carries the same
+	// name in the metal.ironfleet.dev/probe-boot annotation): the registry takes reports only
+	// with that boot's token, so a probe of an earlier boot that reports late cannot pass its
+	// inventory or its wipe off as this one's. Empty when no probe boot is under way.
+	// +optional
+	ProbeBoot string `json:"probeBoot,omitempty"`
+
 	// LastTransitionTime and LastTransitionReason record when and why State last changed.
 	// +optional
 	LastTransitionTime *metav1.Time `json:"lastTransitionTime,omitempty"`

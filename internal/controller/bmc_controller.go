@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
+	"sync"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -50,6 +52,10 @@ type BMCReconciler struct {
 	// written keeps a reconcile woken before the cache has the BMC's last status write (an
 	// Endpoint's or a secret's news often comes at once) from writing the same status again.
 	written *ownWrites
+	// told remembers what a deleted BMC's events have said (by BMC UID and what), so that a
+	// deletion that waits records each thing once, not at every look (a restarted manager
+	// says it once more).
+	told sync.Map
 }
 
 // +kubebuilder:rbac:groups=metal.ironfleet.dev,resources=bmcs,verbs=get;list;watch;update;patch
@@ -77,6 +83,11 @@ func (r *BMCReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.R
 		var waiting errWaitingForServers
 		if errors.As(err, &waiting) {
 			log.FromContext(ctx).Info(waiting.Error())
+			if r.tellOnce(&b, "waiting") {
+				r.Events.Eventf(&b, nil, corev1.EventTypeNormal, ReasonWaitingForServers, "Delete",
+					"deleted: waits for server(s) %s to be wiped and deleted through this BMC; %s=true on a Server lets it go without its wipe",
+					strings.Join(waiting.servers, ", "), metalv1alpha1.AnnotationDeleteWithoutWipe)
+			}
 			return ctrl.Result{RequeueAfter: 2 * time.Second}, nil
 		}
 		return ctrl.Result{}, err
@@ -245,12 +256,33 @@ func (r *BMCReconciler) recordReadyChange(before, after *metalv1alpha1.BMC) {
 // errWaitingForServers: a deleted BMC's Servers are still going (each is wiped first when it
 // may hold a tenant's data); the BMC waits for them, and is looked at again.
 type errWaitingForServers struct {
-	bmc string
-	n   int
+	bmc     string
+	servers []string
 }
 
 func (e errWaitingForServers) Error() string {
-	return fmt.Sprintf("BMC %s waits for %d of its servers to be wiped and deleted", e.bmc, e.n)
+	return fmt.Sprintf("BMC %s waits for %d of its servers to be wiped and deleted", e.bmc, len(e.servers))
+}
+
+// ReasonWaitingForServers: the event of a deleted BMC that waits for its Servers' wipes.
+const ReasonWaitingForServers = "WaitingForServers"
+
+// tellOnce says whether a deleted BMC's event about what has not been recorded yet, and
+// remembers that it now is.
+func (r *BMCReconciler) tellOnce(b *metalv1alpha1.BMC, what string) bool {
+	_, told := r.told.LoadOrStore(string(b.UID)+"/"+what, true)
+	return !told
+}
+
+// forgetTold drops what was remembered of a BMC that is gone.
+func (r *BMCReconciler) forgetTold(b *metalv1alpha1.BMC) {
+	prefix := string(b.UID) + "/"
+	r.told.Range(func(k, _ any) bool {
+		if strings.HasPrefix(k.(string), prefix) {
+			r.told.Delete(k)
+		}
+		return true
+	})
 }
 
 // delete removes the BMC's Servers that no claim holds, keeps the claimed ones (a tenant's
@@ -265,13 +297,15 @@ func (r *BMCReconciler) delete(ctx context.Context, b *metalv1alpha1.BMC) error 
 	if err := r.Client.List(ctx, &servers, client.MatchingFields{indexServerByBMC: b.Name}); err != nil {
 		return fmt.Errorf("listing the BMC's servers: %w", err)
 	}
-	going := 0
+	var going []string
 	for i := range servers.Items {
 		s := &servers.Items[i]
 		if s.Spec.ServerClaimRef != nil && s.DeletionTimestamp.IsZero() {
-			log.FromContext(ctx).Info("keeping claimed server of deleted BMC", "server", s.Name, "claim", s.Spec.ServerClaimRef.Name)
-			r.Events.Eventf(b, s, corev1.EventTypeWarning, "ClaimedServerKept", "Delete",
-				"server %s is claimed by %s/%s and was kept", s.Name, s.Spec.ServerClaimRef.Namespace, s.Spec.ServerClaimRef.Name)
+			if r.tellOnce(b, "kept/"+s.Name) {
+				log.FromContext(ctx).Info("keeping claimed server of deleted BMC", "server", s.Name, "claim", s.Spec.ServerClaimRef.Name)
+				r.Events.Eventf(b, s, corev1.EventTypeWarning, "ClaimedServerKept", "Delete",
+					"server %s is claimed by %s/%s and was kept: it stays its tenant's; released, it waits in Cleanup for a BMC of this name to wipe it through (make it again, or its Endpoint)", s.Name, s.Spec.ServerClaimRef.Namespace, s.Spec.ServerClaimRef.Name)
+			}
 			continue
 		}
 		if s.DeletionTimestamp.IsZero() {
@@ -281,13 +315,14 @@ func (r *BMCReconciler) delete(ctx context.Context, b *metalv1alpha1.BMC) error 
 		}
 		if controllerutil.ContainsFinalizer(s, ServerFinalizer) {
 			// It may hold a tenant's data: it is wiped, through this BMC, before it goes.
-			going++
+			going = append(going, s.Name)
 		}
 	}
-	if going > 0 {
-		return errWaitingForServers{bmc: b.Name, n: going}
+	if len(going) > 0 {
+		return errWaitingForServers{bmc: b.Name, servers: going}
 	}
 	r.Clients.Forget(b.Name)
+	r.forgetTold(b)
 	read := b.ResourceVersion
 	controllerutil.RemoveFinalizer(b, BMCFinalizer)
 	if err := r.Client.Update(ctx, b); err != nil {

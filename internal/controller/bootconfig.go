@@ -312,18 +312,39 @@ func writeProbeIgnition(ctx context.Context, c client.Client, secret *corev1.Sec
 // deletes again.
 func deleteProbeBoot(ctx context.Context, c client.Client, pb ProbeBoot, server *metalv1alpha1.Server, purposes ...metalv1alpha1.BootPurpose) error {
 	for _, purpose := range purposes {
-		name := probeBootName(server, purpose)
-		for _, obj := range []client.Object{
-			&metalv1alpha1.ServerBootConfiguration{ObjectMeta: metav1.ObjectMeta{Namespace: pb.Namespace, Name: name}},
-			&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: pb.Namespace, Name: name + "-ignition"}},
-		} {
-			if err := c.Delete(ctx, obj); client.IgnoreNotFound(err) != nil {
-				return fmt.Errorf("deleting %s: %w", obj.GetName(), err)
-			}
+		if err := dropProbeBootObjects(ctx, c, pb, server, purpose); err != nil {
+			return err
 		}
 	}
 	server.Status.ProbeBoot = ""
 	return nil
+}
+
+// dropProbeBootObjects deletes a probe boot's configuration and ignition Secret, and leaves the
+// boot the Server names alone (it may be another purpose's).
+func dropProbeBootObjects(ctx context.Context, c client.Client, pb ProbeBoot, server *metalv1alpha1.Server, purpose metalv1alpha1.BootPurpose) error {
+	name := probeBootName(server, purpose)
+	for _, obj := range []client.Object{
+		&metalv1alpha1.ServerBootConfiguration{ObjectMeta: metav1.ObjectMeta{Namespace: pb.Namespace, Name: name}},
+		&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: pb.Namespace, Name: name + "-ignition"}},
+	} {
+		if err := c.Delete(ctx, obj); client.IgnoreNotFound(err) != nil {
+			return fmt.Errorf("deleting %s: %w", obj.GetName(), err)
+		}
+	}
+	return nil
+}
+
+// probeBootMade says whether the server's probe boot of purpose has a boot configuration, as the
+// cache has it. A boot's configuration is made before the status write that names it: a
+// manager killed in between, or a status write that lost its lock, leaves one the Server does
+// not name.
+func probeBootMade(ctx context.Context, c client.Client, pb ProbeBoot, server *metalv1alpha1.Server, purpose metalv1alpha1.BootPurpose) (bool, error) {
+	err := c.Get(ctx, client.ObjectKey{Namespace: pb.Namespace, Name: probeBootName(server, purpose)}, &metalv1alpha1.ServerBootConfiguration{})
+	if apierrors.IsNotFound(err) {
+		return false, nil
+	}
+	return err == nil, err
 }
 
 // adoptProbeBootAnnotation moves the probe boot a Server of an earlier version names in its

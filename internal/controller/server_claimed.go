@@ -48,10 +48,15 @@ func (r *ServerReconciler) available(server *metalv1alpha1.Server) step {
 // the claim's power, booting from disk. A released server goes to Cleanup.
 func (r *ServerReconciler) reserved(ctx context.Context, server *metalv1alpha1.Server) (step, error) {
 	if server.Spec.ServerClaimRef == nil {
-		// An install under way ends with the claim: its boot must not outlive it.
-		// (A boot is named on the server before its configuration is made, and counted only
-		// once it is booted: either says one may exist.)
-		if server.Status.ProvisionAttempts == 0 && server.Status.ProbeBoot == "" {
+		// An install under way ends with the claim: its boot must not outlive it. A boot is
+		// counted once it is booted, named in status once its configuration is made, and its
+		// configuration may be made without the name's write having landed (a kill, a lost
+		// lock): any of the three says one may exist.
+		made, err := probeBootMade(ctx, r.Client, r.Probe, server, metalv1alpha1.BootPurposeProvisioning)
+		if err != nil {
+			return step{}, err
+		}
+		if server.Status.ProvisionAttempts == 0 && server.Status.ProbeBoot == "" && !made {
 			return r.release(server), nil
 		}
 		if err := deleteProbeBoot(ctx, r.Client, r.Probe, server, metalv1alpha1.BootPurposeProvisioning); err != nil {

@@ -27,6 +27,15 @@ const (
 // is reported wiped as its policy asks. A failed wipe sends it to Error: a dirty server never
 // becomes Available.
 func (r *ServerReconciler) cleanup(ctx context.Context, server *metalv1alpha1.Server) (step, error) {
+	// An install boot the release did not see (the cache had not caught up with its making)
+	// must not be served in place of the wipe: it goes when it shows up (its watch wakes us).
+	if made, err := probeBootMade(ctx, r.Client, r.Probe, server, metalv1alpha1.BootPurposeProvisioning); err != nil {
+		return step{}, err
+	} else if made {
+		if err := dropProbeBootObjects(ctx, r.Client, r.Probe, server, metalv1alpha1.BootPurposeProvisioning); err != nil {
+			return step{}, err
+		}
+	}
 	if wiped, failed := r.wipeVerdict(server, enteredAt(server)); wiped || failed != "" {
 		if err := deleteProbeBoot(ctx, r.Client, r.Probe, server, metalv1alpha1.BootPurposeCleanup); err != nil {
 			return step{}, err

@@ -20,6 +20,7 @@ import (
 
 	m "github.com/ironfleet/ironfleet/apis/metal/v1alpha1"
 	"github.com/ironfleet/ironfleet/internal/bmcsim"
+	"github.com/ironfleet/ironfleet/internal/controller"
 	"github.com/ironfleet/ironfleet/internal/lab"
 )
 
@@ -359,6 +360,19 @@ func bmcWaitsForTheWipe(t *testing.T, mc *machine) {
 	require.NotNil(t, s)
 	assert.False(t, s.DeletionTimestamp.IsZero(), "the server is deleted with its BMC")
 	assert.Equal(t, m.ServerStateCleanup, s.Status.State, "and waits, in Cleanup, for its wipe")
+	// The BMC says so, once: not at each of its looks while it waits.
+	var evs eventsv1.EventList
+	require.NoError(t, k8s.List(ctx, &evs))
+	var waiting []eventsv1.Event
+	for _, e := range evs.Items {
+		if e.Regarding.Kind == "BMC" && e.Regarding.Name == mc.ns && e.Reason == controller.ReasonWaitingForServers {
+			waiting = append(waiting, e)
+		}
+	}
+	if assert.Len(t, waiting, 1, "the deleted BMC records that it waits") {
+		assert.Contains(t, waiting[0].Note, s.Name)
+		assert.Nil(t, waiting[0].Series, "recorded once, not at each look")
+	}
 	mc.releaseBoots()
 	enrolAgain(t, mc)
 }

@@ -44,7 +44,7 @@ func (r *ServerClaimReconciler) provision(ctx context.Context, claim *metalv1alp
 	switch {
 	case server.Status.State != metalv1alpha1.ServerStateReserved:
 		setCondition(&claim.Status.Conditions, claim.Generation, metalv1alpha1.ConditionReady, metav1.ConditionFalse, ReasonWaitingForServer,
-			fmt.Sprintf("server %s is %s", server.Name, server.Status.State))
+			waitingForServerMessage(server))
 	case claim.Spec.Image != "" && installsImages(r.BootOperator):
 		showInstall(claim, server, power)
 	case meta.IsStatusConditionTrue(server.Status.Conditions, metalv1alpha1.ConditionProvisioned) || claim.Spec.Image == "":
@@ -55,6 +55,21 @@ func (r *ServerClaimReconciler) provision(ctx context.Context, claim *metalv1alp
 			"waiting for the boot service to serve "+claim.Spec.Image)
 	}
 	return nil
+}
+
+// waitingForServerMessage tells a claim's owner why its server is not Reserved for it yet.
+func waitingForServerMessage(server *metalv1alpha1.Server) string {
+	switch {
+	case server.Status.State == metalv1alpha1.ServerStateMaintenance, server.Spec.MaintenanceRef != nil:
+		msg := fmt.Sprintf("server %s is in maintenance", server.Name)
+		if ref := server.Spec.MaintenanceRef; ref != nil {
+			msg += fmt.Sprintf(" (ServerMaintenance %s/%s)", ref.Namespace, ref.Name)
+		}
+		return msg + "; it comes back to this claim when an admin ends the maintenance"
+	case server.Status.State == metalv1alpha1.ServerStateAvailable:
+		return fmt.Sprintf("server %s is being reserved for this claim", server.Name)
+	}
+	return fmt.Sprintf("server %s is %s", server.Name, server.Status.State)
 }
 
 // installsImages says whether claims' images are installed to disk by Ironfleet's probe: with

@@ -155,6 +155,15 @@ func (r *ServerClaimReconciler) pending(ctx context.Context, claim *metalv1alpha
 		return claimStep{}, err
 	}
 	if server == nil {
+		// A selector the schema let through but no server can match (a label key or value of
+		// the wrong form): the claim says so, and a fix of its spec wakes it.
+		if s := claim.Spec.ServerSelector; s != nil {
+			if _, err := metav1.LabelSelectorAsSelector(s.LabelSelector()); err != nil {
+				setCondition(&claim.Status.Conditions, claim.Generation, metalv1alpha1.ConditionBound, metav1.ConditionFalse, metalv1alpha1.ClaimReasonInvalidServerSelector,
+					"spec.serverSelector is invalid: "+err.Error()+"; the claim binds once it is fixed")
+				return claimStep{}, nil
+			}
+		}
 		if server, err = r.bind(ctx, claim); err != nil {
 			return claimStep{}, err
 		}

@@ -566,7 +566,8 @@ func TestPowerOnOfAServerThatIsOnIsDone(t *testing.T) {
 	var s m.Server
 	require.NoError(t, k8s.Get(ctx, client.ObjectKey{Name: name}, &s))
 	id := systemID(t, &s)
-	p.sim.SetPowerState(id, "On") // someone powered it on at the BMC
+	delivery(t, name, m.PowerOff, m.PowerConfirmed, 30*time.Second) // the power-off that ended discovery is done
+	p.sim.SetPowerState(id, "On")                                   // someone powered it on at the BMC
 	boots := len(p.sim.BootLog(id))
 	claimServer(t, "already-on", "web", name, func(c *m.ServerClaim) { c.Spec.Power = m.PowerOn })
 	eventually(t, 20*time.Second, func() bool {
@@ -741,6 +742,22 @@ func TestMaintenanceWaitsForOwnerApproval(t *testing.T) {
 	assert.Equal(t, m.MaintenanceStatePending, sm.Status.State)
 	require.NoError(t, k8s.Get(ctx, client.ObjectKey{Name: name}, &s))
 	assert.Equal(t, m.ServerStateReserved, s.Status.State, "the claimed server is not taken without approval")
+	// The owner cannot read the maintenance: the claim, in the owner's namespace, is told, once.
+	var asked []eventsv1.Event
+	eventually(t, 10*time.Second, func() bool {
+		var evs eventsv1.EventList
+		require.NoError(t, k8s.List(ctx, &evs, client.InNamespace("maint")))
+		asked = asked[:0]
+		for _, e := range evs.Items {
+			if e.Regarding.Kind == "ServerClaim" && e.Regarding.Name == "db" && e.Reason == controller.ReasonMaintenanceRequested {
+				asked = append(asked, e)
+			}
+		}
+		return len(asked) > 0
+	}, "the claim's owner is asked")
+	require.Len(t, asked, 1, "asked once")
+	assert.Contains(t, asked[0].Note, "replace DIMM")
+	assert.Contains(t, asked[0].Note, m.AnnotationApproveMaintenance+"=true")
 
 	require.NoError(t, k8s.Get(ctx, client.ObjectKeyFromObject(claim), claim))
 	before := claim.DeepCopy()
@@ -753,6 +770,11 @@ func TestMaintenanceWaitsForOwnerApproval(t *testing.T) {
 		return sm.Status.State == m.MaintenanceStateInMaintenance
 	})
 	eventually(t, 10*time.Second, func() bool { return p.sim.PowerState(id) == "Off" }, "power follows the maintenance")
+	eventually(t, 10*time.Second, func() bool {
+		require.NoError(t, k8s.Get(ctx, client.ObjectKeyFromObject(claim), claim))
+		c := meta.FindStatusCondition(claim.Status.Conditions, m.ConditionReady)
+		return c != nil && c.Reason == controller.ReasonWaitingForServer && strings.Contains(c.Message, "in maintenance (ServerMaintenance maint/dimm)")
+	}, "the claim says its server is in maintenance, and which")
 
 	require.NoError(t, k8s.Delete(ctx, sm))
 	s = *waitServer(t, name, m.ServerStateReserved, 20*time.Second)
@@ -878,4 +900,58 @@ func TestPowerOffClaimLeavesItsServerOff(t *testing.T) {
 		target, enabled := p.sim.BootOverride(id)
 		return p.sim.PowerState(id) == "Off" && target == bmcsim.BootHdd && enabled == "Continuous"
 	}, "the server is off, its next boot its disk")
+}
+
+// TestAClaimWithAnInvalidSelectorSaysSo: a selector the schema lets through but that is not a
+// label selector (a key no label can have) is shown on the claim's Bound condition, not only in
+// the manager's log.
+func TestAClaimWithAnInvalidSelectorSaysSo(t *testing.T) {
+	ctx := context.Background()
+	createNamespace(t, "bad-selector")
+	claim := &m.ServerClaim{ObjectMeta: metav1.ObjectMeta{Namespace: "bad-selector", Name: "web"},
+		Spec: m.ServerClaimSpec{ServerSelector: &m.ServerSelector{MatchExpressions: []m.ServerSelectorRequirement{{Key: "not a label key!", Operator: metav1.LabelSelectorOpExists}}}}}
+	require.NoError(t, k8s.Create(ctx, claim))
+	eventually(t, 20*time.Second, func() bool {
+		require.NoError(t, k8s.Get(ctx, client.ObjectKeyFromObject(claim), claim))
+		c := meta.FindStatusCondition(claim.Status.Conditions, m.ConditionBound)
+		return c != nil && c.Reason == m.ClaimReasonInvalidServerSelector
+	}, "the claim says its selector is invalid")
+	c := meta.FindStatusCondition(claim.Status.Conditions, m.ConditionBound)
+	assert.Equal(t, metav1.ConditionFalse, c.Status)
+	assert.Contains(t, c.Message, "not a label key!")
+	assert.Equal(t, m.ClaimPhasePending, claim.Status.Phase)
+	require.NoError(t, k8s.Delete(ctx, claim))
+}
+
+// TestAnInstallBootTheServerDoesNotNameEndsWithTheClaim: an install boot's configuration is
+// made before the status write that names it. A manager killed in between leaves a Server that
+// names no boot and has booted none, and a configuration; the claim released then, the install
+// boot must still go with it (the chaos run found it left over on a pooled server).
+func TestAnInstallBootTheServerDoesNotNameEndsWithTheClaim(t *testing.T) {
+	ctx := context.Background()
+	_, name := startOneServer(t, "unnamed-install", 295)
+	boots.Hold(name) // the install's probe boots, and does not report
+	t.Cleanup(func() { boots.Release(name) })
+	claim := claimServer(t, "unnamed-install", "web", name, func(c *m.ServerClaim) { c.Spec.Image, c.Spec.ImageChecksum = images.SimImage() })
+	boot := client.ObjectKey{Namespace: operatorDeps.Probe.Namespace, Name: name + "-provision"}
+	eventually(t, 30*time.Second, func() bool { return k8s.Get(ctx, boot, &m.ServerBootConfiguration{}) == nil }, "the install boot is made")
+
+	// As a manager killed before it named the boot would leave it: nothing named, nothing booted.
+	require.NoError(t, stopOperator())
+	var s m.Server
+	require.NoError(t, k8s.Get(ctx, client.ObjectKey{Name: name}, &s))
+	s.Status.ProbeBoot, s.Status.ProvisionAttempts, s.Status.LastProbeBootTime = "", 0, nil
+	require.NoError(t, k8s.Status().Update(ctx, &s))
+	require.NoError(t, k8s.Delete(ctx, claim))
+	require.NoError(t, startOperator())
+
+	eventually(t, 30*time.Second, func() bool { return k8s.Get(ctx, client.ObjectKeyFromObject(claim), &m.ServerClaim{}) != nil }, "the claim goes")
+	eventually(t, 30*time.Second, func() bool {
+		err := k8s.Get(ctx, boot, &m.ServerBootConfiguration{})
+		return apierrors.IsNotFound(err)
+	}, "the install boot goes with the claim")
+	err := k8s.Get(ctx, client.ObjectKey{Namespace: boot.Namespace, Name: boot.Name + "-ignition"}, &corev1.Secret{})
+	assert.True(t, apierrors.IsNotFound(err), "and its ignition Secret: %v", err)
+	boots.Release(name)
+	waitServer(t, name, m.ServerStateAvailable, 90*time.Second)
 }

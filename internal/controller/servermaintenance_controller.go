@@ -9,6 +9,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/events"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -31,10 +32,13 @@ const indexMaintenanceByServer = "spec.serverRef.name"
 // Reasons of a ServerMaintenance's Ready condition.
 const (
 	ReasonWaitingForApproval = "WaitingForOwnerApproval"
-	ReasonServerHeld         = "ServerHeldByOtherMaintenance"
-	ReasonServerNotFound     = "ServerNotFound"
-	ReasonTakingServer       = "TakingServer"
-	ReasonInMaintenance      = "InMaintenance"
+	// ReasonMaintenanceRequested: the event that tells a claim's owner a maintenance waits for
+	// their approval.
+	ReasonMaintenanceRequested = "MaintenanceRequested"
+	ReasonServerHeld           = "ServerHeldByOtherMaintenance"
+	ReasonServerNotFound       = "ServerNotFound"
+	ReasonTakingServer         = "TakingServer"
+	ReasonInMaintenance        = "InMaintenance"
 )
 
 // ServerMaintenanceReconciler hands servers to maintenance: at once when Enforced, after the
@@ -177,6 +181,13 @@ func (r *ServerMaintenanceReconciler) pending(ctx context.Context, sm *metalv1al
 			return maintenanceStep{}, err
 		}
 		if err == nil && claim.Annotations[metalv1alpha1.AnnotationApproveMaintenance] != "true" {
+			// The owner, who must approve, cannot read this maintenance's status: the claim,
+			// in the owner's namespace, is told, once (when this maintenance starts waiting).
+			if c := apimeta.FindStatusCondition(sm.Status.Conditions, metalv1alpha1.ConditionReady); c == nil || c.Reason != ReasonWaitingForApproval {
+				r.Events.Eventf(&claim, nil, corev1.EventTypeNormal, ReasonMaintenanceRequested, "RequestMaintenance",
+					"an admin asks to take server %s into maintenance (ServerMaintenance %s/%s: %q): set the annotation %s=true on this claim to let it be taken; it comes back to this claim when the maintenance ends",
+					server.Name, sm.Namespace, sm.Name, sm.Spec.Reason, metalv1alpha1.AnnotationApproveMaintenance)
+			}
 			return maintenanceStep{reason: ReasonWaitingForApproval, message: fmt.Sprintf(
 				"server %s is claimed by %s/%s: waiting for its owner to set the annotation %s=true on the claim",
 				server.Name, claimRef.Namespace, claimRef.Name, metalv1alpha1.AnnotationApproveMaintenance)}, nil

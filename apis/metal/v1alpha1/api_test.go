@@ -196,6 +196,16 @@ func TestInvalidObjectsAreRejectedWithAReadableMessage(t *testing.T) {
 		requireInvalid(t, env.Client.Create(ctx, sbc), "spec.purpose", `Unsupported value: "Fun"`)
 	})
 
+	t.Run("selector expression without values", func(t *testing.T) {
+		claim := validClaim("in-without-values")
+		claim.Spec.ServerSelector = &m.ServerSelector{MatchExpressions: []m.ServerSelectorRequirement{{Key: "rack", Operator: metav1.LabelSelectorOpIn}}}
+		requireInvalid(t, env.Client.Create(ctx, claim), "In and NotIn need at least one value")
+		claim.Spec.ServerSelector.MatchExpressions[0] = m.ServerSelectorRequirement{Key: "rack", Operator: metav1.LabelSelectorOpExists, Values: []string{"r1"}}
+		requireInvalid(t, env.Client.Create(ctx, claim), "Exists and DoesNotExist take none")
+		claim.Spec.ServerSelector.MatchExpressions[0] = m.ServerSelectorRequirement{Key: "rack", Operator: metav1.LabelSelectorOpNotIn, Values: []string{"r1"}}
+		require.NoError(t, env.Client.Create(ctx, claim), "a valid expression is taken")
+	})
+
 	t.Run("claim asks for zero cores", func(t *testing.T) {
 		claim := validClaim("zero-cores")
 		claim.Spec.MinCPUCores = ptr.To[int32](0)

@@ -127,6 +127,7 @@ type ServerSelector struct {
 type LabelValue string
 
 // ServerSelectorRequirement is one label expression.
+// +kubebuilder:validation:XValidation:rule="self.operator in ['In', 'NotIn'] ? has(self.values) && size(self.values) > 0 : !has(self.values) || size(self.values) == 0",message="In and NotIn need at least one value; Exists and DoesNotExist take none"
 type ServerSelectorRequirement struct {
 	// Key is the label key.
 	// +kubebuilder:validation:MinLength=1
@@ -176,8 +177,11 @@ const (
 // Reasons of a claim's Bound condition.
 const (
 	ClaimReasonNoMatchingServer = "NoMatchingServer"
-	ClaimReasonBound            = "Bound"
-	ClaimReasonReleasing        = "Releasing"
+	// ClaimReasonInvalidServerSelector: spec.serverSelector is not a valid label selector (a
+	// label key or value of the wrong form, which the schema does not catch).
+	ClaimReasonInvalidServerSelector = "InvalidServerSelector"
+	ClaimReasonBound                 = "Bound"
+	ClaimReasonReleasing             = "Releasing"
 )
 
 // ServerClaimStatus is whether and to what the claim is bound.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -59,6 +60,8 @@ type ServerReconciler struct {
 	Now func() time.Time
 
 	fresh *freshness
+	// toldDeleting holds the UIDs of deleted Servers whose WipeBeforeDeletion event is recorded.
+	toldDeleting sync.Map
 }
 
 // step is what a state's handler decided: an event to fire (or none), why, what else changes
@@ -518,10 +521,19 @@ func serverChanged() predicate.Predicate {
 			return old.Generation != now.Generation ||
 				!mapsEqual(old.Annotations, now.Annotations) ||
 				old.Status.State == "" ||
-				reportTime(old) != reportTime(now) ||
+				reportTime(old) != reportTime(now) || reportSource(old) != reportSource(now) ||
 				wipeTime(old) != wipeTime(now)
 		},
 	}
+}
+
+// reportSource is where the server's inventory came from: a probe's report that replaces the
+// BMC's out-of-band inventory in the same second (stamps are whole seconds) is news too.
+func reportSource(s *metalv1alpha1.Server) string {
+	if s.Status.Inventory == nil {
+		return ""
+	}
+	return s.Status.Inventory.Source
 }
 
 func reportTime(s *metalv1alpha1.Server) time.Time {

@@ -52,8 +52,11 @@ func (r *ServerReconciler) deleting(ctx context.Context, server *metalv1alpha1.S
 	dirty := mayHoldTenantData(server)
 	forced := server.Annotations[metalv1alpha1.AnnotationDeleteWithoutWipe] == "true"
 	if dirty && !forced {
-		r.Events.Eventf(server, nil, corev1.EventTypeNormal, ReasonWipeBeforeDeletion, "Delete",
-			"deleted while it may hold a tenant's data (%s): it goes once it is wiped; %s=true lets it go at once", state(server), metalv1alpha1.AnnotationDeleteWithoutWipe)
+		// Said once per deletion (and once more by a restarted manager), not at every look.
+		if _, told := r.toldDeleting.LoadOrStore(server.UID, true); !told {
+			r.Events.Eventf(server, nil, corev1.EventTypeNormal, ReasonWipeBeforeDeletion, "Delete",
+				"deleted while it may hold a tenant's data (%s): it goes once it is wiped; %s=true lets it go at once", state(server), metalv1alpha1.AnnotationDeleteWithoutWipe)
+		}
 		return false, nil
 	}
 	if dirty {
@@ -69,6 +72,7 @@ func (r *ServerReconciler) deleting(ctx context.Context, server *metalv1alpha1.S
 	if err := r.Client.Patch(ctx, server, client.MergeFromWithOptions(before, client.MergeFromWithOptimisticLock{})); client.IgnoreNotFound(err) != nil {
 		return false, fmt.Errorf("letting deleted server %s go: %w", server.Name, err)
 	}
+	r.toldDeleting.Delete(server.UID)
 	return true, nil
 }
 

@@ -242,6 +242,18 @@ func (mc *machine) waitsDeleted(t *testing.T, state m.ServerState, why string) {
 		s := mc.server(t)
 		return s == nil || s.UID != mc.old.UID
 	}, time.Second, 100*time.Millisecond, "the deleted server stays while the machine may hold the tenant's data")
+	// It says so once, not at every look while it waits.
+	var evs eventsv1.EventList
+	require.NoError(t, k8s.List(context.Background(), &evs))
+	var told []eventsv1.Event
+	for _, e := range evs.Items {
+		if e.Regarding.UID == mc.old.UID && e.Reason == controller.ReasonWipeBeforeDeletion {
+			told = append(told, e)
+		}
+	}
+	if assert.Len(t, told, 1, "the deleted server records why it stays") {
+		assert.Nil(t, told[0].Series, "recorded once, not at each look")
+	}
 }
 
 // bmcKeepsItsClaimedServer: the BMC goes, its claimed server is kept.

@@ -8,6 +8,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/event"
 
 	m "github.com/ironfleet/ironfleet/apis/metal/v1alpha1"
 	"github.com/ironfleet/ironfleet/internal/fsm"
@@ -54,4 +55,16 @@ func TestWaitingForTheBootServiceSaysWhatItFoundWrong(t *testing.T) {
 	st = waitForBootService(sbc)
 	assert.Equal(t, ReasonWaitingForBootService, st.reason)
 	assert.Equal(t, "boot configuration system/s1-discovery is not Ready: MACsUnknown: server s1 has no NIC MAC address", st.message)
+}
+
+// A probe's report that replaces the BMC's out-of-band inventory in the same second (stamps are
+// whole seconds; in the lab both come within one) wakes the server: its discovery waited for
+// the attempt's timeout before (found by the tour).
+func TestAReportInTheSecondOfTheBMCsInventoryWakesTheServer(t *testing.T) {
+	at := metav1.NewTime(time.Date(2026, 1, 1, 10, 0, 0, 0, time.UTC))
+	old := &m.Server{Status: m.ServerStatus{State: m.ServerStateDiscovery, Inventory: &m.Inventory{Source: "Redfish", ReportedAt: &at}}}
+	now := old.DeepCopy()
+	now.Status.Inventory.Source = "Probe"
+	assert.True(t, serverChanged().Update(event.UpdateEvent{ObjectOld: old, ObjectNew: now}), "the probe's report is news")
+	assert.False(t, serverChanged().Update(event.UpdateEvent{ObjectOld: old, ObjectNew: old.DeepCopy()}), "nothing new is not")
 }

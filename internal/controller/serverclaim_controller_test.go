@@ -929,7 +929,7 @@ func TestAClaimWithAnInvalidSelectorSaysSo(t *testing.T) {
 // boot must still go with it (the chaos run found it left over on a pooled server).
 func TestAnInstallBootTheServerDoesNotNameEndsWithTheClaim(t *testing.T) {
 	ctx := context.Background()
-	_, name := startOneServer(t, "unnamed-install", 295)
+	_, name := startOneServer(t, "unnamed-install", 297)
 	boots.Hold(name) // the install's probe boots, and does not report
 	t.Cleanup(func() { boots.Release(name) })
 	claim := claimServer(t, "unnamed-install", "web", name, func(c *m.ServerClaim) { c.Spec.Image, c.Spec.ImageChecksum = images.SimImage() })

@@ -22,7 +22,7 @@ import (
 // it), and reaches Available.
 func TestEveryKindOfSystemIdentityReachesAvailable(t *testing.T) {
 	if testing.Short() {
-		t.Skip("starts a lab")
+		t.Skip("-short: starts a lab of 9 BMCs; make test runs it")
 	}
 	ctx := context.Background()
 	kinds := len(labBMCs)

@@ -7,6 +7,7 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/event"
 
@@ -67,4 +68,41 @@ func TestAReportInTheSecondOfTheBMCsInventoryWakesTheServer(t *testing.T) {
 	now.Status.Inventory.Source = "Probe"
 	assert.True(t, serverChanged().Update(event.UpdateEvent{ObjectOld: old, ObjectNew: now}), "the probe's report is news")
 	assert.False(t, serverChanged().Update(event.UpdateEvent{ObjectOld: old, ObjectNew: old.DeepCopy()}), "nothing new is not")
+}
+
+// An install's boot configuration that does not become Ready shows in Provisioned (Ready is not
+// written in Reserved, and the claim mirrors Provisioned): at once when the boot service found
+// something wrong, after bootServiceGrace when it says nothing, and never in the moment the
+// boot service usually takes.
+func TestAnInstallWaitingForTheBootServiceShowsInProvisioned(t *testing.T) {
+	made := time.Date(2026, 1, 1, 10, 0, 0, 0, time.UTC)
+	now := made.Add(2 * time.Second)
+	r := ServerReconciler{Now: func() time.Time { return now }}
+	sbc := &m.ServerBootConfiguration{ObjectMeta: metav1.ObjectMeta{Namespace: "system", Name: "s1-provision", CreationTimestamp: metav1.NewTime(made)}}
+	provisioned := func(st step) *metav1.Condition {
+		s := &m.Server{}
+		if st.apply != nil {
+			st.apply(s)
+		}
+		return meta.FindStatusCondition(s.Status.Conditions, m.ConditionProvisioned)
+	}
+
+	st := r.installWaitsForBootService(sbc)
+	assert.Nil(t, provisioned(st), "a moment's wait is not shown")
+	assert.Equal(t, bootServiceGrace-2*time.Second, st.requeueAfter, "looked at again when the grace is over")
+
+	now = made.Add(bootServiceGrace)
+	c := provisioned(r.installWaitsForBootService(sbc))
+	if assert.NotNil(t, c, "a long wait is shown") {
+		assert.Equal(t, ReasonWaitingForBootService, c.Reason)
+		assert.Equal(t, "waiting for the boot service to mark system/s1-provision Ready", c.Message)
+	}
+
+	now = made.Add(time.Second)
+	sbc.Status.Conditions = []metav1.Condition{{Type: m.ConditionReady, Status: metav1.ConditionFalse, Reason: "ArtifactMissing", Message: "no probe kernel"}}
+	c = provisioned(r.installWaitsForBootService(sbc))
+	if assert.NotNil(t, c, "what the boot service found wrong is shown at once") {
+		assert.Equal(t, metav1.ConditionFalse, c.Status)
+		assert.Equal(t, "boot configuration system/s1-provision is not Ready: ArtifactMissing: no probe kernel", c.Message)
+	}
 }

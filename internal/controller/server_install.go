@@ -239,7 +239,7 @@ func (r *ServerReconciler) bootInstall(ctx context.Context, server *metalv1alpha
 		return step{}, false, err
 	}
 	if sbc.Status.State != metalv1alpha1.BootConfigurationStateReady {
-		return waitForBootService(sbc), false, nil
+		return r.installWaitsForBootService(sbc), false, nil
 	}
 	n := server.Status.ProvisionAttempts + 1
 	message := fmt.Sprintf("attempt %d of %d: installing %s (PXE once into %s)", n, r.installAttempts(), claim.Spec.Image, sbc.Name)
@@ -254,6 +254,28 @@ func (r *ServerReconciler) bootInstall(ctx context.Context, server *metalv1alpha
 			setCondition(&s.Status.Conditions, s.Generation, metalv1alpha1.ConditionProvisioned, metav1.ConditionFalse, ReasonInstalling, message)
 			meta.RemoveStatusCondition(&s.Status.Conditions, conditionProbe)
 		}}, false, nil
+}
+
+// bootServiceGrace is how long an install's boot configuration may take to become Ready before
+// the wait is shown: the boot service usually marks it within a moment, and saying so would cost
+// the server and its claim a status write each.
+const bootServiceGrace = 10 * time.Second
+
+// installWaitsForBootService waits for the install's boot configuration to be Ready. In Reserved
+// Ready is not written, so the wait shows in Provisioned (which the claim mirrors) once the boot
+// service has found something wrong with the configuration, or it has taken longer than
+// bootServiceGrace.
+func (r *ServerReconciler) installWaitsForBootService(sbc *metalv1alpha1.ServerBootConfiguration) step {
+	st := waitForBootService(sbc)
+	problem := meta.FindStatusCondition(sbc.Status.Conditions, metalv1alpha1.ConditionReady)
+	if remaining := sbc.CreationTimestamp.Add(bootServiceGrace).Sub(r.now()); remaining > 0 && (problem == nil || problem.Status != metav1.ConditionFalse) {
+		st.requeueAfter = remaining // the boot configuration's change wakes it sooner
+		return st
+	}
+	st.apply = func(s *metalv1alpha1.Server) {
+		setCondition(&s.Status.Conditions, s.Generation, metalv1alpha1.ConditionProvisioned, metav1.ConditionFalse, ReasonWaitingForBootService, st.message)
+	}
+	return st
 }
 
 // conditionProbe is the registry's condition of the probe's own progress (registry.ConditionProbe).

@@ -46,14 +46,12 @@ func (r *ServerClaimReconciler) boundServer(ctx context.Context, claim *metalv1a
 }
 
 // bind takes a matching server: first the claim's intent, then the server's reference (and,
-// when the claim needs no boot configuration, its power). It returns nil when none matches.
-func (r *ServerClaimReconciler) bind(ctx context.Context, claim *metalv1alpha1.ServerClaim) (*metalv1alpha1.Server, error) {
-	candidates, err := r.candidates(ctx, claim)
-	if err != nil {
-		return nil, err
-	}
-	if len(candidates) == 0 {
-		return nil, nil
+// when the claim needs no boot configuration, its power). When none matches it returns nil and
+// why (noMatchMessage).
+func (r *ServerClaimReconciler) bind(ctx context.Context, claim *metalv1alpha1.ServerClaim) (*metalv1alpha1.Server, string, error) {
+	candidates, why, err := r.candidates(ctx, claim)
+	if err != nil || len(candidates) == 0 {
+		return nil, why, err
 	}
 	// Claims racing for the same servers start at different ones.
 	h := fnv.New32a()
@@ -64,9 +62,9 @@ func (r *ServerClaimReconciler) bind(ctx context.Context, claim *metalv1alpha1.S
 	claim.Status.ServerRef = &metalv1alpha1.LocalObjectReference{Name: pick.Name}
 	if err := r.Client.Status().Patch(ctx, claim, client.MergeFromWithOptions(before, client.MergeFromWithOptimisticLock{})); err != nil {
 		if apierrors.IsConflict(err) {
-			return nil, errRetryBind // we read a stale claim
+			return nil, "", errRetryBind // we read a stale claim
 		}
-		return nil, err
+		return nil, "", err
 	}
 
 	server := pick.DeepCopy()
@@ -78,19 +76,19 @@ func (r *ServerClaimReconciler) bind(ctx context.Context, claim *metalv1alpha1.S
 	}
 	patch, err := bindPatch(claim, pick, server)
 	if err != nil {
-		return nil, err
+		return nil, "", err
 	}
 	if err := r.Client.Patch(ctx, server, patch); err != nil {
 		if apierrors.IsConflict(err) || apierrors.IsNotFound(err) || r.takenFirst(ctx, claim, pick, err) {
 			setCondition(&claim.Status.Conditions, claim.Generation, metalv1alpha1.ConditionBound, metav1.ConditionFalse, ReasonBindConflict,
 				"server "+pick.Name+" was taken first; trying another")
 			claim.Status.ServerRef = nil
-			return nil, errRetryBindAfter(ctx, r.Client, claim)
+			return nil, "", errRetryBindAfter(ctx, r.Client, claim)
 		}
-		return nil, err
+		return nil, "", err
 	}
 	r.Events.Eventf(claim, server, corev1.EventTypeNormal, metalv1alpha1.ClaimReasonBound, "Bind", "bound to server %s", server.Name)
-	return server, nil
+	return server, "", nil
 }
 
 // bindPatch is the JSON patch that takes pick for the claim, as server has it: its first
@@ -153,29 +151,34 @@ func errRetryBindAfter(ctx context.Context, c client.Client, claim *metalv1alpha
 	return errRetryBind
 }
 
-// candidates are the bindable servers that match, in a stable order. They are the cache's own
-// objects (a fleet of thousands is not copied per claim): read them, never change them.
-func (r *ServerClaimReconciler) candidates(ctx context.Context, claim *metalv1alpha1.ServerClaim) ([]*metalv1alpha1.Server, error) {
+// candidates are the bindable servers that match, in a stable order; when there are none, why
+// not. They are the cache's own objects (a fleet of thousands is not copied per claim): read
+// them, never change them.
+func (r *ServerClaimReconciler) candidates(ctx context.Context, claim *metalv1alpha1.ServerClaim) ([]*metalv1alpha1.Server, string, error) {
+	reqs, err := requirements(claim)
+	if err != nil {
+		return nil, "", err
+	}
 	var servers metalv1alpha1.ServerList
 	if err := r.Client.List(ctx, &servers, client.MatchingFields{indexServerBindable: "true"}, client.UnsafeDisableDeepCopy); err != nil {
-		return nil, err
+		return nil, "", err
 	}
-	var out []*metalv1alpha1.Server
+	var pool, out []*metalv1alpha1.Server
 	for i := range servers.Items {
 		s := &servers.Items[i]
 		if !bindable(s) {
 			continue
 		}
-		ok, err := matches(claim, s)
-		if err != nil {
-			return nil, err
-		}
-		if ok {
+		pool = append(pool, s)
+		if meetsAll(reqs, s) {
 			out = append(out, s)
 		}
 	}
+	if len(out) == 0 {
+		return nil, noMatchMessage(reqs, pool), nil
+	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
-	return out, nil
+	return out, "", nil
 }
 
 // patchHeldServer changes the spec of a server this claim holds with a JSON patch whose first

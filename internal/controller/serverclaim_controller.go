@@ -164,15 +164,15 @@ func (r *ServerClaimReconciler) pending(ctx context.Context, claim *metalv1alpha
 				return claimStep{}, nil
 			}
 		}
-		if server, err = r.bind(ctx, claim); err != nil {
+		var why string
+		if server, why, err = r.bind(ctx, claim); err != nil {
 			return claimStep{}, err
 		}
-	}
-	if server == nil {
-		claim.Status.ServerRef = nil
-		setCondition(&claim.Status.Conditions, claim.Generation, metalv1alpha1.ConditionBound, metav1.ConditionFalse, metalv1alpha1.ClaimReasonNoMatchingServer,
-			"no Available server matches; the claim binds as soon as one does")
-		return claimStep{}, r.dropStrayBootConfig(ctx, claim)
+		if server == nil {
+			claim.Status.ServerRef = nil
+			setCondition(&claim.Status.Conditions, claim.Generation, metalv1alpha1.ConditionBound, metav1.ConditionFalse, metalv1alpha1.ClaimReasonNoMatchingServer, why)
+			return claimStep{}, r.dropStrayBootConfig(ctx, claim)
+		}
 	}
 	claim.Status.ServerRef = &metalv1alpha1.LocalObjectReference{Name: server.Name}
 	if claim.Status.BoundAt == nil {

@@ -266,6 +266,11 @@ func TestUnsatisfiableClaimStaysPending(t *testing.T) {
 		c := meta.FindStatusCondition(claim.Status.Conditions, m.ConditionBound)
 		return c != nil && c.Reason == m.ClaimReasonNoMatchingServer
 	})
+	// It says what no server has (or, in a moment when the suite's pool is empty, that).
+	assert.Contains(t, []string{
+		"no Available server has 64Ti of memory or more (spec.minMemory); the claim binds as soon as one does",
+		"no server is Available; the claim binds as soon as one is",
+	}, meta.FindStatusCondition(claim.Status.Conditions, m.ConditionBound).Message)
 	assert.Equal(t, m.ClaimPhasePending, claim.Status.Phase)
 	assert.Nil(t, claim.Status.ServerRef)
 	var servers m.ServerList

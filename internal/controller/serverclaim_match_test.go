@@ -88,3 +88,29 @@ func TestSpecPatchOpsChangeOnlyWhatChanged(t *testing.T) {
 	require.NoError(t, err)
 	assert.Empty(t, ops, "no change, no patch")
 }
+
+func TestNoMatchMessageNamesWhatNoServerHas(t *testing.T) {
+	small := &m.Server{ObjectMeta: metav1.ObjectMeta{Name: "small", Labels: map[string]string{"rack": "r1"}},
+		Status: m.ServerStatus{Inventory: &m.Inventory{CPU: m.CPUSummary{Cores: 8}, Memory: m.MemorySummary{Total: ptr.To(resource.MustParse("32Gi"))}}}}
+	big := &m.Server{ObjectMeta: metav1.ObjectMeta{Name: "big", Labels: map[string]string{"rack": "r2"}},
+		Status: m.ServerStatus{Inventory: &m.Inventory{CPU: m.CPUSummary{Cores: 64}, Memory: m.MemorySummary{Total: ptr.To(resource.MustParse("512Gi"))}}}}
+	pool := []*m.Server{small, big}
+	message := func(spec m.ServerClaimSpec, pool []*m.Server) string {
+		reqs, err := requirements(&m.ServerClaim{Spec: spec})
+		require.NoError(t, err)
+		for _, s := range pool {
+			require.False(t, meetsAll(reqs, s), "the case needs a claim no server matches")
+		}
+		return noMatchMessage(reqs, pool)
+	}
+
+	assert.Equal(t, "no server is Available; the claim binds as soon as one is", message(m.ServerClaimSpec{MinCPUCores: ptr.To[int32](1)}, nil))
+	assert.Equal(t, "no Available server has 1Ti of memory or more (spec.minMemory); the claim binds as soon as one does",
+		message(m.ServerClaimSpec{MinMemory: ptr.To(resource.MustParse("1Ti"))}, pool))
+	assert.Equal(t, "no Available server is server s9 (spec.serverRef), and none has 100 CPU cores or more (spec.minCPUCores); the claim binds as soon as one does",
+		message(m.ServerClaimSpec{ServerRef: &m.LocalObjectReference{Name: "s9"}, MinCPUCores: ptr.To[int32](100), MinMemory: ptr.To(resource.MustParse("16Gi"))}, pool))
+	assert.Equal(t, "no Available server has 1Ti of disk or more (spec.minTotalDisk); the claim binds as soon as one does",
+		message(m.ServerClaimSpec{MinTotalDisk: ptr.To(resource.MustParse("1Ti"))}, pool), "a server without the figure does not meet it")
+	assert.Equal(t, "each requirement is met by an Available server, but none meets them all: it has labels rack=r1 (spec.serverSelector), has 64 CPU cores or more (spec.minCPUCores); the claim binds as soon as one does",
+		message(m.ServerClaimSpec{ServerSelector: &m.ServerSelector{MatchLabels: map[string]m.LabelValue{"rack": "r1"}}, MinCPUCores: ptr.To[int32](64)}, pool))
+}

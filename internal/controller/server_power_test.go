@@ -3,6 +3,7 @@ package controller_test
 import (
 	"context"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -163,4 +164,29 @@ func TestAPowerStateThatLagsIsObservedNotAssumed(t *testing.T) {
 	assert.Equal(t, int32(1), done.Status.PowerDelivery.Attempts, "sent once: the lag is not taken for a lost request")
 	assert.Equal(t, before+1, p.sim.Stats().Resets)
 	assert.Empty(t, serverEvents(t, name, controller.ReasonPowerResent))
+}
+
+// TestAPowerRequestTheBMCFailsToTakeSaysWhy: a power request whose BMC call fails shows why in
+// the Powered condition, not only in a Warning event; it is sent once the BMC answers again, and
+// the server is Ready, with no error left over from the failures.
+func TestAPowerRequestTheBMCFailsToTakeSaysWhy(t *testing.T) {
+	p, name := startOneServerWith(t, "power-refused", 325, bmcsim.Options{})
+	delivery(t, name, m.PowerOff, m.PowerConfirmed, 30*time.Second) // the power-off that ended discovery
+	p.sim.SetFaults(bmcsim.Faults{ErrorRate: 1})
+	claimServer(t, "power-refused", "web", name, func(c *m.ServerClaim) { c.Spec.Power = m.PowerOn })
+
+	var s m.Server
+	eventually(t, 30*time.Second, func() bool {
+		require.NoError(t, k8s.Get(context.Background(), client.ObjectKey{Name: name}, &s))
+		c := meta.FindStatusCondition(s.Status.Conditions, m.ConditionPowered)
+		return c != nil && c.Reason == "PowerOnRequested" && strings.Contains(c.Message, "the BMC call to send it failed (")
+	}, "Powered says the request is not sent, and why")
+	p.sim.SetFaults(bmcsim.Faults{})
+
+	done := delivery(t, name, m.PowerOn, m.PowerConfirmed, 60*time.Second)
+	assert.NotContains(t, meta.FindStatusCondition(done.Status.Conditions, m.ConditionPowered).Message, "failed", "the failure is over")
+	eventually(t, 30*time.Second, func() bool {
+		require.NoError(t, k8s.Get(context.Background(), client.ObjectKey{Name: name}, &s))
+		return s.Status.State == m.ServerStateReserved && meta.IsStatusConditionTrue(s.Status.Conditions, m.ConditionReady)
+	}, "Reserved and Ready, no error left in Ready")
 }

@@ -146,7 +146,8 @@ type ServerStatus struct {
 
 	// +optional
 	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
-	// Conditions: Ready, Discovered, Cleaned, InMaintenance, Powered.
+	// Conditions: Ready, Discovered, Cleaned, InMaintenance, Provisioned, Powered, Probe; every
+	// reason is in docs/conditions.md.
 	// +listType=map
 	// +listMapKey=type
 	// +optional

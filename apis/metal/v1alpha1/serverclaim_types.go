@@ -200,8 +200,9 @@ type ServerClaimStatus struct {
 	InstallProgress string `json:"installProgress,omitempty"`
 	// +optional
 	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
-	// Conditions: Bound (reasons NoMatchingServer, Bound, Releasing), Ready, Provisioned
-	// (Installing, Installed, InstallFailed), Powered.
+	// Conditions: Bound (e.g. NoMatchingServer, Bound, Releasing), Ready, and Provisioned
+	// (e.g. Installing, Installed, InstallFailed) when the claim has an image; every reason is in
+	// docs/conditions.md.
 	// +listType=map
 	// +listMapKey=type
 	// +optional

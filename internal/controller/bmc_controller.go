@@ -44,10 +44,12 @@ const (
 // A BMC's state moves only through fsm.BMC: each poll fires the event it found, and the BMC's
 // status is written once per reconcile, not at all when nothing changed.
 type BMCReconciler struct {
-	Client   client.Client
-	Events   events.EventRecorder
-	Clients  *bmc.Cache
-	Settings Settings
+	Client client.Client
+	// APIReader reads past the cache, where a stale read would do harm (takeOver).
+	APIReader client.Reader
+	Events    events.EventRecorder
+	Clients   *bmc.Cache
+	Settings  Settings
 
 	// written keeps a reconcile woken before the cache has the BMC's last status write (an
 	// Endpoint's or a secret's news often comes at once) from writing the same status again.

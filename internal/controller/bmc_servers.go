@@ -140,6 +140,9 @@ func (r *BMCReconciler) ensureServer(ctx context.Context, b *metalv1alpha1.BMC, 
 				return &server, nil
 			}
 			if candidate.notByUUID == "" {
+				if took, err := r.takeOver(ctx, b, sys, &server); err != nil || took {
+					return &server, err
+				}
 				r.Events.Eventf(b, &server, corev1.EventTypeWarning, "DuplicateSystemUUID", "CreateServer",
 					"system %s reports UUID %s, already used by server %s of another BMC; naming it by BMC and Id", sys.URI, sys.UUID, candidate.name)
 			}
@@ -170,6 +173,50 @@ func (r *BMCReconciler) ensureServer(ctx context.Context, b *metalv1alpha1.BMC, 
 		return &server, nil
 	}
 	return nil, fmt.Errorf("no free name for system %s of BMC %s", sys.URI, b.Name)
+}
+
+// takeOver makes server, named by the system's UUID, this BMC's when the BMC it names is gone:
+// a BMC deleted while a claim kept its Server, and the machine enrolled again under another BMC
+// name. The claim keeps its machine, and its release wipes it through this BMC; a second Server
+// for the machine would wait for ever for the first, which could never be wiped
+// (docs/deletion.md). A BMC that is still there, even one being deleted, keeps its Server: two
+// BMCs then report the same machine, and the second one's Server waits (MachineHeldElsewhere).
+// Nor is a Server taken over by a BMC that has one for the system already (made while the old
+// BMC was still there): one BMC's Servers never wait for each other, and that one would boot
+// the tenant's machine.
+func (r *BMCReconciler) takeOver(ctx context.Context, b *metalv1alpha1.BMC, sys bmc.SystemInfo, server *metalv1alpha1.Server) (bool, error) {
+	if server.Spec.BMCRef == nil || identity.Normalize(server.Spec.SystemUUID) != identity.Normalize(sys.UUID) || !server.DeletionTimestamp.IsZero() {
+		return false, nil
+	}
+	var own metalv1alpha1.ServerList
+	if err := r.Client.List(ctx, &own, client.MatchingFields{indexServerByBMC: b.Name}); err != nil {
+		return false, fmt.Errorf("listing the BMC's servers: %w", err)
+	}
+	for i := range own.Items {
+		if own.Items[i].Spec.SystemURI == sys.URI {
+			return false, nil
+		}
+	}
+	old := server.Spec.BMCRef.Name
+	// Asked of the API, not the cache: a BMC made a moment ago may not be in the cache yet.
+	err := r.APIReader.Get(ctx, client.ObjectKey{Name: old}, &metalv1alpha1.BMC{})
+	if !apierrors.IsNotFound(err) {
+		return false, err
+	}
+	before := server.DeepCopy()
+	server.Spec.BMCRef = &metalv1alpha1.LocalObjectReference{Name: b.Name}
+	server.Spec.SystemURI = sys.URI
+	if server.Labels == nil {
+		server.Labels = map[string]string{}
+	}
+	server.Labels[LabelBMC] = labelValue(b.Name)
+	if err := r.Client.Patch(ctx, server, client.MergeFromWithOptions(before, client.MergeFromWithOptimisticLock{})); err != nil {
+		return false, fmt.Errorf("taking over server %s of deleted BMC %s: %w", server.Name, old, err)
+	}
+	r.Events.Eventf(b, server, corev1.EventTypeNormal, "ServerTakenOver", "TakeOverServer",
+		"system %s is server %s's machine (UUID %s), whose BMC %s is gone: the server is this BMC's now", sys.URI, server.Name, identity.Normalize(sys.UUID), old)
+	r.Events.Eventf(server, b, corev1.EventTypeNormal, "ServerTakenOver", "TakeOverServer", "its BMC %s is gone; BMC %s reaches the machine now", old, b.Name)
+	return true, nil
 }
 
 // serverAt is the BMC's Server at the system's URI (whatever its name), from the cache, when it

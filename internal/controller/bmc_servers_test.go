@@ -62,7 +62,7 @@ func bmcReconcilerWith(objs ...client.Object) (*BMCReconciler, client.Client, *e
 			return nil
 		}).Build()
 	rec := events.NewFakeRecorder(16)
-	return &BMCReconciler{Client: c, Events: rec}, c, rec
+	return &BMCReconciler{Client: c, APIReader: c, Events: rec}, c, rec
 }
 
 func serverOfBMC(name, bmcName, uri, uuid string) *m.Server {
@@ -121,7 +121,7 @@ func TestEnsureServerKeepsEveryMachineToOneServer(t *testing.T) {
 // by; then a fallback name another BMC's Server has too.
 func TestEnsureServerNamesADuplicateOfAnotherBMCByBMCAndId(t *testing.T) {
 	b := &m.BMC{ObjectMeta: metav1.ObjectMeta{Name: "a"}}
-	r, c, rec := bmcReconcilerWith(serverOfBMC(goodUUID, "other", "/redfish/v1/Systems/1", goodUUID),
+	r, c, rec := bmcReconcilerWith(serverOfBMC(goodUUID, "other", "/redfish/v1/Systems/1", goodUUID), &m.BMC{ObjectMeta: metav1.ObjectMeta{Name: "other"}},
 		serverOfBMC("a-b-c", "a-b", "/redfish/v1/Systems/c", ""))
 	s := ensure(t, r, b, []bmc.SystemInfo{system("1", goodUUID)}, 0)
 	assert.Equal(t, "a-1", s.Name)
@@ -133,4 +133,32 @@ func TestEnsureServerNamesADuplicateOfAnotherBMCByBMCAndId(t *testing.T) {
 	assert.Equal(t, hashedServerName("a", system("b-c", "")), s.Name)
 	assert.Equal(t, 4, serverCount(t, c))
 	assert.Equal(t, s.Name, ensure(t, r, b, []bmc.SystemInfo{system("b-c", "")}, 0).Name, "stable")
+}
+
+// TestEnsureServerTakesOverTheServerOfADeletedBMC: a machine enrolled again under another BMC
+// name, whose Server (named by its UUID) a deleted BMC left, gets that Server, not a second;
+// a Server named by BMC and Id is not taken (its name says nothing of the machine).
+func TestEnsureServerTakesOverTheServerOfADeletedBMC(t *testing.T) {
+	b := &m.BMC{ObjectMeta: metav1.ObjectMeta{Name: "new"}}
+	kept := serverOfBMC(goodUUID, "gone", "/redfish/v1/Systems/old", goodUUID)
+	kept.Labels = map[string]string{LabelBMC: "gone", "rack": "r1"}
+	r, c, rec := bmcReconcilerWith(kept, serverOfBMC("gone-2", "gone", "/redfish/v1/Systems/2", ""))
+	s := ensure(t, r, b, []bmc.SystemInfo{system("1", goodUUID)}, 0)
+	assert.Equal(t, goodUUID, s.Name, "the same Server")
+	require.NoError(t, c.Get(context.Background(), client.ObjectKey{Name: goodUUID}, s))
+	assert.Equal(t, "new", s.Spec.BMCRef.Name)
+	assert.Equal(t, "/redfish/v1/Systems/1", s.Spec.SystemURI)
+	assert.Equal(t, map[string]string{LabelBMC: "new", "rack": "r1"}, s.Labels)
+	assert.Contains(t, <-rec.Events, "ServerTakenOver")
+	assert.Equal(t, "new-2", ensure(t, r, b, []bmc.SystemInfo{system("1", goodUUID), system("2", "")}, 1).Name,
+		"a system named by BMC and Id gets its own")
+	assert.Equal(t, 3, serverCount(t, c))
+
+	// The new BMC made a Server for the system while the old BMC was still there (it waits,
+	// MachineHeldElsewhere): the kept one is not taken as well, which would give one BMC two
+	// Servers of the machine, the waiting one no longer held back.
+	r, c, _ = bmcReconcilerWith(serverOfBMC(goodUUID, "gone", "/redfish/v1/Systems/old", goodUUID), serverOfBMC("new-1", "new", "/redfish/v1/Systems/1", goodUUID))
+	assert.Equal(t, "new-1", ensure(t, r, b, []bmc.SystemInfo{system("1", goodUUID)}, 0).Name)
+	require.NoError(t, c.Get(context.Background(), client.ObjectKey{Name: goodUUID}, s))
+	assert.Equal(t, "gone", s.Spec.BMCRef.Name, "not taken over")
 }

@@ -216,15 +216,35 @@ func TestDeletionNeverPoolsAnUnwipedMachine(t *testing.T) {
 	}}, true)
 
 	// The BMC deleted while claimed (its server kept), the machine is enrolled again by a BMC
-	// of another name, which makes a second Server for it. That one neither boots the tenant's
-	// machine nor pools it while the first may hold the tenant's data. Released, the first waits
-	// for its BMC; the admin brings that back for the wipe, then lets it go with its Server: the
-	// machine is the second Server's, wiped.
+	// of another name. The new BMC takes over the Server its deleted BMC left (same machine:
+	// same system UUID) rather than making a second: the claim keeps its machine untouched, and
+	// its release wipes it through the new BMC.
 	add(deletionCase{name: "bmc-enrolled-again-under-another-name", act: deleteBMC(), then: func(t *testing.T, mc *machine) {
 		mc.bmcKeepsItsClaimedServer(t)
 		again := mc.ns + "-again"
 		createSecret(t, again, goodUser, goodPassword)
 		createDirectBMC(t, again, "redfish+http://"+mc.pool.sim.Host()+"/redfish/v1", again)
+		eventually(t, 30*time.Second, func() bool {
+			s := mc.server(t)
+			return s != nil && s.Spec.BMCRef != nil && s.Spec.BMCRef.Name == again
+		}, "the new BMC takes over the Server its deleted BMC left")
+		s := mc.server(t)
+		assert.Equal(t, mc.old.UID, s.UID, "the same Server")
+		assert.Equal(t, again, s.Labels[controller.LabelBMC])
+		assert.Equal(t, m.ServerStateReserved, s.Status.State, "still its claim's")
+		assert.Never(t, func() bool { return mc.pxeBoots(t) > mc.pxeAtAct || len(mc.servers(t)) != 1 }, 3*time.Second, 100*time.Millisecond,
+			"the tenant's machine is not booted, and has no second Server")
+		releaseAndWait(t, mc.claim) // wiped through the new BMC
+	}}, true)
+
+	// A second BMC for a machine whose first BMC holds it for a claim (two BMCs report the same
+	// system UUID): its Server neither boots the tenant's machine nor pools it while the first
+	// may hold the tenant's data, and says why.
+	add(deletionCase{name: "second-bmc-while-claimed", act: func(t *testing.T, mc *machine) {
+		again := mc.ns + "-again"
+		createSecret(t, again, goodUser, goodPassword)
+		createDirectBMC(t, again, "redfish+http://"+mc.pool.sim.Host()+"/redfish/v1", again)
+	}, then: func(t *testing.T, mc *machine) {
 		var second m.Server
 		eventually(t, 30*time.Second, func() bool {
 			for _, s := range mc.servers(t) {
@@ -234,7 +254,7 @@ func TestDeletionNeverPoolsAnUnwipedMachine(t *testing.T) {
 				}
 			}
 			return false
-		}, "the new BMC makes a second Server for the machine")
+		}, "the second BMC makes a second Server for the machine")
 		assert.Never(t, func() bool { return mc.pxeBoots(t) > mc.pxeAtAct }, 3*time.Second, 100*time.Millisecond,
 			"the tenant's machine is not booted for the second Server's discovery")
 		eventually(t, 10*time.Second, func() bool {
@@ -242,16 +262,9 @@ func TestDeletionNeverPoolsAnUnwipedMachine(t *testing.T) {
 			c := meta.FindStatusCondition(second.Status.Conditions, m.ConditionReady)
 			return second.Status.State == m.ServerStateInitial && c != nil && c.Reason == controller.ReasonMachineHeldElsewhere
 		}, "the second Server waits, and says why")
+		mc.delete(t, &m.BMC{ObjectMeta: metav1.ObjectMeta{Name: mc.ns + "-again"}})
+		mc.gone(t, &second, 30*time.Second, "the second Server, which never booted the machine, goes with its BMC")
 		releaseAndWait(t, mc.claim)
-		mc.waitsForItsBMC(t)
-		createDirectBMC(t, mc.ns, "redfish+http://"+mc.pool.sim.Host()+"/redfish/v1", mc.ns)
-		eventually(t, 60*time.Second, func() bool {
-			s := mc.server(t)
-			return s != nil && s.Status.State == m.ServerStateAvailable && meta.IsStatusConditionTrue(s.Status.Conditions, m.ConditionCleaned)
-		}, "the first Server is wiped through its BMC, back")
-		mc.delete(t, &m.BMC{ObjectMeta: metav1.ObjectMeta{Name: mc.ns}})
-		mc.gone(t, &mc.old, 30*time.Second, "the first Server goes with its BMC")
-		mc.name = second.Name // the machine is the second Server's now
 	}}, false)
 
 	// BMCSecret: an admin who deletes it by mistake makes it again once its BMC is stuck.

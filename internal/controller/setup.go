@@ -27,7 +27,7 @@ func Setup(mgr ctrl.Manager, deps Dependencies) error {
 	reconcilers := []interface{ SetupWithManager(ctrl.Manager) error }{
 		&EndpointReconciler{Client: mgr.GetClient(), Events: mgr.GetEventRecorder("endpoint-controller"),
 			MACDB: deps.MACDB, Connect: deps.Connect, Settings: deps.Settings},
-		&BMCReconciler{Client: mgr.GetClient(), Events: mgr.GetEventRecorder("bmc-controller"),
+		&BMCReconciler{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Events: mgr.GetEventRecorder("bmc-controller"),
 			Clients: cache, Settings: deps.Settings},
 		// After the BMC reconciler: it looks BMCs up by the index that one registers.
 		&BMCSecretReconciler{Client: mgr.GetClient(), Events: mgr.GetEventRecorder("bmcsecret-controller"), Settings: deps.Settings},

@@ -106,6 +106,9 @@ func TestAGracefulShutdownTheOSIgnoresIsForced(t *testing.T) {
 			var s m.Server
 			require.NoError(t, k8s.Get(context.Background(), client.ObjectKey{Name: name}, &s))
 			id := systemID(t, &s)
+			// The power-off that ended discovery is sent after the write that made the server
+			// Available: only the resets after it are this test's.
+			delivery(t, name, m.PowerOff, m.PowerConfirmed, 30*time.Second)
 			var mu sync.Mutex
 			var resets []string
 			p.sim.OnPowerAction(func(a bmcsim.PowerAction) {

@@ -1,5 +1,7 @@
-# Ironfleet — every tool this Makefile uses is pinned in hack/tools and built into bin/ on first
-# use, so `make test` and `make lab` work on a fresh machine with only Go installed.
+# Ironfleet — every tool this Makefile uses is pinned in hack/tools and built on first use into
+# a cache outside the clone (TOOLS_DIR), by version, so `make test` and `make lab` work on a
+# fresh machine with only Go installed, and a fresh clone on a machine that built them once
+# builds none again.
 
 SHELL := /usr/bin/env bash -o pipefail
 .SHELLFLAGS := -ec
@@ -15,14 +17,30 @@ KUSTOMIZE_VERSION        := $(call mod_version,hack/tools/go.mod,sigs.k8s.io/kus
 OPERATOR_SDK_VERSION     := $(call mod_version,hack/tools/operator-sdk/go.mod,github.com/operator-framework/operator-sdk)
 K8S_VERSION              := $(patsubst v%,%,$(call mod_version,hack/tools/kube/go.mod,k8s.io/kubernetes))
 ETCD_VERSION             := $(patsubst v%,%,$(call mod_version,hack/tools/etcd/go.mod,go.etcd.io/etcd/server/v3))
+OPM_VERSION              := $(call mod_version,hack/tools/olm/go.mod,github.com/operator-framework/operator-registry)
+GRPC_HEALTH_PROBE_VERSION := $(call mod_version,hack/tools/olm/go.mod,github.com/grpc-ecosystem/grpc-health-probe)
 
-CONTROLLER_GEN := $(LOCALBIN)/controller-gen-$(CONTROLLER_TOOLS_VERSION)
-KUSTOMIZE      := $(LOCALBIN)/kustomize-$(KUSTOMIZE_VERSION)
-OPERATOR_SDK   := $(LOCALBIN)/operator-sdk-$(OPERATOR_SDK_VERSION)
+# Built tools, by version: shared by every clone on the machine. The binaries' names carry their
+# versions, so a changed pin builds anew; remove the directory to rebuild everything.
+TOOLS_DIR ?= $(or $(XDG_CACHE_HOME),$(HOME)/.cache)/ironfleet/tools
+export IRONFLEET_TOOLS_DIR := $(TOOLS_DIR)
+
+CONTROLLER_GEN := $(TOOLS_DIR)/controller-gen-$(CONTROLLER_TOOLS_VERSION)
+KUSTOMIZE      := $(TOOLS_DIR)/kustomize-$(KUSTOMIZE_VERSION)
+OPERATOR_SDK   := $(TOOLS_DIR)/operator-sdk-$(OPERATOR_SDK_VERSION)
+OPM            := $(TOOLS_DIR)/opm-$(OPM_VERSION)
+GRPC_HEALTH_PROBE := $(TOOLS_DIR)/grpc_health_probe-$(GRPC_HEALTH_PROBE_VERSION)
+# Tools that go into images are static and reproducible: the same bytes from any machine.
+STATIC_BUILD := CGO_ENABLED=0 go build -trimpath -buildvcs=false -ldflags=-buildid=
 # The envtest control plane: kube-apiserver, kubectl and etcd in one directory, as envtest wants.
-ENVTEST_ASSETS := $(LOCALBIN)/envtest/k8s-$(K8S_VERSION)-etcd-$(ETCD_VERSION)
+ENVTEST_ASSETS := $(TOOLS_DIR)/envtest/k8s-$(K8S_VERSION)-etcd-$(ETCD_VERSION)
 export KUBEBUILDER_ASSETS := $(ENVTEST_ASSETS)
 export KUSTOMIZE
+# Kubernetes binaries built from the module report the version they are (not v0.0.0-master).
+KUBE_LDFLAGS := -X k8s.io/component-base/version.gitVersion=v$(K8S_VERSION) \
+	-X k8s.io/component-base/version.gitMajor=$(word 1,$(subst ., ,$(K8S_VERSION))) \
+	-X k8s.io/component-base/version.gitMinor=$(word 2,$(subst ., ,$(K8S_VERSION))) \
+	-X k8s.io/component-base/version.gitTreeState=clean
 
 GO_TEST_FLAGS ?= -race -count=1
 GO_TEST_TIMEOUT ?= 20m
@@ -70,12 +88,25 @@ build: ## Build the manager binary into bin/.
 TEST_FUZZTIME ?= 100000x
 
 .PHONY: test
-test: test-deps verify-generated verify-bundle vet envtest probe-image tenant-image $(KUSTOMIZE) ## Verify generated files, vet, run every test against a real control plane (and real VMs, as root), then fuzz each parser with TEST_FUZZTIME inputs.
+test: test-deps verify-generated verify-bundle vet envtest probe-image tenant-image $(KUSTOMIZE) $(OPM) $(GRPC_HEALTH_PROBE) ## Verify generated files, vet, run every test against a real control plane (and real VMs, as root), then fuzz each parser with TEST_FUZZTIME inputs.
 	go test $(GO_TEST_FLAGS) -timeout $(GO_TEST_TIMEOUT) ./...
 	$(MAKE) --no-print-directory fuzz FUZZTIME=$(TEST_FUZZTIME)
 
+.PHONY: catalog
+catalog: images $(OPM) $(GRPC_HEALTH_PROBE) ## Render the bundle into a file-based catalog with opm (bin/images/fbc/) and build the catalog image that serves it (bin/images/catalog.tar).
+	go run ./internal/ociimage/cmd/build-images -images catalog -out $(IMAGES_DIR) -bundle-ref $(BUNDLE_IMG) -catalog-ref $(CATALOG_IMG) \
+		-opm $(OPM) -grpc-health-probe $(GRPC_HEALTH_PROBE)
+
+.PHONY: image-deps
+image-deps: vm-deps ## Install what the images carry besides our binaries (CA certificates; iPXE comes with vm-deps) with apt-get if missing.
+	@missing=$$(for p in $(IMAGE_PACKAGES); do dpkg-query -W -f='$${Status}\n' $$p 2>/dev/null | grep -q 'install ok installed' || echo $$p; done); \
+	if [ -n "$$missing" ]; then \
+		SUDO=$$([ "$$(id -u)" -eq 0 ] || echo sudo); \
+		$$SUDO apt-get update && $$SUDO apt-get install -y --no-install-recommends $$missing; \
+	fi
+
 .PHONY: test-deps
-test-deps: vm-deps ## Install redfishtool (third-party Redfish client for the bmcsim interop test) and the VM packages with apt-get if missing.
+test-deps: vm-deps image-deps ## Install redfishtool (third-party Redfish client for the bmcsim interop test) and the VM packages with apt-get if missing.
 	@command -v redfishtool >/dev/null 2>&1 || { \
 		SUDO=$$([ "$$(id -u)" -eq 0 ] || echo sudo); \
 		$$SUDO apt-get update && $$SUDO apt-get install -y --no-install-recommends redfishtool; }
@@ -123,12 +154,30 @@ bench: envtest vm-deps probe-image tenant-image ## Scale benchmark: BENCH_SERVER
 VERSION ?= 0.1.0
 BUNDLE_CHANNELS ?= --channels=alpha --default-channel=alpha
 
+# The images' names, set here only: `make bundle` stamps IMG into config/ and the CSV, and
+# `make images` builds each under its name (docs/install.md).
+IMAGE_REGISTRY ?= ghcr.io/ironfleet
+IMG ?= $(IMAGE_REGISTRY)/ironfleet:v$(VERSION)
+BOOT_IMG ?= $(IMAGE_REGISTRY)/boot-service:v$(VERSION)
+BUNDLE_IMG ?= $(IMAGE_REGISTRY)/ironfleet-bundle:v$(VERSION)
+CATALOG_IMG ?= $(IMAGE_REGISTRY)/ironfleet-catalog:v$(VERSION)
+IMAGES_DIR ?= $(LOCALBIN)/images
+IMAGE_PACKAGES := ca-certificates
+
+.PHONY: images
+images: image-deps probe-image ## Build the manager, boot-service and bundle images without a container engine, reproducibly, into bin/images/ (OCI layouts, their tars, images.json with each digest).
+	go run ./internal/ociimage/cmd/build-images -out $(IMAGES_DIR) -probe-dir $(PROBE_IMAGE_DIR) \
+		-manager-ref $(IMG) -boot-service-ref $(BOOT_IMG) -bundle-ref $(BUNDLE_IMG)
+
 .PHONY: bundle
-bundle: manifests $(KUSTOMIZE) $(OPERATOR_SDK) ## Generate the OLM bundle (bundle/, bundle.Dockerfile) from config/ and validate it.
+bundle: manifests $(KUSTOMIZE) $(OPERATOR_SDK) ## Generate the OLM bundle (bundle/) from config/, with IMG stamped in, and validate it.
 	$(OPERATOR_SDK) generate kustomize manifests -q --apis-dir apis
+	cd config/manager && $(KUSTOMIZE) edit set image controller=$(IMG)
 	$(KUSTOMIZE) build config/manifests | $(OPERATOR_SDK) generate bundle -q --overwrite --version $(VERSION) --package ironfleet $(BUNDLE_CHANNELS)
 	@# createdAt would change on every run; a bundle must be reproducible from config/.
 	sed -i '/^    createdAt: /d' bundle/manifests/ironfleet.clusterserviceversion.yaml
+	@# The bundle image is built by make images (its labels are bundle/metadata's annotations).
+	rm -f bundle.Dockerfile
 	$(OPERATOR_SDK) bundle validate ./bundle --select-optional suite=operatorframework
 
 # The probe's boot image: Debian's kernel (pinned in metalprobe/image/kernel.version) and an
@@ -163,29 +212,37 @@ tenant-image: ## Build the tenant test image (disk.raw and its .gz/.zst/.xz, SHA
 verify-bundle: $(KUSTOMIZE) $(OPERATOR_SDK) ## Fail when bundle/ is not what config/ generates, or does not validate.
 	hack/verify-bundle.sh
 
-##@ Tools (pinned in hack/tools, built into bin/, cached by version)
+##@ Tools (pinned in hack/tools, built into TOOLS_DIR, cached by version)
 
 .PHONY: tools
-tools: $(CONTROLLER_GEN) $(KUSTOMIZE) $(OPERATOR_SDK) envtest ## Build every tool.
+tools: $(CONTROLLER_GEN) $(KUSTOMIZE) $(OPERATOR_SDK) $(OPM) $(GRPC_HEALTH_PROBE) envtest ## Build every tool.
 
 .PHONY: envtest
 envtest: $(ENVTEST_ASSETS)/kube-apiserver $(ENVTEST_ASSETS)/kubectl $(ENVTEST_ASSETS)/etcd ## Build the test control plane (kube-apiserver, etcd, kubectl).
 
-$(CONTROLLER_GEN): hack/tools/go.mod
+# A tool is built once per version (its name says which): no go.mod prerequisite, whose time in
+# a fresh clone is always newer than the cache's.
+$(CONTROLLER_GEN):
 	cd hack/tools && go build -o $@ sigs.k8s.io/controller-tools/cmd/controller-gen
 
-$(KUSTOMIZE): hack/tools/go.mod
+$(KUSTOMIZE):
 	cd hack/tools && go build -o $@ sigs.k8s.io/kustomize/kustomize/v5
 
-$(OPERATOR_SDK): hack/tools/operator-sdk/go.mod
+$(OPERATOR_SDK):
 	cd hack/tools/operator-sdk && go build -o $@ github.com/operator-framework/operator-sdk/cmd/operator-sdk
 
-$(ENVTEST_ASSETS)/kube-apiserver $(ENVTEST_ASSETS)/kubectl &: hack/tools/kube/go.mod
+$(ENVTEST_ASSETS)/kube-apiserver $(ENVTEST_ASSETS)/kubectl &:
 	@echo "Building kube-apiserver and kubectl $(K8S_VERSION) from source (several minutes on first run)"
-	cd hack/tools/kube && go build -o $(ENVTEST_ASSETS)/ k8s.io/kubernetes/cmd/kube-apiserver k8s.io/kubernetes/cmd/kubectl
+	cd hack/tools/kube && go build -ldflags "$(KUBE_LDFLAGS)" -o $(ENVTEST_ASSETS)/ k8s.io/kubernetes/cmd/kube-apiserver k8s.io/kubernetes/cmd/kubectl
 	@touch $(ENVTEST_ASSETS)/kube-apiserver $(ENVTEST_ASSETS)/kubectl
 
-$(ENVTEST_ASSETS)/etcd: hack/tools/etcd/go.mod
+$(OPM):
+	cd hack/tools/olm && $(STATIC_BUILD) -tags=json1,containers_image_openpgp -o $@ github.com/operator-framework/operator-registry/cmd/opm
+
+$(GRPC_HEALTH_PROBE):
+	cd hack/tools/olm && $(STATIC_BUILD) -o $@ github.com/grpc-ecosystem/grpc-health-probe
+
+$(ENVTEST_ASSETS)/etcd:
 	@echo "Building etcd $(ETCD_VERSION) from source"
 	cd hack/tools/etcd && go build -o $@ .
 

@@ -5,7 +5,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-generated=(bundle bundle.Dockerfile config/manifests/bases)
+generated=(bundle config/manifests/bases config/manager/kustomization.yaml)
 snapshot=$(mktemp -d)
 trap 'rm -rf "$snapshot"' EXIT
 for p in "${generated[@]}"; do

@@ -1,6 +1,6 @@
 // Package testenv starts the real control plane (kube-apiserver + etcd, via controller-runtime's
 // envtest) with Ironfleet's CRDs installed, for tests and the lab. The binaries are the ones
-// `make envtest` builds from source into bin/envtest/.
+// `make envtest` builds from source into the tools cache (ToolsDir).
 package testenv
 
 import (
@@ -75,7 +75,7 @@ func StartWith(opts Options) (*Env, error) {
 	if err != nil {
 		return nil, err
 	}
-	assets, err := Assets(root)
+	assets, err := Assets()
 	if err != nil {
 		return nil, err
 	}
@@ -123,20 +123,35 @@ func (e *Env) Kubeconfig() ([]byte, error) {
 	return user.KubeConfig()
 }
 
+// ToolsDir is where the Makefile builds its tools, by version, outside any clone:
+// $IRONFLEET_TOOLS_DIR (the Makefile exports it), else the user's cache directory's
+// ironfleet/tools (the Makefile's default TOOLS_DIR).
+func ToolsDir() string {
+	if dir := os.Getenv("IRONFLEET_TOOLS_DIR"); dir != "" {
+		return dir
+	}
+	cache := os.Getenv("XDG_CACHE_HOME")
+	if cache == "" {
+		home, _ := os.UserHomeDir()
+		cache = filepath.Join(home, ".cache")
+	}
+	return filepath.Join(cache, "ironfleet", "tools")
+}
+
 // Assets finds the control-plane binaries: $KUBEBUILDER_ASSETS if set, else the newest
-// bin/envtest/k8s-* directory under root.
-func Assets(root string) (string, error) {
+// envtest/k8s-* directory of the tools cache (ToolsDir).
+func Assets() (string, error) {
 	if dir := os.Getenv("KUBEBUILDER_ASSETS"); dir != "" {
 		return dir, checkAssets(dir)
 	}
-	dirs, _ := filepath.Glob(filepath.Join(root, "bin", "envtest", "k8s-*"))
+	dirs, _ := filepath.Glob(filepath.Join(ToolsDir(), "envtest", "k8s-*"))
 	sort.Strings(dirs)
 	for i := len(dirs) - 1; i >= 0; i-- {
 		if checkAssets(dirs[i]) == nil {
 			return dirs[i], nil
 		}
 	}
-	return "", errors.New("no envtest control plane found in bin/envtest: run `make envtest` (or `make test`) to build kube-apiserver, etcd and kubectl")
+	return "", fmt.Errorf("no envtest control plane found in %s: run `make envtest` (or `make test`) to build kube-apiserver, etcd and kubectl", filepath.Join(ToolsDir(), "envtest"))
 }
 
 func checkAssets(dir string) error {

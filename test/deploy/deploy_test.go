@@ -22,15 +22,16 @@ import (
 	"github.com/ironfleet/ironfleet/internal/testenv"
 )
 
-// kustomize finds the pinned kustomize the Makefile builds ($KUSTOMIZE, else bin/kustomize-*).
+// kustomize finds the pinned kustomize the Makefile builds ($KUSTOMIZE, else the tools cache's
+// kustomize-*).
 func kustomize(t *testing.T, root string) string {
 	t.Helper()
 	if k := os.Getenv("KUSTOMIZE"); k != "" {
 		return k
 	}
-	found, _ := filepath.Glob(filepath.Join(root, "bin", "kustomize-*"))
+	found, _ := filepath.Glob(filepath.Join(testenv.ToolsDir(), "kustomize-*"))
 	if len(found) == 0 {
-		t.Fatal("kustomize is not built: run `make test` (it builds bin/kustomize-<version>)")
+		t.Fatal("kustomize is not built: run `make test` (it builds kustomize-<version> into the tools cache)")
 	}
 	sort.Strings(found)
 	return found[len(found)-1]

@@ -1,0 +1,207 @@
+// Command build-images builds Ironfleet's container images without a container engine
+// (internal/ociimage), reproducibly, into -out: each as an OCI image layout and a tar of it,
+// and images.json naming each image's reference and digest.
+//
+//   - manager: the manager, run as a non-root user, with CA certificates.
+//   - boot-service: the boot service with the iPXE binaries (Debian's ipxe) and the probe's
+//     kernel and initramfs (make probe-image) inside.
+//   - bundle: the OLM bundle (bundle/), labelled with its metadata's annotations.
+//   - catalog: a file-based catalog of that bundle, rendered by opm (make catalog), served by
+//     opm, with grpc_health_probe for OLM's probes of its catalog pods.
+package main
+
+import (
+	"flag"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+
+	"sigs.k8s.io/yaml"
+
+	"github.com/ironfleet/ironfleet/internal/ociimage"
+)
+
+// nonRoot is the user the images run as (distroless's "nonroot").
+const nonRoot = "65532"
+
+type options struct {
+	out, manager, bootService, bundle, catalog string
+	probeDir, ipxeDir, bundleDir, caFile       string
+	images, opm, grpcHealthProbe               string
+}
+
+func main() {
+	if err := run(os.Args[1:]); err != nil {
+		fmt.Fprintln(os.Stderr, "build-images:", err)
+		os.Exit(1)
+	}
+}
+
+func run(args []string) error {
+	var o options
+	fs := flag.NewFlagSet("build-images", flag.ContinueOnError)
+	fs.StringVar(&o.out, "out", "bin/images", "Directory the images are written to.")
+	fs.StringVar(&o.manager, "manager-ref", "", "The manager image's reference (the Makefile's IMG).")
+	fs.StringVar(&o.bootService, "boot-service-ref", "", "The boot service image's reference (BOOT_IMG).")
+	fs.StringVar(&o.bundle, "bundle-ref", "", "The bundle image's reference (BUNDLE_IMG); the catalog names it too.")
+	fs.StringVar(&o.catalog, "catalog-ref", "", "The catalog image's reference (CATALOG_IMG).")
+	fs.StringVar(&o.opm, "opm", "", "opm (operator-registry), static: renders the catalog and serves it in the catalog image.")
+	fs.StringVar(&o.grpcHealthProbe, "grpc-health-probe", "", "grpc_health_probe, static, for the catalog image.")
+	fs.StringVar(&o.probeDir, "probe-dir", "bin/probe", "The probe's boot image (make probe-image).")
+	fs.StringVar(&o.ipxeDir, "ipxe-dir", "/usr/lib/ipxe", "Directory holding undionly.kpxe, ipxe.efi and snponly.efi (Debian's ipxe package).")
+	fs.StringVar(&o.bundleDir, "bundle-dir", "bundle", "The OLM bundle (make bundle).")
+	fs.StringVar(&o.caFile, "ca-file", "/etc/ssl/certs/ca-certificates.crt", "The CA certificates the images trust (Debian's ca-certificates).")
+	fs.StringVar(&o.images, "images", "manager,boot-service,bundle", "Which images to build (manager, boot-service, bundle, catalog).")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if err := os.MkdirAll(o.out, 0o755); err != nil {
+		return err
+	}
+	tmp, err := os.MkdirTemp("", "build-images-")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(tmp)
+
+	written := map[string]ociimage.Written{}
+	for _, image := range strings.Split(o.images, ",") {
+		var spec ociimage.Spec
+		switch image {
+		case "manager":
+			spec, err = managerSpec(o, tmp)
+		case "boot-service":
+			spec, err = bootServiceSpec(o, tmp)
+		case "bundle":
+			spec, err = bundleSpec(o)
+		case "catalog":
+			spec, err = catalogSpec(o, tmp)
+		default:
+			err = fmt.Errorf("-images: no image %q (manager, boot-service, bundle, catalog)", image)
+		}
+		if err != nil {
+			return fmt.Errorf("%s: %w", image, err)
+		}
+		img, err := ociimage.Build(spec)
+		if err != nil {
+			return err
+		}
+		w, err := ociimage.Write(img, spec.Ref, o.out, image)
+		if err != nil {
+			return fmt.Errorf("%s: %w", image, err)
+		}
+		written[image] = w
+		fmt.Printf("%s %s@%s\n", image, w.Ref, w.Digest)
+	}
+	return ociimage.WriteIndex(o.out, written)
+}
+
+// goBinary builds a static Go program reproducibly: no cgo, no paths, no build ID, no VCS
+// stamp (the same sources give the same bytes in any clone).
+func goBinary(pkg, into string) (string, error) {
+	out := filepath.Join(into, filepath.Base(pkg))
+	cmd := exec.Command("go", "build", "-trimpath", "-buildvcs=false", "-ldflags=-s -w -buildid=", "-o", out, pkg)
+	cmd.Env = append(os.Environ(), "CGO_ENABLED=0", "GOOS=linux", "GOARCH=amd64")
+	cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
+	if err := cmd.Run(); err != nil {
+		return "", fmt.Errorf("go build %s: %w", pkg, err)
+	}
+	return out, nil
+}
+
+// users make FROM scratch know its users: root, and the non-root one the images run as.
+func users() []ociimage.File {
+	return []ociimage.File{
+		{Path: "/etc/passwd", Data: []byte("root:x:0:0:root:/root:/sbin/nologin\nnonroot:x:" + nonRoot + ":" + nonRoot + ":nonroot:/home/nonroot:/sbin/nologin\n")},
+		{Path: "/etc/group", Data: []byte("root:x:0:\nnonroot:x:" + nonRoot + ":\n")},
+	}
+}
+
+// baseFiles make FROM scratch a place a non-root program can run: users, and CA certificates.
+func baseFiles(o options) []ociimage.File {
+	return append(users(), ociimage.File{Path: "/etc/ssl/certs/ca-certificates.crt", Source: o.caFile})
+}
+
+func required(flagName, v string) error {
+	if v == "" {
+		return fmt.Errorf("%s is required", flagName)
+	}
+	return nil
+}
+
+func managerSpec(o options, tmp string) (ociimage.Spec, error) {
+	if err := required("-manager-ref", o.manager); err != nil {
+		return ociimage.Spec{}, err
+	}
+	bin, err := goBinary("./cmd/manager", tmp)
+	if err != nil {
+		return ociimage.Spec{}, err
+	}
+	files := append(baseFiles(o), ociimage.File{Path: "/manager", Source: bin, Mode: 0o755})
+	return ociimage.Spec{Ref: o.manager, Files: files, Entrypoint: []string{"/manager"}, User: nonRoot + ":" + nonRoot,
+		Labels: map[string]string{"org.opencontainers.image.title": "ironfleet manager"}}, nil
+}
+
+// bootServiceSpec: the boot service with what it serves. It binds DHCP and TFTP ports, which
+// its Deployment grants (config/boot-service); the image itself runs as the non-root user.
+func bootServiceSpec(o options, tmp string) (ociimage.Spec, error) {
+	if err := required("-boot-service-ref", o.bootService); err != nil {
+		return ociimage.Spec{}, err
+	}
+	bin, err := goBinary("./cmd/boot-service", tmp)
+	if err != nil {
+		return ociimage.Spec{}, err
+	}
+	files := append(baseFiles(o), ociimage.File{Path: "/boot-service", Source: bin, Mode: 0o755})
+	for _, f := range []string{"undionly.kpxe", "ipxe.efi", "snponly.efi"} {
+		files = append(files, ociimage.File{Path: "/usr/lib/ipxe/" + f, Source: filepath.Join(o.ipxeDir, f)})
+	}
+	for _, f := range []string{"vmlinuz", "initramfs.cpio.gz", "manifest.json"} {
+		src := filepath.Join(o.probeDir, f)
+		if _, err := os.Stat(src); err != nil {
+			return ociimage.Spec{}, fmt.Errorf("the probe's %s (make probe-image): %w", f, err)
+		}
+		files = append(files, ociimage.File{Path: "/probe/" + f, Source: src})
+	}
+	return ociimage.Spec{Ref: o.bootService, Files: files, User: nonRoot + ":" + nonRoot,
+		Entrypoint: []string{"/boot-service", "--probe-dir=/probe", "--ipxe-dir=/usr/lib/ipxe"},
+		Labels:     map[string]string{"org.opencontainers.image.title": "ironfleet boot service"}}, nil
+}
+
+// bundleSpec: the bundle's manifests and metadata, labelled with the metadata's annotations (as
+// operator-sdk's bundle.Dockerfile would).
+func bundleSpec(o options) (ociimage.Spec, error) {
+	if err := required("-bundle-ref", o.bundle); err != nil {
+		return ociimage.Spec{}, err
+	}
+	annotations, err := bundleAnnotations(o.bundleDir)
+	if err != nil {
+		return ociimage.Spec{}, err
+	}
+	var files []ociimage.File
+	for _, sub := range []string{"manifests", "metadata"} {
+		tree, err := ociimage.Tree(filepath.Join(o.bundleDir, sub), "/"+sub)
+		if err != nil {
+			return ociimage.Spec{}, err
+		}
+		files = append(files, tree...)
+	}
+	return ociimage.Spec{Ref: o.bundle, Files: files, Labels: annotations}, nil
+}
+
+// bundleAnnotations are the bundle's metadata: its package, channels, media type.
+func bundleAnnotations(bundleDir string) (map[string]string, error) {
+	data, err := os.ReadFile(filepath.Join(bundleDir, "metadata", "annotations.yaml"))
+	if err != nil {
+		return nil, err
+	}
+	var meta struct {
+		Annotations map[string]string `json:"annotations"`
+	}
+	if err := yaml.UnmarshalStrict(data, &meta); err != nil {
+		return nil, fmt.Errorf("bundle metadata: %w", err)
+	}
+	return meta.Annotations, nil
+}

@@ -1,0 +1,122 @@
+package main
+
+import (
+	"archive/tar"
+	"encoding/json"
+	"io"
+	"os"
+	"path/filepath"
+	"sort"
+	"testing"
+
+	v1 "github.com/google/go-containerregistry/pkg/v1"
+	"github.com/google/go-containerregistry/pkg/v1/layout"
+	"github.com/google/go-containerregistry/pkg/v1/mutate"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/ironfleet/ironfleet/internal/ociimage"
+	"github.com/ironfleet/ironfleet/internal/testenv"
+)
+
+// TestImagesAreReproducible builds every image twice, as make images and make catalog do, and
+// gets the same digests: the same sources give the same images.
+func TestImagesAreReproducible(t *testing.T) {
+	root, err := filepath.Abs("../../../..")
+	require.NoError(t, err)
+	probe := os.Getenv("IRONFLEET_PROBE_DIR") // set by the Makefile
+	if probe == "" {
+		probe = filepath.Join(root, "bin", "probe")
+	}
+	_, err = os.Stat(filepath.Join(probe, "vmlinuz"))
+	require.NoError(t, err, "the probe's boot image is built by make probe-image (make test does it first)")
+	t.Chdir(root)
+
+	opm, probeBin := tool(t, "opm-*"), tool(t, "grpc_health_probe-*")
+
+	build := func() map[string]ociimage.Written {
+		out := t.TempDir()
+		require.NoError(t, run([]string{"-out", out, "-probe-dir", probe, "-images", "manager,boot-service,bundle,catalog",
+			"-manager-ref", "example.dev/ironfleet/manager:v0.0.1", "-boot-service-ref", "example.dev/ironfleet/boot-service:v0.0.1",
+			"-bundle-ref", "example.dev/ironfleet/bundle:v0.0.1", "-catalog-ref", "example.dev/ironfleet/catalog:v0.0.1",
+			"-opm", opm, "-grpc-health-probe", probeBin}))
+		data, err := os.ReadFile(filepath.Join(out, "images.json"))
+		require.NoError(t, err)
+		var written map[string]ociimage.Written
+		require.NoError(t, json.Unmarshal(data, &written))
+		return written
+	}
+	first, second := build(), build()
+	require.Len(t, first, 4)
+	for image, w := range first {
+		assert.Equal(t, w.Digest, second[image].Digest, "%s: the same digest twice", image)
+		idx, err := layout.ImageIndexFromPath(w.Layout)
+		require.NoError(t, err, image)
+		m, err := idx.IndexManifest()
+		require.NoError(t, err, image)
+		assert.Equal(t, w.Digest, m.Manifests[0].Digest.String(), "%s: the layout holds the image", image)
+	}
+
+	// What each image holds, and who it runs as.
+	for image, want := range map[string]struct {
+		files []string
+		user  string
+	}{
+		"manager":      {[]string{"manager", "etc/ssl/certs/ca-certificates.crt", "etc/passwd"}, "65532:65532"},
+		"boot-service": {[]string{"boot-service", "usr/lib/ipxe/undionly.kpxe", "usr/lib/ipxe/snponly.efi", "probe/vmlinuz", "probe/initramfs.cpio.gz"}, "65532:65532"},
+		"bundle":       {[]string{"manifests/ironfleet.clusterserviceversion.yaml", "metadata/annotations.yaml"}, ""},
+		"catalog":      {[]string{"bin/opm", "bin/grpc_health_probe", "configs/ironfleet/bundle.yaml", "configs/ironfleet/channels.yaml", "configs/ironfleet/package.yaml", "tmp"}, "65532:65532"},
+	} {
+		img := load(t, first[image])
+		cfg, err := img.ConfigFile()
+		require.NoError(t, err)
+		assert.Equal(t, want.user, cfg.Config.User, image)
+		files := filesOf(t, img)
+		for _, f := range want.files {
+			assert.Contains(t, files, f, image)
+		}
+		if image == "bundle" {
+			assert.Equal(t, "ironfleet", cfg.Config.Labels["operators.operatorframework.io.bundle.package.v1"], "labelled as its metadata says")
+		}
+		if image == "catalog" {
+			assert.Equal(t, []string{"/bin/opm"}, cfg.Config.Entrypoint)
+			assert.Equal(t, "/configs", cfg.Config.Labels["operators.operatorframework.io.index.configs.v1"])
+		}
+	}
+}
+
+// tool is a tool the Makefile builds into the tools cache (make test builds them first).
+func tool(t *testing.T, pattern string) string {
+	t.Helper()
+	found, _ := filepath.Glob(filepath.Join(testenv.ToolsDir(), pattern))
+	require.NotEmpty(t, found, "%s is not built in %s: make test builds it", pattern, testenv.ToolsDir())
+	sort.Strings(found)
+	return found[len(found)-1]
+}
+
+func load(t *testing.T, w ociimage.Written) v1.Image {
+	t.Helper()
+	idx, err := layout.ImageIndexFromPath(w.Layout)
+	require.NoError(t, err)
+	h, err := v1.NewHash(w.Digest)
+	require.NoError(t, err)
+	img, err := idx.Image(h)
+	require.NoError(t, err)
+	return img
+}
+
+func filesOf(t *testing.T, img v1.Image) []string {
+	t.Helper()
+	rc := mutate.Extract(img)
+	defer rc.Close()
+	tr := tar.NewReader(rc)
+	var names []string
+	for {
+		hdr, err := tr.Next()
+		if err == io.EOF {
+			return names
+		}
+		require.NoError(t, err)
+		names = append(names, hdr.Name)
+	}
+}

@@ -56,9 +56,29 @@ func (ca *CA) Issue(commonName string, hosts []string, valid time.Duration) (cer
 	return encode(cert, key)
 }
 
+// IssueClient returns a PEM client certificate and EC key, signed by the CA, for the user
+// commonName in groups (Kubernetes reads the user from the common name and the groups from the
+// organizations).
+func (ca *CA) IssueClient(commonName string, groups []string, valid time.Duration) (certPEM, keyPEM []byte, err error) {
+	cert, key, err := createWith(commonName, nil, valid, ca, func(tmpl *x509.Certificate) {
+		tmpl.Subject.Organization = groups
+		tmpl.ExtKeyUsage = []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth}
+		tmpl.DNSNames, tmpl.IPAddresses = nil, nil
+	})
+	if err != nil {
+		return nil, nil, err
+	}
+	return encode(cert, key)
+}
+
 // create makes a certificate for hosts: a CA signing itself when issuer is nil, else a leaf
 // signed by issuer.
 func create(commonName string, hosts []string, valid time.Duration, issuer *CA) (*x509.Certificate, *ecdsa.PrivateKey, error) {
+	return createWith(commonName, hosts, valid, issuer, nil)
+}
+
+// createWith is create with the certificate's template changed by adjust before it is signed.
+func createWith(commonName string, hosts []string, valid time.Duration, issuer *CA, adjust func(*x509.Certificate)) (*x509.Certificate, *ecdsa.PrivateKey, error) {
 	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	if err != nil {
 		return nil, nil, fmt.Errorf("generating key: %w", err)
@@ -93,6 +113,9 @@ func create(commonName string, hosts []string, valid time.Duration, issuer *CA) 
 	if issuer != nil {
 		tmpl.IsCA, tmpl.KeyUsage = false, x509.KeyUsageDigitalSignature
 		parent, parentKey = issuer.cert, issuer.key
+	}
+	if adjust != nil {
+		adjust(tmpl)
 	}
 	der, err := x509.CreateCertificate(rand.Reader, tmpl, parent, &key.PublicKey, parentKey)
 	if err != nil {

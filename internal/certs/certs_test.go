@@ -52,3 +52,26 @@ func TestCAIssuesLeavesTrustedThroughTheCAOnly(t *testing.T) {
 	_, err = leaf.Verify(x509.VerifyOptions{Roots: otherRoots, DNSName: "127.1.0.7"})
 	assert.Error(t, err, "another CA does not vouch for it")
 }
+
+// A client certificate names its user and groups (as Kubernetes reads them), verifies as a
+// client through the CA, and serves nothing.
+func TestCAIssuesClientCertificates(t *testing.T) {
+	ca, err := NewCA("node", time.Hour)
+	require.NoError(t, err)
+	certPEM, keyPEM, err := ca.IssueClient("admin", []string{"system:masters"}, time.Hour)
+	require.NoError(t, err)
+	pair, err := tls.X509KeyPair(certPEM, keyPEM)
+	require.NoError(t, err)
+	leaf, err := x509.ParseCertificate(pair.Certificate[0])
+	require.NoError(t, err)
+	assert.Equal(t, "admin", leaf.Subject.CommonName)
+	assert.Equal(t, []string{"system:masters"}, leaf.Subject.Organization)
+	assert.Empty(t, leaf.DNSNames)
+	assert.Empty(t, leaf.IPAddresses)
+	roots := x509.NewCertPool()
+	require.True(t, roots.AppendCertsFromPEM(ca.CertPEM()))
+	_, err = leaf.Verify(x509.VerifyOptions{Roots: roots, KeyUsages: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth}})
+	assert.NoError(t, err)
+	_, err = leaf.Verify(x509.VerifyOptions{Roots: roots, KeyUsages: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}})
+	assert.Error(t, err, "not a serving certificate")
+}

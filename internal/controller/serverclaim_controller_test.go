@@ -955,8 +955,11 @@ func TestAnInstallBootTheServerDoesNotNameEndsWithTheClaim(t *testing.T) {
 		err := k8s.Get(ctx, boot, &m.ServerBootConfiguration{})
 		return apierrors.IsNotFound(err)
 	}, "the install boot goes with the claim")
-	err := k8s.Get(ctx, client.ObjectKey{Namespace: boot.Namespace, Name: boot.Name + "-ignition"}, &corev1.Secret{})
-	assert.True(t, apierrors.IsNotFound(err), "and its ignition Secret: %v", err)
+	// The Secret is deleted after its configuration, by the same cleanup: wait for it too.
+	eventually(t, 30*time.Second, func() bool {
+		err := k8s.Get(ctx, client.ObjectKey{Namespace: boot.Namespace, Name: boot.Name + "-ignition"}, &corev1.Secret{})
+		return apierrors.IsNotFound(err)
+	}, "and its ignition Secret")
 	boots.Release(name)
 	waitServer(t, name, m.ServerStateAvailable, 90*time.Second)
 }

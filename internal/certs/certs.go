@@ -37,7 +37,9 @@ type CA struct {
 
 // NewCA makes a CA valid for valid.
 func NewCA(commonName string, valid time.Duration) (*CA, error) {
-	cert, key, err := create(commonName, nil, valid, nil)
+	// No extended key usage: a CA limited to server authentication could not vouch for the
+	// client certificates it issues (IssueClient).
+	cert, key, err := createWith(commonName, nil, valid, nil, func(tmpl *x509.Certificate) { tmpl.ExtKeyUsage = nil })
 	if err != nil {
 		return nil, err
 	}

@@ -35,6 +35,10 @@ STATIC_BUILD := CGO_ENABLED=0 go build -trimpath -buildvcs=false -ldflags=-build
 # The envtest control plane: kube-apiserver, kubectl and etcd in one directory, as envtest wants.
 ENVTEST_ASSETS := $(TOOLS_DIR)/envtest/k8s-$(K8S_VERSION)-etcd-$(ETCD_VERSION)
 export KUBEBUILDER_ASSETS := $(ENVTEST_ASSETS)
+# The rest of a real node (internal/node): kubelet, kube-controller-manager, kube-scheduler,
+# kube-proxy; with the envtest control plane above.
+NODE_ASSETS := $(TOOLS_DIR)/node/k8s-$(K8S_VERSION)
+export IRONFLEET_NODE_ASSETS := $(NODE_ASSETS)
 export KUSTOMIZE
 # Kubernetes binaries built from the module report the version they are (not v0.0.0-master).
 KUBE_LDFLAGS := -X k8s.io/component-base/version.gitVersion=v$(K8S_VERSION) \
@@ -88,7 +92,7 @@ build: ## Build the manager binary into bin/.
 TEST_FUZZTIME ?= 100000x
 
 .PHONY: test
-test: test-deps verify-generated verify-bundle vet envtest probe-image tenant-image $(KUSTOMIZE) $(OPM) $(GRPC_HEALTH_PROBE) ## Verify generated files, vet, run every test against a real control plane (and real VMs, as root), then fuzz each parser with TEST_FUZZTIME inputs.
+test: test-deps verify-generated verify-bundle vet envtest node-tools probe-image tenant-image images $(KUSTOMIZE) $(OPM) $(GRPC_HEALTH_PROBE) ## Verify generated files, vet, run every test against a real control plane (and real VMs, as root), then fuzz each parser with TEST_FUZZTIME inputs.
 	go test $(GO_TEST_FLAGS) -timeout $(GO_TEST_TIMEOUT) ./...
 	$(MAKE) --no-print-directory fuzz FUZZTIME=$(TEST_FUZZTIME)
 
@@ -105,8 +109,19 @@ image-deps: vm-deps ## Install what the images carry besides our binaries (CA ce
 		$$SUDO apt-get update && $$SUDO apt-get install -y --no-install-recommends $$missing; \
 	fi
 
+# What a real node needs besides the binaries built from source (internal/node).
+NODE_PACKAGES := containerd runc iptables containernetworking-plugins
+
+.PHONY: node-deps
+node-deps: ## Install containerd, runc, iptables and the CNI plugins with apt-get if missing (a real node for the install tests).
+	@missing=$$(for p in $(NODE_PACKAGES); do dpkg-query -W -f='$${Status}\n' $$p 2>/dev/null | grep -q 'install ok installed' || echo $$p; done); \
+	if [ -n "$$missing" ]; then \
+		SUDO=$$([ "$$(id -u)" -eq 0 ] || echo sudo); \
+		$$SUDO apt-get update && $$SUDO apt-get install -y --no-install-recommends $$missing; \
+	fi
+
 .PHONY: test-deps
-test-deps: vm-deps image-deps ## Install redfishtool (third-party Redfish client for the bmcsim interop test) and the VM packages with apt-get if missing.
+test-deps: vm-deps image-deps node-deps ## Install redfishtool (third-party Redfish client for the bmcsim interop test) and the VM packages with apt-get if missing.
 	@command -v redfishtool >/dev/null 2>&1 || { \
 		SUDO=$$([ "$$(id -u)" -eq 0 ] || echo sudo); \
 		$$SUDO apt-get update && $$SUDO apt-get install -y --no-install-recommends redfishtool; }
@@ -161,13 +176,16 @@ IMG ?= $(IMAGE_REGISTRY)/ironfleet:v$(VERSION)
 BOOT_IMG ?= $(IMAGE_REGISTRY)/boot-service:v$(VERSION)
 BUNDLE_IMG ?= $(IMAGE_REGISTRY)/ironfleet-bundle:v$(VERSION)
 CATALOG_IMG ?= $(IMAGE_REGISTRY)/ironfleet-catalog:v$(VERSION)
+# The pod sandbox image of the test node's containerd (internal/node), never pulled.
+PAUSE_IMG ?= ironfleet.dev/test/pause:v$(VERSION)
+export IRONFLEET_PAUSE_IMG := $(PAUSE_IMG)
 IMAGES_DIR ?= $(LOCALBIN)/images
 IMAGE_PACKAGES := ca-certificates
 
 .PHONY: images
-images: image-deps probe-image ## Build the manager, boot-service and bundle images without a container engine, reproducibly, into bin/images/ (OCI layouts, their tars, images.json with each digest).
+images: image-deps probe-image ## Build the manager, boot-service, bundle and (test node) pause images without a container engine, reproducibly, into bin/images/ (OCI layouts, their tars, images.json with each digest).
 	go run ./internal/ociimage/cmd/build-images -out $(IMAGES_DIR) -probe-dir $(PROBE_IMAGE_DIR) \
-		-manager-ref $(IMG) -boot-service-ref $(BOOT_IMG) -bundle-ref $(BUNDLE_IMG)
+		-images manager,boot-service,bundle,pause -manager-ref $(IMG) -boot-service-ref $(BOOT_IMG) -bundle-ref $(BUNDLE_IMG) -pause-ref $(PAUSE_IMG)
 
 .PHONY: bundle
 bundle: manifests $(KUSTOMIZE) $(OPERATOR_SDK) ## Generate the OLM bundle (bundle/) from config/, with IMG stamped in, and validate it.
@@ -215,10 +233,20 @@ verify-bundle: $(KUSTOMIZE) $(OPERATOR_SDK) ## Fail when bundle/ is not what con
 ##@ Tools (pinned in hack/tools, built into TOOLS_DIR, cached by version)
 
 .PHONY: tools
-tools: $(CONTROLLER_GEN) $(KUSTOMIZE) $(OPERATOR_SDK) $(OPM) $(GRPC_HEALTH_PROBE) envtest ## Build every tool.
+tools: $(CONTROLLER_GEN) $(KUSTOMIZE) $(OPERATOR_SDK) $(OPM) $(GRPC_HEALTH_PROBE) envtest node-tools ## Build every tool.
 
 .PHONY: envtest
 envtest: $(ENVTEST_ASSETS)/kube-apiserver $(ENVTEST_ASSETS)/kubectl $(ENVTEST_ASSETS)/etcd ## Build the test control plane (kube-apiserver, etcd, kubectl).
+
+NODE_BINARIES := kubelet kube-controller-manager kube-scheduler kube-proxy
+
+.PHONY: node-tools
+node-tools: envtest $(addprefix $(NODE_ASSETS)/,$(NODE_BINARIES)) ## Build the rest of a real node (kubelet, kube-controller-manager, kube-scheduler, kube-proxy; kubelet takes about 5 minutes once).
+
+$(addprefix $(NODE_ASSETS)/,$(NODE_BINARIES)) &:
+	@echo "Building $(NODE_BINARIES) $(K8S_VERSION) from source (kubelet takes about 5 minutes on first run)"
+	cd hack/tools/kube && go build -ldflags "$(KUBE_LDFLAGS)" -o $(NODE_ASSETS)/ $(addprefix k8s.io/kubernetes/cmd/,$(NODE_BINARIES))
+	@touch $(addprefix $(NODE_ASSETS)/,$(NODE_BINARIES))
 
 # A tool is built once per version (its name says which): no go.mod prerequisite, whose time in
 # a fresh clone is always newer than the cache's.

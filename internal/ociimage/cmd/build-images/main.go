@@ -6,6 +6,7 @@
 //   - boot-service: the boot service with the iPXE binaries (Debian's ipxe) and the probe's
 //     kernel and initramfs (make probe-image) inside.
 //   - bundle: the OLM bundle (bundle/), labelled with its metadata's annotations.
+//   - pause: the pod sandbox image of internal/node's containerd (internal/node/pause).
 //   - catalog: a file-based catalog of that bundle, rendered by opm (make catalog), served by
 //     opm, with grpc_health_probe for OLM's probes of its catalog pods.
 package main
@@ -27,9 +28,9 @@ import (
 const nonRoot = "65532"
 
 type options struct {
-	out, manager, bootService, bundle, catalog string
-	probeDir, ipxeDir, bundleDir, caFile       string
-	images, opm, grpcHealthProbe               string
+	out, manager, bootService, bundle, catalog, pause string
+	probeDir, ipxeDir, bundleDir, caFile              string
+	images, opm, grpcHealthProbe                      string
 }
 
 func main() {
@@ -47,13 +48,14 @@ func run(args []string) error {
 	fs.StringVar(&o.bootService, "boot-service-ref", "", "The boot service image's reference (BOOT_IMG).")
 	fs.StringVar(&o.bundle, "bundle-ref", "", "The bundle image's reference (BUNDLE_IMG); the catalog names it too.")
 	fs.StringVar(&o.catalog, "catalog-ref", "", "The catalog image's reference (CATALOG_IMG).")
+	fs.StringVar(&o.pause, "pause-ref", "", "The pause image's reference (PAUSE_IMG).")
 	fs.StringVar(&o.opm, "opm", "", "opm (operator-registry), static: renders the catalog and serves it in the catalog image.")
 	fs.StringVar(&o.grpcHealthProbe, "grpc-health-probe", "", "grpc_health_probe, static, for the catalog image.")
 	fs.StringVar(&o.probeDir, "probe-dir", "bin/probe", "The probe's boot image (make probe-image).")
 	fs.StringVar(&o.ipxeDir, "ipxe-dir", "/usr/lib/ipxe", "Directory holding undionly.kpxe, ipxe.efi and snponly.efi (Debian's ipxe package).")
 	fs.StringVar(&o.bundleDir, "bundle-dir", "bundle", "The OLM bundle (make bundle).")
 	fs.StringVar(&o.caFile, "ca-file", "/etc/ssl/certs/ca-certificates.crt", "The CA certificates the images trust (Debian's ca-certificates).")
-	fs.StringVar(&o.images, "images", "manager,boot-service,bundle", "Which images to build (manager, boot-service, bundle, catalog).")
+	fs.StringVar(&o.images, "images", "manager,boot-service,bundle", "Which images to build (manager, boot-service, bundle, pause, catalog).")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -76,10 +78,12 @@ func run(args []string) error {
 			spec, err = bootServiceSpec(o, tmp)
 		case "bundle":
 			spec, err = bundleSpec(o)
+		case "pause":
+			spec, err = pauseSpec(o, tmp)
 		case "catalog":
 			spec, err = catalogSpec(o, tmp)
 		default:
-			err = fmt.Errorf("-images: no image %q (manager, boot-service, bundle, catalog)", image)
+			err = fmt.Errorf("-images: no image %q (manager, boot-service, bundle, pause, catalog)", image)
 		}
 		if err != nil {
 			return fmt.Errorf("%s: %w", image, err)
@@ -142,6 +146,19 @@ func managerSpec(o options, tmp string) (ociimage.Spec, error) {
 	files := append(baseFiles(o), ociimage.File{Path: "/manager", Source: bin, Mode: 0o755})
 	return ociimage.Spec{Ref: o.manager, Files: files, Entrypoint: []string{"/manager"}, User: nonRoot + ":" + nonRoot,
 		Labels: map[string]string{"org.opencontainers.image.title": "ironfleet manager"}}, nil
+}
+
+// pauseSpec: a pod sandbox's first process, alone.
+func pauseSpec(o options, tmp string) (ociimage.Spec, error) {
+	if err := required("-pause-ref", o.pause); err != nil {
+		return ociimage.Spec{}, err
+	}
+	bin, err := goBinary("./internal/node/pause", tmp)
+	if err != nil {
+		return ociimage.Spec{}, err
+	}
+	return ociimage.Spec{Ref: o.pause, Files: []ociimage.File{{Path: "/pause", Source: bin, Mode: 0o755}},
+		Entrypoint: []string{"/pause"}, User: "65535:65535"}, nil
 }
 
 // bootServiceSpec: the boot service with what it serves. It binds DHCP and TFTP ports, which

@@ -19,6 +19,9 @@ K8S_VERSION              := $(patsubst v%,%,$(call mod_version,hack/tools/kube/g
 ETCD_VERSION             := $(patsubst v%,%,$(call mod_version,hack/tools/etcd/go.mod,go.etcd.io/etcd/server/v3))
 OPM_VERSION              := $(call mod_version,hack/tools/olm/go.mod,github.com/operator-framework/operator-registry)
 GRPC_HEALTH_PROBE_VERSION := $(call mod_version,hack/tools/olm/go.mod,github.com/grpc-ecosystem/grpc-health-probe)
+OLM_VERSION              := $(call mod_version,hack/tools/olm/go.mod,github.com/operator-framework/operator-lifecycle-manager)
+HELM_VERSION             := $(call mod_version,hack/tools/helm/go.mod,helm.sh/helm/v3)
+COREDNS_VERSION          := $(call mod_version,hack/tools/coredns/go.mod,github.com/coredns/coredns)
 
 # Built tools, by version: shared by every clone on the machine. The binaries' names carry their
 # versions, so a changed pin builds anew; remove the directory to rebuild everything.
@@ -30,6 +33,12 @@ KUSTOMIZE      := $(TOOLS_DIR)/kustomize-$(KUSTOMIZE_VERSION)
 OPERATOR_SDK   := $(TOOLS_DIR)/operator-sdk-$(OPERATOR_SDK_VERSION)
 OPM            := $(TOOLS_DIR)/opm-$(OPM_VERSION)
 GRPC_HEALTH_PROBE := $(TOOLS_DIR)/grpc_health_probe-$(GRPC_HEALTH_PROBE_VERSION)
+# OLM's operators and its bundle copier, for the OLM image the install tests run OLM from.
+OLM_DIR        := $(TOOLS_DIR)/olm-$(OLM_VERSION)
+OLM_BINARIES   := olm catalog cpb package-server
+# helm renders OLM's chart into its release manifests (the install tests).
+HELM           := $(TOOLS_DIR)/helm-$(HELM_VERSION)
+export IRONFLEET_HELM := $(HELM)
 # Tools that go into images are static and reproducible: the same bytes from any machine.
 STATIC_BUILD := CGO_ENABLED=0 go build -trimpath -buildvcs=false -ldflags=-buildid=
 # The envtest control plane: kube-apiserver, kubectl and etcd in one directory, as envtest wants.
@@ -39,6 +48,9 @@ export KUBEBUILDER_ASSETS := $(ENVTEST_ASSETS)
 # kube-proxy; with the envtest control plane above.
 NODE_ASSETS := $(TOOLS_DIR)/node/k8s-$(K8S_VERSION)
 export IRONFLEET_NODE_ASSETS := $(NODE_ASSETS)
+# The node's cluster DNS.
+COREDNS := $(TOOLS_DIR)/coredns-$(COREDNS_VERSION)
+export IRONFLEET_COREDNS := $(COREDNS)
 export KUSTOMIZE
 # Kubernetes binaries built from the module report the version they are (not v0.0.0-master).
 KUBE_LDFLAGS := -X k8s.io/component-base/version.gitVersion=v$(K8S_VERSION) \
@@ -92,7 +104,7 @@ build: ## Build the manager binary into bin/.
 TEST_FUZZTIME ?= 100000x
 
 .PHONY: test
-test: test-deps verify-generated verify-bundle vet envtest node-tools probe-image tenant-image images $(KUSTOMIZE) $(OPM) $(GRPC_HEALTH_PROBE) ## Verify generated files, vet, run every test against a real control plane (and real VMs, as root), then fuzz each parser with TEST_FUZZTIME inputs.
+test: test-deps verify-generated verify-bundle vet envtest node-tools probe-image tenant-image catalog test-images $(KUSTOMIZE) ## Verify generated files, vet, run every test against a real control plane (and real VMs, as root), then fuzz each parser with TEST_FUZZTIME inputs.
 	go test $(GO_TEST_FLAGS) -timeout $(GO_TEST_TIMEOUT) ./...
 	$(MAKE) --no-print-directory fuzz FUZZTIME=$(TEST_FUZZTIME)
 
@@ -102,7 +114,7 @@ catalog: images $(OPM) $(GRPC_HEALTH_PROBE) ## Render the bundle into a file-bas
 		-opm $(OPM) -grpc-health-probe $(GRPC_HEALTH_PROBE)
 
 .PHONY: image-deps
-image-deps: vm-deps ## Install what the images carry besides our binaries (CA certificates; iPXE comes with vm-deps) with apt-get if missing.
+image-deps: vm-deps ## Install what the images carry besides our binaries (CA certificates, a static busybox for the OLM test image; iPXE comes with vm-deps) with apt-get if missing.
 	@missing=$$(for p in $(IMAGE_PACKAGES); do dpkg-query -W -f='$${Status}\n' $$p 2>/dev/null | grep -q 'install ok installed' || echo $$p; done); \
 	if [ -n "$$missing" ]; then \
 		SUDO=$$([ "$$(id -u)" -eq 0 ] || echo sudo); \
@@ -178,14 +190,19 @@ BUNDLE_IMG ?= $(IMAGE_REGISTRY)/ironfleet-bundle:v$(VERSION)
 CATALOG_IMG ?= $(IMAGE_REGISTRY)/ironfleet-catalog:v$(VERSION)
 # The pod sandbox image of the test node's containerd (internal/node), never pulled.
 PAUSE_IMG ?= ironfleet.dev/test/pause:v$(VERSION)
-export IRONFLEET_PAUSE_IMG := $(PAUSE_IMG)
+# OLM, as the install tests run it (its operators and cpb, built from the pinned module).
+OLM_IMG ?= ironfleet.dev/test/olm:$(OLM_VERSION)
 IMAGES_DIR ?= $(LOCALBIN)/images
-IMAGE_PACKAGES := ca-certificates
+IMAGE_PACKAGES := ca-certificates busybox-static
 
 .PHONY: images
-images: image-deps probe-image ## Build the manager, boot-service, bundle and (test node) pause images without a container engine, reproducibly, into bin/images/ (OCI layouts, their tars, images.json with each digest).
+images: image-deps probe-image ## Build the manager, boot-service and bundle images without a container engine, reproducibly, into bin/images/ (OCI layouts, their tars, images.json with each digest).
 	go run ./internal/ociimage/cmd/build-images -out $(IMAGES_DIR) -probe-dir $(PROBE_IMAGE_DIR) \
-		-images manager,boot-service,bundle,pause -manager-ref $(IMG) -boot-service-ref $(BOOT_IMG) -bundle-ref $(BUNDLE_IMG) -pause-ref $(PAUSE_IMG)
+		-manager-ref $(IMG) -boot-service-ref $(BOOT_IMG) -bundle-ref $(BUNDLE_IMG)
+
+.PHONY: test-images
+test-images: image-deps olm-tools ## Build the images the install tests need besides Ironfleet's: the test node's pause image and OLM's, into bin/images/.
+	go run ./internal/ociimage/cmd/build-images -images pause,olm -out $(IMAGES_DIR) -pause-ref $(PAUSE_IMG) -olm-ref $(OLM_IMG) -olm-dir $(OLM_DIR)
 
 .PHONY: bundle
 bundle: manifests $(KUSTOMIZE) $(OPERATOR_SDK) ## Generate the OLM bundle (bundle/) from config/, with IMG stamped in, and validate it.
@@ -233,7 +250,7 @@ verify-bundle: $(KUSTOMIZE) $(OPERATOR_SDK) ## Fail when bundle/ is not what con
 ##@ Tools (pinned in hack/tools, built into TOOLS_DIR, cached by version)
 
 .PHONY: tools
-tools: $(CONTROLLER_GEN) $(KUSTOMIZE) $(OPERATOR_SDK) $(OPM) $(GRPC_HEALTH_PROBE) envtest node-tools ## Build every tool.
+tools: $(CONTROLLER_GEN) $(KUSTOMIZE) $(OPERATOR_SDK) $(OPM) $(GRPC_HEALTH_PROBE) envtest node-tools olm-tools ## Build every tool.
 
 .PHONY: envtest
 envtest: $(ENVTEST_ASSETS)/kube-apiserver $(ENVTEST_ASSETS)/kubectl $(ENVTEST_ASSETS)/etcd ## Build the test control plane (kube-apiserver, etcd, kubectl).
@@ -241,7 +258,10 @@ envtest: $(ENVTEST_ASSETS)/kube-apiserver $(ENVTEST_ASSETS)/kubectl $(ENVTEST_AS
 NODE_BINARIES := kubelet kube-controller-manager kube-scheduler kube-proxy
 
 .PHONY: node-tools
-node-tools: envtest $(addprefix $(NODE_ASSETS)/,$(NODE_BINARIES)) ## Build the rest of a real node (kubelet, kube-controller-manager, kube-scheduler, kube-proxy; kubelet takes about 5 minutes once).
+node-tools: envtest $(addprefix $(NODE_ASSETS)/,$(NODE_BINARIES)) $(COREDNS) ## Build the rest of a real node (kubelet, kube-controller-manager, kube-scheduler, kube-proxy, CoreDNS; kubelet takes about 5 minutes once).
+
+$(COREDNS):
+	cd hack/tools/coredns && CGO_ENABLED=0 go build -o $@ github.com/coredns/coredns
 
 $(addprefix $(NODE_ASSETS)/,$(NODE_BINARIES)) &:
 	@echo "Building $(NODE_BINARIES) $(K8S_VERSION) from source (kubelet takes about 5 minutes on first run)"
@@ -269,6 +289,19 @@ $(OPM):
 
 $(GRPC_HEALTH_PROBE):
 	cd hack/tools/olm && $(STATIC_BUILD) -o $@ github.com/grpc-ecosystem/grpc-health-probe
+
+$(HELM):
+	cd hack/tools/helm && CGO_ENABLED=0 go build -o $@ helm.sh/helm/v3/cmd/helm
+
+.PHONY: olm-tools
+olm-tools: $(addprefix $(OLM_DIR)/,$(OLM_BINARIES)) $(HELM) ## Build OLM's olm and catalog operators, package-server and cpb, and helm to render OLM's chart (about 5 minutes once).
+
+$(addprefix $(OLM_DIR)/,$(OLM_BINARIES)) &:
+	@echo "Building OLM $(OLM_VERSION) from source (about 4 minutes on first run)"
+	cd hack/tools/olm && $(STATIC_BUILD) -o $(OLM_DIR)/ github.com/operator-framework/operator-lifecycle-manager/cmd/olm \
+		github.com/operator-framework/operator-lifecycle-manager/cmd/catalog github.com/operator-framework/operator-lifecycle-manager/util/cpb \
+		github.com/operator-framework/operator-lifecycle-manager/cmd/package-server
+	@touch $(addprefix $(OLM_DIR)/,$(OLM_BINARIES))
 
 $(ENVTEST_ASSETS)/etcd:
 	@echo "Building etcd $(ETCD_VERSION) from source"

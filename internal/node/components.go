@@ -38,7 +38,13 @@ func (n *Node) startControlPlane(ctx context.Context) error {
 		"--authorization-mode=Node,RBAC", "--allow-privileged=true",
 		"--kubelet-client-certificate="+n.pki.admin.certFile, "--kubelet-client-key="+n.pki.admin.keyFile,
 		"--kubelet-certificate-authority="+n.pki.caFile, "--kubelet-preferred-address-types=InternalIP",
-		"--cert-dir="+filepath.Join(n.dir, "apiserver")); err != nil {
+		"--cert-dir="+filepath.Join(n.dir, "apiserver"),
+		// Aggregated APIs (OLM's packageserver), reached at their pods' addresses.
+		"--requestheader-client-ca-file="+n.pki.caFile, "--requestheader-allowed-names=front-proxy-client",
+		"--requestheader-username-headers=X-Remote-User", "--requestheader-group-headers=X-Remote-Group",
+		"--requestheader-extra-headers-prefix=X-Remote-Extra-",
+		"--proxy-client-cert-file="+n.pki.proxy.certFile, "--proxy-client-key-file="+n.pki.proxy.keyFile,
+		"--enable-aggregator-routing=true"); err != nil {
 		return err
 	}
 	hc := n.httpClient()
@@ -72,7 +78,31 @@ func (n *Node) startControlPlane(ctx context.Context) error {
 		"--leader-elect=false", "--bind-address=127.0.0.1"); err != nil {
 		return err
 	}
-	return nil
+	return n.startDNS()
+}
+
+// startDNS runs CoreDNS on the node's address as its cluster DNS: Services and pods of
+// cluster.local by name, from the apiserver. Nothing else resolves: no query leaves the node.
+func (n *Node) startDNS() error {
+	corefile := fmt.Sprintf(`cluster.local:53 in-addr.arpa:53 ip6.arpa:53 {
+    bind %s
+    errors
+    kubernetes cluster.local in-addr.arpa ip6.arpa {
+        kubeconfig %s
+        pods insecure
+    }
+}
+.:53 {
+    bind %s
+    errors
+}
+`, n.ip, n.Kubeconfig, n.ip)
+	path := filepath.Join(n.dir, "Corefile")
+	if err := os.WriteFile(path, []byte(corefile), 0o644); err != nil {
+		return err
+	}
+	_, err := n.run("coredns", n.opts.CoreDNS, "-conf", path)
+	return err
 }
 
 // startRuntime starts containerd with a configuration of the node's own, and imports the
@@ -207,7 +237,8 @@ func (n *Node) startKubelet(ctx context.Context) error {
 	if err := os.MkdirAll(kubeletDir, 0o755); err != nil {
 		return err
 	}
-	// No DNS server answers on the node: pods get an empty resolv.conf rather than the host's.
+	// Pods resolve through the cluster DNS (startDNS); a pod of "Default" DNS policy gets an
+	// empty resolv.conf rather than the host's.
 	resolv := filepath.Join(n.dir, "resolv.conf")
 	if err := os.WriteFile(resolv, nil, 0o644); err != nil {
 		return err
@@ -223,6 +254,8 @@ evictionHard: {}
 imageGCHighThresholdPercent: 100
 imageGCLowThresholdPercent: 99
 resolvConf: %s
+clusterDNS: [%s]
+clusterDomain: cluster.local
 podLogsDir: %s
 address: %s
 readOnlyPort: 0
@@ -240,7 +273,7 @@ authorization:
   mode: AlwaysAllow
 serializeImagePulls: false
 localStorageCapacityIsolation: false
-`, cgroupName(), n.containerdSocket(), resolv, filepath.Join(n.dir, "pod-logs"), n.ip,
+`, cgroupName(), n.containerdSocket(), resolv, n.ip, filepath.Join(n.dir, "pod-logs"), n.ip,
 		n.pki.kubelet.certFile, n.pki.kubelet.keyFile, n.pki.caFile)
 	configFile := filepath.Join(kubeletDir, "config.yaml")
 	if err := os.WriteFile(configFile, []byte(config), 0o644); err != nil {

@@ -46,6 +46,8 @@ type Options struct {
 	// $KUBEBUILDER_ASSETS); NodeDir kubelet, kube-controller-manager, kube-scheduler and
 	// kube-proxy ($IRONFLEET_NODE_ASSETS). make node-tools builds both.
 	ControlPlaneDir, NodeDir string
+	// CoreDNS is the coredns binary, the node's cluster DNS ($IRONFLEET_COREDNS).
+	CoreDNS string
 	// PauseImage is the pod sandbox image's tar (make images: bin/images/pause.tar) and
 	// PauseRef its name.
 	PauseImage, PauseRef string
@@ -83,10 +85,10 @@ const (
 // OptionsFromEnv are the options make test gives: the tools the Makefile built
 // ($KUBEBUILDER_ASSETS, $IRONFLEET_NODE_ASSETS) and the pause image of make images.
 func OptionsFromEnv(imagesDir, pauseRef string) (Options, error) {
-	o := Options{ControlPlaneDir: os.Getenv("KUBEBUILDER_ASSETS"), NodeDir: os.Getenv("IRONFLEET_NODE_ASSETS"),
+	o := Options{ControlPlaneDir: os.Getenv("KUBEBUILDER_ASSETS"), NodeDir: os.Getenv("IRONFLEET_NODE_ASSETS"), CoreDNS: os.Getenv("IRONFLEET_COREDNS"),
 		PauseImage: filepath.Join(imagesDir, "pause.tar"), PauseRef: pauseRef}
-	if o.ControlPlaneDir == "" || o.NodeDir == "" {
-		return o, errors.New("KUBEBUILDER_ASSETS and IRONFLEET_NODE_ASSETS must name the built tools: run make node-tools (make test does)")
+	if o.ControlPlaneDir == "" || o.NodeDir == "" || o.CoreDNS == "" {
+		return o, errors.New("KUBEBUILDER_ASSETS, IRONFLEET_NODE_ASSETS and IRONFLEET_COREDNS must name the built tools: run make node-tools (make test does)")
 	}
 	return o, nil
 }
@@ -109,6 +111,9 @@ func Start(ctx context.Context, opts Options) (*Node, error) {
 		if _, err := os.Stat(filepath.Join(check.dir, check.bin)); err != nil {
 			return nil, fmt.Errorf("%s: %w (make node-tools builds it)", check.bin, err)
 		}
+	}
+	if _, err := os.Stat(opts.CoreDNS); err != nil {
+		return nil, fmt.Errorf("coredns: %w (make node-tools builds it)", err)
 	}
 	for _, bin := range []string{"containerd", "containerd-shim-runc-v2", "runc", "ctr", "iptables"} {
 		if _, err := lookPath(bin); err != nil {

@@ -2,6 +2,7 @@ package node
 
 import (
 	"context"
+	"encoding/json"
 	"os"
 	"path/filepath"
 	"testing"
@@ -16,14 +17,15 @@ import (
 	"github.com/ironfleet/ironfleet/internal/testenv"
 )
 
-// pauseRef is the pause image make images builds (the Makefile's PAUSE_IMG), here also a pod's
-// only image: it is the one every node has.
-func pauseRef(t *testing.T) string {
-	if ref := os.Getenv("IRONFLEET_PAUSE_IMG"); ref != "" {
-		return ref
-	}
-	t.Fatal("IRONFLEET_PAUSE_IMG is not set: make test sets it (and builds the pause image with make images)")
-	return ""
+// pauseRef is the pause image make test-images builds, here also a pod's only image: it is the
+// one every node has.
+func pauseRef(t *testing.T, root string) string {
+	data, err := os.ReadFile(filepath.Join(root, "bin", "images", "images.json"))
+	require.NoError(t, err, "make test-images builds the pause image (make test does it first)")
+	var written map[string]struct{ Ref string }
+	require.NoError(t, json.Unmarshal(data, &written))
+	require.NotEmpty(t, written["pause"].Ref, "make test-images builds the pause image (make test does it first)")
+	return written["pause"].Ref
 }
 
 // TestANodeRunsPodsOfImportedImagesOnly starts a real node, runs a pod of an imported image on
@@ -35,7 +37,7 @@ func TestANodeRunsPodsOfImportedImagesOnly(t *testing.T) {
 	}
 	root, err := testenv.RepoRoot()
 	require.NoError(t, err)
-	opts, err := OptionsFromEnv(filepath.Join(root, "bin", "images"), pauseRef(t))
+	opts, err := OptionsFromEnv(filepath.Join(root, "bin", "images"), pauseRef(t, root))
 	require.NoError(t, err)
 	opts.Logf = t.Logf
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)

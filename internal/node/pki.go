@@ -32,6 +32,7 @@ type pki struct {
 	apiserver pair // serving: the node's address, the kubernetes Service's, its names
 	kubelet   pair // serving: the node's address and name
 	admin     pair // client: system:masters (this process, kubectl, and every component)
+	proxy     pair // client: the apiserver to aggregated APIs (OLM's packageserver)
 	saKeyFile string
 }
 
@@ -75,6 +76,11 @@ func writePKI(dir string, ip netip.Addr) (*pki, error) {
 	}
 	if err := issue(&p.admin, "admin", func() ([]byte, []byte, error) {
 		return ca.IssueClient("ironfleet-admin", []string{"system:masters"}, certValidity)
+	}); err != nil {
+		return nil, err
+	}
+	if err := issue(&p.proxy, "front-proxy-client", func() ([]byte, []byte, error) {
+		return ca.IssueClient("front-proxy-client", nil, certValidity)
 	}); err != nil {
 		return nil, err
 	}

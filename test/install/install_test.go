@@ -22,8 +22,10 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/config"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
@@ -149,10 +151,12 @@ func works(t *testing.T, ctx context.Context, n *node.Node, c client.Client, exp
 	require.NoError(t, c.Get(ctx, client.ObjectKey{Namespace: systemNamespace, Name: "ironfleet-registry"}, &svc))
 	registry := relay(t, ctx, n, net.JoinHostPort(svc.Spec.ClusterIP, "8443"))
 
+	// One such manager per install test, and several tests in this process: the boot service's
+	// controller name comes again.
 	mgr, err := ctrl.NewManager(n.Config, ctrl.Options{Scheme: testenv.Scheme(), Metrics: metricsserver.Options{BindAddress: "0"},
-		Logger: zap.New(zap.WriteTo(io.Discard))})
+		Logger: zap.New(zap.WriteTo(io.Discard)), Controller: config.Controller{SkipNameValidation: ptr.To(true)}})
 	require.NoError(t, err)
-	boots := lab.NewBootService(ctx, c, ctrl.Log.WithName("boot-service"))
+	boots := lab.NewBootService(ctx, c, zap.New(zap.WriteTo(io.Discard)))
 	boots.RegistryURL = "https://" + registry
 	require.NoError(t, boots.SetupWithManager(mgr))
 	mctx, stop := context.WithCancel(ctx)

@@ -2,12 +2,14 @@ package main
 
 import (
 	"bytes"
+	"encoding/json"
 	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
 
+	"github.com/google/go-containerregistry/pkg/name"
 	"sigs.k8s.io/yaml"
 
 	"github.com/ironfleet/ironfleet/internal/ociimage"
@@ -50,7 +52,13 @@ func catalogSpec(o options, tmp string) (ociimage.Spec, error) {
 	if err != nil {
 		return ociimage.Spec{}, err
 	}
-	bundleYAML, err := opm(o, "render", o.bundleDir, "--alpha-image-ref-template="+o.bundle, "--output=yaml")
+	// The catalog names the bundle image by digest when make images built it: OLM pulls an image
+	// named by a tag again at every unpack, one named by digest only when it lacks it.
+	bundleRef, err := pinnedRef(o.out, "bundle", o.bundle)
+	if err != nil {
+		return ociimage.Spec{}, err
+	}
+	bundleYAML, err := opm(o, "render", o.bundleDir, "--alpha-image-ref-template="+bundleRef, "--output=yaml")
 	if err != nil {
 		return ociimage.Spec{}, err
 	}
@@ -60,8 +68,8 @@ func catalogSpec(o options, tmp string) (ociimage.Spec, error) {
 	if err := yaml.Unmarshal(bundleYAML, &bundle); err != nil || bundle.Schema != "olm.bundle" || bundle.Name == "" {
 		return ociimage.Spec{}, fmt.Errorf("opm render gave no bundle (%v): %s", err, bundleYAML)
 	}
-	if bundle.Image != o.bundle {
-		return ociimage.Spec{}, fmt.Errorf("opm render named the bundle image %q, not %q", bundle.Image, o.bundle)
+	if bundle.Image != bundleRef {
+		return ociimage.Spec{}, fmt.Errorf("opm render named the bundle image %q, not %q", bundle.Image, bundleRef)
 	}
 	var channelYAML bytes.Buffer
 	for _, ch := range channels {
@@ -106,4 +114,26 @@ func opm(o options, args ...string) ([]byte, error) {
 		return nil, fmt.Errorf("opm %s: %w: %s", strings.Join(args, " "), err, errOut.String())
 	}
 	return out.Bytes(), nil
+}
+
+// pinnedRef is ref by the digest images.json in dir records for image, when it records ref;
+// else ref as it is.
+func pinnedRef(dir, image, ref string) (string, error) {
+	data, err := os.ReadFile(filepath.Join(dir, "images.json"))
+	if err != nil {
+		return ref, nil //nolint:nilerr // nothing built yet: the reference as given
+	}
+	var written map[string]ociimage.Written
+	if err := json.Unmarshal(data, &written); err != nil {
+		return "", fmt.Errorf("%s: %w", filepath.Join(dir, "images.json"), err)
+	}
+	w, ok := written[image]
+	if !ok || w.Ref != ref {
+		return ref, nil
+	}
+	parsed, err := name.ParseReference(ref)
+	if err != nil {
+		return "", err
+	}
+	return parsed.Context().Name() + "@" + w.Digest, nil
 }

@@ -7,6 +7,10 @@
 //     kernel and initramfs (make probe-image) inside.
 //   - bundle: the OLM bundle (bundle/), labelled with its metadata's annotations.
 //   - pause: the pod sandbox image of internal/node's containerd (internal/node/pause).
+//   - olm: OLM's olm and catalog operators, package-server and cpb, built from the pinned
+//     module, with a cp
+//     (Debian's static busybox) for the copy step of OLM's bundle unpack Job: the install
+//     tests run OLM from it.
 //   - catalog: a file-based catalog of that bundle, rendered by opm (make catalog), served by
 //     opm, with grpc_health_probe for OLM's probes of its catalog pods.
 package main
@@ -28,9 +32,10 @@ import (
 const nonRoot = "65532"
 
 type options struct {
-	out, manager, bootService, bundle, catalog, pause string
-	probeDir, ipxeDir, bundleDir, caFile              string
-	images, opm, grpcHealthProbe                      string
+	out, manager, bootService, bundle, catalog, pause, olm string
+	olmDir, busybox                                        string
+	probeDir, ipxeDir, bundleDir, caFile                   string
+	images, opm, grpcHealthProbe                           string
 }
 
 func main() {
@@ -49,13 +54,16 @@ func run(args []string) error {
 	fs.StringVar(&o.bundle, "bundle-ref", "", "The bundle image's reference (BUNDLE_IMG); the catalog names it too.")
 	fs.StringVar(&o.catalog, "catalog-ref", "", "The catalog image's reference (CATALOG_IMG).")
 	fs.StringVar(&o.pause, "pause-ref", "", "The pause image's reference (PAUSE_IMG).")
+	fs.StringVar(&o.olm, "olm-ref", "", "The OLM image's reference (OLM_IMG).")
+	fs.StringVar(&o.olmDir, "olm-dir", "", "Directory holding OLM's olm, catalog and cpb, static (make olm-tools).")
+	fs.StringVar(&o.busybox, "busybox", "/bin/busybox", "A static busybox (Debian's busybox-static): the OLM image's cp.")
 	fs.StringVar(&o.opm, "opm", "", "opm (operator-registry), static: renders the catalog and serves it in the catalog image.")
 	fs.StringVar(&o.grpcHealthProbe, "grpc-health-probe", "", "grpc_health_probe, static, for the catalog image.")
 	fs.StringVar(&o.probeDir, "probe-dir", "bin/probe", "The probe's boot image (make probe-image).")
 	fs.StringVar(&o.ipxeDir, "ipxe-dir", "/usr/lib/ipxe", "Directory holding undionly.kpxe, ipxe.efi and snponly.efi (Debian's ipxe package).")
 	fs.StringVar(&o.bundleDir, "bundle-dir", "bundle", "The OLM bundle (make bundle).")
 	fs.StringVar(&o.caFile, "ca-file", "/etc/ssl/certs/ca-certificates.crt", "The CA certificates the images trust (Debian's ca-certificates).")
-	fs.StringVar(&o.images, "images", "manager,boot-service,bundle", "Which images to build (manager, boot-service, bundle, pause, catalog).")
+	fs.StringVar(&o.images, "images", "manager,boot-service,bundle", "Which images to build (manager, boot-service, bundle, pause, olm, catalog).")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -80,10 +88,12 @@ func run(args []string) error {
 			spec, err = bundleSpec(o)
 		case "pause":
 			spec, err = pauseSpec(o, tmp)
+		case "olm":
+			spec, err = olmSpec(o)
 		case "catalog":
 			spec, err = catalogSpec(o, tmp)
 		default:
-			err = fmt.Errorf("-images: no image %q (manager, boot-service, bundle, pause, catalog)", image)
+			err = fmt.Errorf("-images: no image %q (manager, boot-service, bundle, pause, olm, catalog)", image)
 		}
 		if err != nil {
 			return fmt.Errorf("%s: %w", image, err)
@@ -159,6 +169,20 @@ func pauseSpec(o options, tmp string) (ociimage.Spec, error) {
 	}
 	return ociimage.Spec{Ref: o.pause, Files: []ociimage.File{{Path: "/pause", Source: bin, Mode: 0o755}},
 		Entrypoint: []string{"/pause"}, User: "65535:65535"}, nil
+}
+
+// olmSpec: OLM's binaries as its release image has them, and the cp its unpack Job runs.
+func olmSpec(o options) (ociimage.Spec, error) {
+	for flagName, v := range map[string]string{"-olm-ref": o.olm, "-olm-dir": o.olmDir} {
+		if err := required(flagName, v); err != nil {
+			return ociimage.Spec{}, err
+		}
+	}
+	files := append(users(), ociimage.File{Path: "/bin/cp", Source: o.busybox, Mode: 0o755}, ociimage.File{Path: "/tmp", Dir: true, Mode: 0o1777})
+	for _, bin := range []string{"olm", "catalog", "package-server", "cpb"} {
+		files = append(files, ociimage.File{Path: "/bin/" + bin, Source: filepath.Join(o.olmDir, bin), Mode: 0o755})
+	}
+	return ociimage.Spec{Ref: o.olm, Files: files, User: nonRoot + ":" + nonRoot}, nil
 }
 
 // bootServiceSpec: the boot service with what it serves. It binds DHCP and TFTP ports, which

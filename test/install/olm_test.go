@@ -1,0 +1,188 @@
+package install
+
+import (
+	"bytes"
+	"context"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/ironfleet/ironfleet/internal/node"
+	"github.com/ironfleet/ironfleet/internal/ociimage"
+	"github.com/ironfleet/ironfleet/internal/testenv"
+)
+
+// byDigest names an image by its digest: OLM pulls an image named by a tag whenever it runs a
+// pod of it, and one named by digest only when the node lacks it.
+func byDigest(w ociimage.Written) string {
+	name := w.Ref
+	if i := strings.LastIndex(name, ":"); i > strings.LastIndex(name, "/") {
+		name = name[:i]
+	}
+	return name + "@" + w.Digest
+}
+
+// olmManifests are OLM's release manifests for the pinned module, rendered from its chart with
+// the values of its upstream release by the pinned helm (as OLM's release does), with the images
+// this node has: OLM's own from make test-images, and the catalog image (its opm) for unpacking
+// bundles; without the community catalog, which would be pulled. The CRDs come first, the rest
+// after.
+func olmManifests(t *testing.T, root, olmRef, catalogRef string) (crds, rest []byte) {
+	t.Helper()
+	cmd := exec.Command("go", "list", "-m", "-f", "{{.Dir}}", "github.com/operator-framework/operator-lifecycle-manager")
+	cmd.Dir = filepath.Join(root, "hack", "tools", "olm")
+	out, err := cmd.Output()
+	require.NoError(t, err, "the pinned OLM module (make olm-tools downloads it)")
+	deploy := filepath.Join(strings.TrimSpace(string(out)), "deploy")
+	helm := os.Getenv("IRONFLEET_HELM") // the Makefile's
+	if helm == "" {
+		found, _ := filepath.Glob(filepath.Join(testenv.ToolsDir(), "helm-*"))
+		require.NotEmpty(t, found, "helm is built by make olm-tools (make test does it)")
+		helm = found[len(found)-1]
+	}
+	var stderr bytes.Buffer
+	render := exec.Command(helm, "template", "olm", filepath.Join(deploy, "chart"), "-f", filepath.Join(deploy, "upstream", "values.yaml"),
+		"--include-crds", "--set", strings.Join([]string{
+			"olm.image.ref=" + olmRef, "catalog.image.ref=" + olmRef, "package.image.ref=" + olmRef,
+			"package.image.pullPolicy=IfNotPresent",
+			"catalog.commandArgs=--configmapServerImage=" + catalogRef, "catalog.opmImageArgs=--opmImage=" + catalogRef,
+		}, ","))
+	render.Stderr = &stderr
+	rendered, err := render.Output()
+	require.NoError(t, err, stderr.String())
+	var crdDocs, restDocs []string
+	for _, doc := range strings.Split(string(rendered), "\n---\n") {
+		switch {
+		case strings.Contains(doc, "\nkind: CatalogSource"):
+		case strings.Contains(doc, "\nkind: CustomResourceDefinition"):
+			crdDocs = append(crdDocs, doc)
+		default:
+			restDocs = append(restDocs, doc)
+		}
+	}
+	rest = []byte(strings.Join(restDocs, "\n---\n"))
+	require.NotContains(t, string(rest), "quay.io", "every image is one the node has")
+	require.NotContains(t, string(rest), "imagePullPolicy: Always", "nothing is pulled")
+	return []byte(strings.Join(crdDocs, "\n---\n")), rest
+}
+
+func applyFile(t *testing.T, ctx context.Context, n *node.Node, data []byte, extra ...string) {
+	t.Helper()
+	file := filepath.Join(t.TempDir(), "manifests.yaml")
+	require.NoError(t, os.WriteFile(file, data, 0o644))
+	out, err := n.Kubectl(ctx, append([]string{"apply", "--server-side", "-f", file}, extra...)...)
+	require.NoError(t, err, string(out))
+}
+
+func get(ctx context.Context, c client.Client, gvk schema.GroupVersionKind, ns, name string) (*unstructured.Unstructured, error) {
+	u := &unstructured.Unstructured{}
+	u.SetGroupVersionKind(gvk)
+	return u, c.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, u)
+}
+
+var (
+	csvGVK        = schema.GroupVersionKind{Group: "operators.coreos.com", Version: "v1alpha1", Kind: "ClusterServiceVersion"}
+	deploymentGVK = schema.GroupVersionKind{Group: "apps", Version: "v1", Kind: "Deployment"}
+)
+
+func csvPhase(ctx context.Context, c client.Client, ns, name string) string {
+	u, err := get(ctx, c, csvGVK, ns, name)
+	if err != nil {
+		return ""
+	}
+	phase, _, _ := unstructured.NestedString(u.Object, "status", "phase")
+	return phase
+}
+
+func available(ctx context.Context, c client.Client, ns, name string) bool {
+	u, err := get(ctx, c, deploymentGVK, ns, name)
+	if err != nil {
+		return false
+	}
+	n, _, _ := unstructured.NestedInt64(u.Object, "status", "availableReplicas")
+	return n >= 1
+}
+
+// TestOLMInstall: OLM from its release manifests on a real node, then Ironfleet through it as
+// users install it: CatalogSource (the catalog image) → OperatorGroup → Subscription →
+// InstallPlan → CSV Succeeded → the manager running with the bundle's RBAC, and working.
+func TestOLMInstall(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Minute)
+	defer cancel()
+	n, root, imgs := startNode(t, ctx, "manager", "boot-service", "bundle", "catalog", "olm")
+	c, err := client.New(n.Config, client.Options{Scheme: testenv.Scheme()})
+	require.NoError(t, err)
+	olmExplain := func() string {
+		var b bytes.Buffer
+		for _, args := range [][]string{
+			{"get", "pods,jobs,deployments,catalogsources,subscriptions,installplans,csv", "-A", "-o", "wide"},
+			{"get", "events", "-A", "--sort-by=.lastTimestamp"},
+			{"-n", "olm", "logs", "deploy/catalog-operator", "--tail=30"},
+			{"-n", "olm", "logs", "deploy/olm-operator", "--tail=30"},
+		} {
+			out, err := n.Kubectl(ctx, args...)
+			b.WriteString("\n$ kubectl " + strings.Join(args, " ") + "\n" + string(out) + errOrEmpty(err))
+		}
+		return b.String()
+	}
+
+	crds, olm := olmManifests(t, root, byDigest(imgs["olm"]), byDigest(imgs["catalog"]))
+	applyFile(t, ctx, n, crds)
+	file := filepath.Join(t.TempDir(), "crds.yaml")
+	require.NoError(t, os.WriteFile(file, crds, 0o644))
+	out, err := n.Kubectl(ctx, "wait", "--for=condition=Established", "--timeout=120s", "-f", file)
+	require.NoError(t, err, string(out))
+	applyFile(t, ctx, n, olm)
+	eventually(t, 5*time.Minute, func() bool {
+		return available(ctx, c, "olm", "olm-operator") && available(ctx, c, "olm", "catalog-operator")
+	}, olmExplain, "OLM's operators run")
+	eventually(t, 5*time.Minute, func() bool { return csvPhase(ctx, c, "olm", "packageserver") == "Succeeded" }, olmExplain,
+		"OLM's packageserver is installed")
+
+	applyFile(t, ctx, n, []byte(`apiVersion: v1
+kind: Namespace
+metadata:
+  name: `+systemNamespace+`
+---
+apiVersion: operators.coreos.com/v1alpha1
+kind: CatalogSource
+metadata:
+  name: ironfleet
+  namespace: olm
+spec:
+  sourceType: grpc
+  image: `+byDigest(imgs["catalog"])+`
+  displayName: Ironfleet
+---
+apiVersion: operators.coreos.com/v1
+kind: OperatorGroup
+metadata:
+  name: ironfleet
+  namespace: `+systemNamespace+`
+---
+apiVersion: operators.coreos.com/v1alpha1
+kind: Subscription
+metadata:
+  name: ironfleet
+  namespace: `+systemNamespace+`
+spec:
+  channel: alpha
+  name: ironfleet
+  source: ironfleet
+  sourceNamespace: olm
+  installPlanApproval: Automatic
+`))
+	eventually(t, 8*time.Minute, func() bool { return csvPhase(ctx, c, systemNamespace, "ironfleet.v0.1.0") == "Succeeded" }, olmExplain,
+		"the Subscription installs Ironfleet's CSV")
+	eventually(t, 3*time.Minute, func() bool { return available(ctx, c, systemNamespace, "ironfleet-controller-manager") }, olmExplain,
+		"the manager runs")
+	works(t, ctx, n, c, explainer(ctx, n))
+}

@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strconv"
 	"strings"
 	"sync"
@@ -190,6 +191,9 @@ func (n *Node) containerdSocket() string {
 	return filepath.Join(n.dir, "containerd", "containerd.sock")
 }
 
+// ContainerdSocket is the node's containerd's socket (for ctr, with Exec).
+func (n *Node) ContainerdSocket() string { return n.containerdSocket() }
+
 // Import loads an image tar (an OCI image layout in a tar, as make images writes) into the
 // node's containerd, for Kubernetes (namespace k8s.io), under its name, and under its name and
 // digest too: containerd 1.6's CRI finds an image referenced by digest only by such a name,
@@ -199,13 +203,12 @@ func (n *Node) Import(ctx context.Context, tarPath string) error {
 	if err != nil {
 		return fmt.Errorf("importing %s: %w", tarPath, err)
 	}
-	// "unpacking NAME (sha256:DIGEST)...done"
 	for _, line := range strings.Split(string(out), "\n") {
-		fields := strings.Fields(line)
-		if len(fields) < 3 || fields[0] != "unpacking" {
+		m := unpacked.FindStringSubmatch(line)
+		if m == nil {
 			continue
 		}
-		name, digest := fields[1], strings.Trim(fields[2], "().done")
+		name, digest := m[1], m[2]
 		if i := strings.LastIndex(name, ":"); i > strings.LastIndex(name, "/") {
 			byDigest := name[:i] + "@" + digest
 			if _, err := n.Exec(ctx, "ctr", "--address", n.containerdSocket(), "-n", "k8s.io", "images", "tag", "--force", name, byDigest); err != nil {
@@ -216,6 +219,9 @@ func (n *Node) Import(ctx context.Context, tarPath string) error {
 	}
 	return nil
 }
+
+// unpacked is ctr's line for an imported image: "unpacking NAME (sha256:DIGEST)...done".
+var unpacked = regexp.MustCompile(`^unpacking (\S+) \((sha256:[0-9a-f]{64})\)`)
 
 // startKubelet writes the CNI configuration and starts the kubelet and kube-proxy.
 func (n *Node) startKubelet(ctx context.Context) error {

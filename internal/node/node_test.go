@@ -102,3 +102,15 @@ func TestANodeRunsPodsOfImportedImagesOnly(t *testing.T) {
 	require.NoError(t, err)
 	assert.NotContains(t, string(mounts), dir, "nothing stays mounted under the node's directory")
 }
+
+// ctr's import line gives the image's name and whole digest (a digest ending in "d" or "e" lost
+// them to a trim of "...done", and containerd then found no image by that digest).
+func TestImportReadsTheWholeDigest(t *testing.T) {
+	line := "unpacking ghcr.io/ironfleet/ironfleet-bundle:v0.1.1 (sha256:7fb24585bdbf0c77b5fe7e3e287bcbb82c1ccd142089689c9d310df309dc2f1d)...done"
+	m := unpacked.FindStringSubmatch(line)
+	if assert.NotNil(t, m) {
+		assert.Equal(t, "ghcr.io/ironfleet/ironfleet-bundle:v0.1.1", m[1])
+		assert.Equal(t, "sha256:7fb24585bdbf0c77b5fe7e3e287bcbb82c1ccd142089689c9d310df309dc2f1d", m[2])
+	}
+	assert.Nil(t, unpacked.FindStringSubmatch("unpacking"), "not an import line")
+}

@@ -151,6 +151,7 @@ func works(t *testing.T, ctx context.Context, n *node.Node, c client.Client, exp
 	require.NoError(t, c.Get(ctx, client.ObjectKey{Namespace: systemNamespace, Name: "ironfleet-registry"}, &svc))
 	registry := relay(t, ctx, n, net.JoinHostPort(svc.Spec.ClusterIP, "8443"))
 
+	ctrl.SetLogger(zap.New(zap.WriteTo(io.Discard))) // the client's informers log through it
 	// One such manager per install test, and several tests in this process: the boot service's
 	// controller name comes again.
 	mgr, err := ctrl.NewManager(n.Config, ctrl.Options{Scheme: testenv.Scheme(), Metrics: metricsserver.Options{BindAddress: "0"},
@@ -194,14 +195,22 @@ spec:
 		return c.Get(ctx, client.ObjectKey{Namespace: "default", Name: "web"}, &claim) == nil && claim.Status.Phase == m.ClaimPhaseBound
 	}, explain, "the claim binds the server")
 
+	// The Service's rules follow its endpoints within kube-proxy's sync: until then a connection
+	// is refused.
 	require.NoError(t, c.Get(ctx, client.ObjectKey{Namespace: systemNamespace, Name: "ironfleet-metrics"}, &svc))
 	hc := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{DialContext: n.Dial}}
-	resp, err := hc.Get("http://" + net.JoinHostPort(svc.Spec.ClusterIP, "8080") + "/metrics")
-	require.NoError(t, err)
-	body, _ := io.ReadAll(resp.Body)
-	_ = resp.Body.Close()
-	assert.Equal(t, http.StatusOK, resp.StatusCode)
-	assert.Contains(t, string(body), "controller_runtime_reconcile_total", "the manager's metrics, through its Service")
+	var last string
+	eventually(t, time.Minute, func() bool {
+		resp, err := hc.Get("http://" + net.JoinHostPort(svc.Spec.ClusterIP, "8080") + "/metrics")
+		if err != nil {
+			last = err.Error()
+			return false
+		}
+		body, _ := io.ReadAll(resp.Body)
+		_ = resp.Body.Close()
+		last = fmt.Sprintf("%d, %d bytes", resp.StatusCode, len(body))
+		return resp.StatusCode == http.StatusOK && strings.Contains(string(body), "controller_runtime_reconcile_total")
+	}, func() string { return "\nlast: " + last + explain() }, "the manager's metrics answer through its Service")
 }
 
 // relay listens on this host's loopback and forwards each connection into the node, to target.

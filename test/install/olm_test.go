@@ -10,11 +10,15 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	appsv1 "k8s.io/api/apps/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	m "github.com/ironfleet/ironfleet/apis/metal/v1alpha1"
 	"github.com/ironfleet/ironfleet/internal/node"
 	"github.com/ironfleet/ironfleet/internal/ociimage"
 	"github.com/ironfleet/ironfleet/internal/testenv"
@@ -185,4 +189,105 @@ spec:
 	eventually(t, 3*time.Minute, func() bool { return available(ctx, c, systemNamespace, "ironfleet-controller-manager") }, olmExplain,
 		"the manager runs")
 	works(t, ctx, n, c, explainer(ctx, n))
+	upgradeAndUninstall(t, ctx, n, c, root, imgs, olmExplain)
+}
+
+// upgradeAndUninstall builds a second version of the bundle, whose manager image is the same
+// image under a new tag, and a catalog of both; the CatalogSource moves to that catalog and OLM
+// replaces the operator, with no claim lost. Then the operator is uninstalled as OLM users do
+// (Subscription and CSV deleted): the CRDs and every object stay.
+func upgradeAndUninstall(t *testing.T, ctx context.Context, n *node.Node, c client.Client, root string, imgs map[string]ociimage.Written, explain func() string) {
+	t.Helper()
+	const next = "ironfleet.v0.1.1"
+	oldManager := imgs["manager"].Ref
+	newManager := strings.TrimSuffix(oldManager, ":v0.1.0") + ":v0.1.1"
+	require.NotEqual(t, oldManager, newManager, "the manager image is tagged v0.1.0")
+	out, err := n.Exec(ctx, "ctr", "--address", n.ContainerdSocket(), "-n", "k8s.io", "images", "tag", oldManager, newManager)
+	require.NoError(t, err, string(out))
+
+	// Bundle v0.1.1: the CSV renamed, its version and its manager image changed.
+	dir := t.TempDir()
+	for _, sub := range []string{"manifests", "metadata"} {
+		require.NoError(t, os.CopyFS(filepath.Join(dir, sub), os.DirFS(filepath.Join(root, "bundle", sub))))
+	}
+	csvFile := filepath.Join(dir, "manifests", "ironfleet.clusterserviceversion.yaml")
+	data, err := os.ReadFile(csvFile)
+	require.NoError(t, err)
+	csv := string(data)
+	for old, now := range map[string]string{"name: ironfleet.v0.1.0": "name: " + next, "\n  version: 0.1.0\n": "\n  version: 0.1.1\n", oldManager: newManager} {
+		require.Contains(t, csv, old)
+		csv = strings.ReplaceAll(csv, old, now)
+	}
+	require.NoError(t, os.WriteFile(csvFile, []byte(csv), 0o644))
+	images := t.TempDir()
+	build := func(spec ociimage.Spec, name string) ociimage.Written {
+		img, err := ociimage.Build(spec)
+		require.NoError(t, err)
+		w, err := ociimage.Write(img, spec.Ref, images, name)
+		require.NoError(t, err)
+		require.NoError(t, n.Import(ctx, w.Archive))
+		return w
+	}
+	bundleSpec, err := ociimage.BundleSpec(dir, "ghcr.io/ironfleet/ironfleet-bundle:v0.1.1")
+	require.NoError(t, err)
+	bundle2 := build(bundleSpec, "bundle")
+	catalogSpec, err := ociimage.CatalogSpec(ociimage.Catalog{Ref: "ghcr.io/ironfleet/ironfleet-catalog:v0.1.1",
+		Bundles: []ociimage.CatalogBundle{{Dir: filepath.Join(root, "bundle"), Ref: byDigest(imgs["bundle"])}, {Dir: dir, Ref: byDigest(bundle2)}},
+		OPM:     tool(t, "opm-*"), GRPCHealthProbe: tool(t, "grpc_health_probe-*"), Dir: filepath.Join(t.TempDir(), "fbc"), User: "65532:65532"})
+	require.NoError(t, err)
+	catalog2 := build(catalogSpec, "catalog")
+
+	var claim m.ServerClaim
+	require.NoError(t, c.Get(ctx, client.ObjectKey{Namespace: "default", Name: "web"}, &claim))
+	applyFile(t, ctx, n, []byte(`apiVersion: operators.coreos.com/v1alpha1
+kind: CatalogSource
+metadata:
+  name: ironfleet
+  namespace: olm
+spec:
+  sourceType: grpc
+  image: `+byDigest(catalog2)+`
+  displayName: Ironfleet
+`))
+	eventually(t, 8*time.Minute, func() bool { return csvPhase(ctx, c, systemNamespace, next) == "Succeeded" }, explain,
+		"OLM upgrades Ironfleet to "+next)
+	eventually(t, 3*time.Minute, func() bool {
+		var d appsv1.Deployment
+		if c.Get(ctx, client.ObjectKey{Namespace: systemNamespace, Name: "ironfleet-controller-manager"}, &d) != nil {
+			return false
+		}
+		return d.Spec.Template.Spec.Containers[0].Image == newManager && d.Status.UpdatedReplicas == 1 && d.Status.AvailableReplicas == 1 &&
+			csvPhase(ctx, c, systemNamespace, "ironfleet.v0.1.0") == ""
+	}, explain, "the manager runs the new image, and the old CSV is gone")
+	var after m.ServerClaim
+	require.NoError(t, c.Get(ctx, client.ObjectKey{Namespace: "default", Name: "web"}, &after))
+	assert.Equal(t, claim.UID, after.UID, "the claim is the same")
+	assert.Equal(t, m.ClaimPhaseBound, after.Status.Phase, "and still bound")
+	assert.Equal(t, claim.Status.ServerRef, after.Status.ServerRef, "to the same server")
+
+	// Uninstall: the Subscription and the CSV go; the CRDs and the objects stay.
+	out, err = n.Kubectl(ctx, "-n", systemNamespace, "delete", "subscription", "ironfleet")
+	require.NoError(t, err, string(out))
+	out, err = n.Kubectl(ctx, "-n", systemNamespace, "delete", "csv", next)
+	require.NoError(t, err, string(out))
+	eventually(t, 3*time.Minute, func() bool {
+		var d appsv1.Deployment
+		return apierrors.IsNotFound(c.Get(ctx, client.ObjectKey{Namespace: systemNamespace, Name: "ironfleet-controller-manager"}, &d))
+	}, explain, "the manager goes with its CSV")
+	require.NoError(t, c.Get(ctx, client.ObjectKey{Namespace: "default", Name: "web"}, &after), "the claim stays")
+	assert.Equal(t, claim.UID, after.UID)
+	var servers m.ServerList
+	require.NoError(t, c.List(ctx, &servers))
+	assert.Len(t, servers.Items, 1, "the server stays")
+	var bmcs m.BMCList
+	require.NoError(t, c.List(ctx, &bmcs))
+	assert.Len(t, bmcs.Items, 1, "the BMC stays")
+}
+
+// tool is a tool the Makefile builds into the tools cache (make test builds them first).
+func tool(t *testing.T, pattern string) string {
+	t.Helper()
+	found, _ := filepath.Glob(filepath.Join(testenv.ToolsDir(), pattern))
+	require.NotEmpty(t, found, "%s is not built in %s: make test builds it", pattern, testenv.ToolsDir())
+	return found[len(found)-1]
 }

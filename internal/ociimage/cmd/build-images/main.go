@@ -23,8 +23,6 @@ import (
 	"path/filepath"
 	"strings"
 
-	"sigs.k8s.io/yaml"
-
 	"github.com/ironfleet/ironfleet/internal/ociimage"
 )
 
@@ -91,7 +89,7 @@ func run(args []string) error {
 		case "olm":
 			spec, err = olmSpec(o)
 		case "catalog":
-			spec, err = catalogSpec(o, tmp)
+			spec, err = catalogSpec(o)
 		default:
 			err = fmt.Errorf("-images: no image %q (manager, boot-service, bundle, pause, olm, catalog)", image)
 		}
@@ -211,38 +209,10 @@ func bootServiceSpec(o options, tmp string) (ociimage.Spec, error) {
 		Labels:     map[string]string{"org.opencontainers.image.title": "ironfleet boot service"}}, nil
 }
 
-// bundleSpec: the bundle's manifests and metadata, labelled with the metadata's annotations (as
-// operator-sdk's bundle.Dockerfile would).
+// bundleSpec: the bundle's manifests and metadata, labelled with its metadata's annotations.
 func bundleSpec(o options) (ociimage.Spec, error) {
 	if err := required("-bundle-ref", o.bundle); err != nil {
 		return ociimage.Spec{}, err
 	}
-	annotations, err := bundleAnnotations(o.bundleDir)
-	if err != nil {
-		return ociimage.Spec{}, err
-	}
-	var files []ociimage.File
-	for _, sub := range []string{"manifests", "metadata"} {
-		tree, err := ociimage.Tree(filepath.Join(o.bundleDir, sub), "/"+sub)
-		if err != nil {
-			return ociimage.Spec{}, err
-		}
-		files = append(files, tree...)
-	}
-	return ociimage.Spec{Ref: o.bundle, Files: files, Labels: annotations}, nil
-}
-
-// bundleAnnotations are the bundle's metadata: its package, channels, media type.
-func bundleAnnotations(bundleDir string) (map[string]string, error) {
-	data, err := os.ReadFile(filepath.Join(bundleDir, "metadata", "annotations.yaml"))
-	if err != nil {
-		return nil, err
-	}
-	var meta struct {
-		Annotations map[string]string `json:"annotations"`
-	}
-	if err := yaml.UnmarshalStrict(data, &meta); err != nil {
-		return nil, fmt.Errorf("bundle metadata: %w", err)
-	}
-	return meta.Annotations, nil
+	return ociimage.BundleSpec(o.bundleDir, o.bundle)
 }

@@ -10,7 +10,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/tools/events"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -18,7 +17,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
-	"sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
@@ -303,25 +301,6 @@ func (r *ServerReconciler) runEffect(ctx context.Context, server *metalv1alpha1.
 	return nil
 }
 
-// showUnsentPower says in the Powered condition why a power request is still not sent: the BMC
-// call that was to send it failed. It is sent again with backoff, and the message goes when it
-// is sent. Written only when the failure is news.
-func (r *ServerReconciler) showUnsentPower(ctx context.Context, server *metalv1alpha1.Server, err error) {
-	d := server.Status.PowerDelivery
-	if d == nil || d.State != metalv1alpha1.PowerRequested {
-		return
-	}
-	before := server.DeepCopy()
-	setCondition(&server.Status.Conditions, d.Generation, metalv1alpha1.ConditionPowered, metav1.ConditionFalse, poweredReason(d),
-		fmt.Sprintf("%s; the BMC call to send it failed (%v): retried with backoff", poweredMessage(d), err))
-	if equality.Semantic.DeepEqual(before.Status, server.Status) {
-		return
-	}
-	if err := r.Client.Status().Patch(ctx, server, client.MergeFrom(before)); err != nil {
-		log.FromContext(ctx).Info("could not show the failed power request", "server", server.Name, "error", err.Error())
-	}
-}
-
 // pxeBoot sets a one-time PXE boot and powers the server on, restarting it if it is on. The
 // power state is read now: the last poll may be minutes old.
 func pxeBoot(uri string) effect {
@@ -441,37 +420,6 @@ func (r *ServerReconciler) enter(server *metalv1alpha1.Server, to metalv1alpha1.
 	server.Status.LastTransitionTime = &now
 	server.Status.LastTransitionReason = st.reason
 	setCondition(&server.Status.Conditions, server.Generation, metalv1alpha1.ConditionReady, boolStatus(settled(to)), st.reason, st.message)
-}
-
-// showReady writes what a reconcile that moved no state found into Ready: its error, or what
-// a state on its way waits for. A server at rest is Ready again once a reconcile succeeds: an
-// error it showed is over (the Warning events keep it).
-func showReady(server *metalv1alpha1.Server, st step, err error) {
-	switch {
-	case err != nil:
-		setCondition(&server.Status.Conditions, server.Generation, metalv1alpha1.ConditionReady, metav1.ConditionFalse, reasonOf(err), err.Error())
-	case st.event != "":
-	case !settled(server.Status.State):
-		if st.reason != "" {
-			setCondition(&server.Status.Conditions, server.Generation, metalv1alpha1.ConditionReady, metav1.ConditionFalse, st.reason, st.message)
-		}
-	case !apimeta.IsStatusConditionTrue(server.Status.Conditions, metalv1alpha1.ConditionReady):
-		setCondition(&server.Status.Conditions, server.Generation, metalv1alpha1.ConditionReady, metav1.ConditionTrue, orDefault(server.Status.LastTransitionReason, string(server.Status.State)), restingMessage(server))
-	}
-}
-
-// restingMessage says what holds a server at rest.
-func restingMessage(server *metalv1alpha1.Server) string {
-	switch ref := server.Spec.ServerClaimRef; {
-	case server.Status.State == metalv1alpha1.ServerStateMaintenance && server.Spec.MaintenanceRef != nil:
-		return fmt.Sprintf("held by ServerMaintenance %s/%s", server.Spec.MaintenanceRef.Namespace, server.Spec.MaintenanceRef.Name)
-	case server.Status.State == metalv1alpha1.ServerStateReserved && ref != nil:
-		return fmt.Sprintf("held by claim %s/%s", ref.Namespace, ref.Name)
-	}
-	if server.Status.State == metalv1alpha1.ServerStateAvailable {
-		return "in the pool"
-	}
-	return string(server.Status.State)
 }
 
 // settled states are where a server rests until someone acts; the others are on their way

@@ -324,13 +324,20 @@ func deleteProbeBoot(ctx context.Context, c client.Client, pb ProbeBoot, server 
 // boot the Server names alone (it may be another purpose's).
 func dropProbeBootObjects(ctx context.Context, c client.Client, pb ProbeBoot, server *metalv1alpha1.Server, purpose metalv1alpha1.BootPurpose) error {
 	name := probeBootName(server, purpose)
-	for _, obj := range []client.Object{
-		&metalv1alpha1.ServerBootConfiguration{ObjectMeta: metav1.ObjectMeta{Namespace: pb.Namespace, Name: name}},
-		&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: pb.Namespace, Name: name + "-ignition"}},
-	} {
-		if err := c.Delete(ctx, obj); client.IgnoreNotFound(err) != nil {
-			return fmt.Errorf("deleting %s: %w", obj.GetName(), err)
-		}
+	sbc := &metalv1alpha1.ServerBootConfiguration{ObjectMeta: metav1.ObjectMeta{Namespace: pb.Namespace, Name: name}}
+	if err := c.Delete(ctx, sbc); client.IgnoreNotFound(err) != nil {
+		return fmt.Errorf("deleting %s: %w", name, err)
+	}
+	return dropProbeIgnition(ctx, c, pb, server, purpose)
+}
+
+// dropProbeIgnition deletes a probe boot's ignition Secret. ensureProbeBoot writes it before the
+// boot configuration: a manager killed in between leaves the Secret with no configuration, which
+// no look at the configurations finds (Secrets are not cached, so none is looked for).
+func dropProbeIgnition(ctx context.Context, c client.Client, pb ProbeBoot, server *metalv1alpha1.Server, purpose metalv1alpha1.BootPurpose) error {
+	secret := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: pb.Namespace, Name: probeBootName(server, purpose) + "-ignition"}}
+	if err := c.Delete(ctx, secret); client.IgnoreNotFound(err) != nil {
+		return fmt.Errorf("deleting %s: %w", secret.Name, err)
 	}
 	return nil
 }

@@ -57,6 +57,12 @@ func (r *ServerReconciler) reserved(ctx context.Context, server *metalv1alpha1.S
 			return step{}, err
 		}
 		if server.Status.ProvisionAttempts == 0 && server.Status.ProbeBoot == "" && !made {
+			// None known, but a manager killed between writing an install's ignition Secret
+			// and its configuration leaves the Secret alone: it goes too (one request, on a
+			// release, whatever was there).
+			if err := dropProbeIgnition(ctx, r.Client, r.Probe, server, metalv1alpha1.BootPurposeProvisioning); err != nil {
+				return step{}, err
+			}
 			return r.release(server), nil
 		}
 		if err := deleteProbeBoot(ctx, r.Client, r.Probe, server, metalv1alpha1.BootPurposeProvisioning); err != nil {

@@ -928,38 +928,66 @@ func TestAClaimWithAnInvalidSelectorSaysSo(t *testing.T) {
 	require.NoError(t, k8s.Delete(ctx, claim))
 }
 
-// TestAnInstallBootTheServerDoesNotNameEndsWithTheClaim: an install boot's configuration is
-// made before the status write that names it. A manager killed in between leaves a Server that
-// names no boot and has booted none, and a configuration; the claim released then, the install
-// boot must still go with it (the chaos run found it left over on a pooled server).
+// TestAnInstallBootTheServerDoesNotNameEndsWithTheClaim: an install boot's ignition Secret is
+// written first, then its configuration, then the status write that names the boot. A manager
+// killed after either write leaves a Server that names no boot and has booted none, and a
+// configuration and its Secret, or the Secret alone; the claim released then, what is left of
+// the install boot must still go with it (the chaos run found each left over: the
+// configuration on a pooled server, the Secret alone on a reserved one).
 func TestAnInstallBootTheServerDoesNotNameEndsWithTheClaim(t *testing.T) {
-	ctx := context.Background()
-	_, name := startOneServer(t, "unnamed-install", 297)
-	boots.Hold(name) // the install's probe boots, and does not report
-	t.Cleanup(func() { boots.Release(name) })
-	claim := claimServer(t, "unnamed-install", "web", name, func(c *m.ServerClaim) { c.Spec.Image, c.Spec.ImageChecksum = images.SimImage() })
-	boot := client.ObjectKey{Namespace: operatorDeps.Probe.Namespace, Name: name + "-provision"}
-	eventually(t, 30*time.Second, func() bool { return k8s.Get(ctx, boot, &m.ServerBootConfiguration{}) == nil }, "the install boot is made")
+	for _, tc := range []struct {
+		name        string
+		system      int
+		secretAlone bool // killed between the Secret's write and the configuration's
+	}{
+		{"unnamed-install", 297, false},
+		{"unmade-install", 298, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ctx := context.Background()
+			_, name := startOneServer(t, tc.name, tc.system)
+			boots.Hold(name) // the install's probe boots, and does not report
+			t.Cleanup(func() { boots.Release(name) })
+			claim := claimServer(t, tc.name, "web", name, func(c *m.ServerClaim) { c.Spec.Image, c.Spec.ImageChecksum = images.SimImage() })
+			boot := client.ObjectKey{Namespace: operatorDeps.Probe.Namespace, Name: name + "-provision"}
+			ignitionKey := client.ObjectKey{Namespace: boot.Namespace, Name: boot.Name + "-ignition"}
+			eventually(t, 30*time.Second, func() bool { return k8s.Get(ctx, boot, &m.ServerBootConfiguration{}) == nil }, "the install boot is made")
 
-	// As a manager killed before it named the boot would leave it: nothing named, nothing booted.
-	require.NoError(t, stopOperator())
-	var s m.Server
-	require.NoError(t, k8s.Get(ctx, client.ObjectKey{Name: name}, &s))
-	s.Status.ProbeBoot, s.Status.ProvisionAttempts, s.Status.LastProbeBootTime = "", 0, nil
-	require.NoError(t, k8s.Status().Update(ctx, &s))
-	require.NoError(t, k8s.Delete(ctx, claim))
-	require.NoError(t, startOperator())
+			// As a manager killed before it named the boot would leave it: nothing named,
+			// nothing booted.
+			require.NoError(t, stopOperator())
+			var s m.Server
+			require.NoError(t, k8s.Get(ctx, client.ObjectKey{Name: name}, &s))
+			s.Status.ProbeBoot, s.Status.ProvisionAttempts, s.Status.LastProbeBootTime = "", 0, nil
+			require.NoError(t, k8s.Status().Update(ctx, &s))
+			if tc.secretAlone {
+				require.NoError(t, k8s.Delete(ctx, &m.ServerBootConfiguration{ObjectMeta: metav1.ObjectMeta{Namespace: boot.Namespace, Name: boot.Name}}))
+				require.NoError(t, k8s.Get(ctx, ignitionKey, &corev1.Secret{}), "the install's ignition Secret is there")
+			}
+			// The claim released, as the claim controller releases it, before the Server's
+			// reconciler can look again (a restarted manager may run them in either order).
+			require.NoError(t, k8s.Get(ctx, client.ObjectKey{Name: name}, &s))
+			s.Spec.ServerClaimRef, s.Spec.BootConfigurationRef, s.Spec.Power = nil, nil, ""
+			require.NoError(t, k8s.Update(ctx, &s))
+			require.NoError(t, k8s.Delete(ctx, claim))
+			require.NoError(t, k8s.Get(ctx, client.ObjectKeyFromObject(claim), claim))
+			claim.Finalizers = nil
+			require.NoError(t, k8s.Update(ctx, claim))
+			require.NoError(t, startOperator())
 
-	eventually(t, 30*time.Second, func() bool { return k8s.Get(ctx, client.ObjectKeyFromObject(claim), &m.ServerClaim{}) != nil }, "the claim goes")
-	eventually(t, 30*time.Second, func() bool {
-		err := k8s.Get(ctx, boot, &m.ServerBootConfiguration{})
-		return apierrors.IsNotFound(err)
-	}, "the install boot goes with the claim")
-	// The Secret is deleted after its configuration, by the same cleanup: wait for it too.
-	eventually(t, 30*time.Second, func() bool {
-		err := k8s.Get(ctx, client.ObjectKey{Namespace: boot.Namespace, Name: boot.Name + "-ignition"}, &corev1.Secret{})
-		return apierrors.IsNotFound(err)
-	}, "and its ignition Secret")
-	boots.Release(name)
-	waitServer(t, name, m.ServerStateAvailable, 90*time.Second)
+			eventually(t, 30*time.Second, func() bool { return k8s.Get(ctx, client.ObjectKeyFromObject(claim), &m.ServerClaim{}) != nil }, "the claim goes")
+			eventually(t, 30*time.Second, func() bool {
+				err := k8s.Get(ctx, boot, &m.ServerBootConfiguration{})
+				return apierrors.IsNotFound(err)
+			}, "the install boot goes with the claim")
+			// The Secret is deleted after its configuration, by the same cleanup: wait for it too.
+			eventually(t, 30*time.Second, func() bool {
+				return apierrors.IsNotFound(k8s.Get(ctx, ignitionKey, &corev1.Secret{}))
+			}, "and its ignition Secret")
+			boots.Release(name)
+			waitServer(t, name, m.ServerStateAvailable, 90*time.Second)
+			// Nothing brings the Secret back on the way to the pool.
+			require.True(t, apierrors.IsNotFound(k8s.Get(ctx, ignitionKey, &corev1.Secret{})), "the install's ignition Secret stays gone")
+		})
+	}
 }

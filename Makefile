@@ -77,6 +77,7 @@ generate: $(CONTROLLER_GEN) ## Generate DeepCopy methods for the API.
 manifests: $(CONTROLLER_GEN) ## Generate CRDs and RBAC from markers into config/.
 	$(CONTROLLER_GEN) crd:maxDescLen=512 paths=./apis/... output:crd:artifacts:config=config/crd/bases
 	$(CONTROLLER_GEN) rbac:roleName=manager-role paths=./internal/controller/... output:rbac:artifacts:config=config/rbac
+	$(CONTROLLER_GEN) rbac:roleName=boot-service-role paths=./internal/boot/... output:rbac:artifacts:config=config/boot-service
 
 .PHONY: docs
 docs: ## Generate docs/ from code (every state table's lifecycle diagram).
@@ -205,9 +206,10 @@ test-images: image-deps olm-tools ## Build the images the install tests need bes
 	go run ./internal/ociimage/cmd/build-images -images pause,olm -out $(IMAGES_DIR) -pause-ref $(PAUSE_IMG) -olm-ref $(OLM_IMG) -olm-dir $(OLM_DIR)
 
 .PHONY: bundle
-bundle: manifests $(KUSTOMIZE) $(OPERATOR_SDK) ## Generate the OLM bundle (bundle/) from config/, with IMG stamped in, and validate it.
+bundle: manifests $(KUSTOMIZE) $(OPERATOR_SDK) ## Generate the OLM bundle (bundle/) from config/, with IMG and BOOT_IMG stamped in, and validate it.
 	$(OPERATOR_SDK) generate kustomize manifests -q --apis-dir apis
 	cd config/manager && $(KUSTOMIZE) edit set image controller=$(IMG)
+	cd config/boot-service && $(KUSTOMIZE) edit set image boot-service=$(BOOT_IMG)
 	$(KUSTOMIZE) build config/manifests | $(OPERATOR_SDK) generate bundle -q --overwrite --version $(VERSION) --package ironfleet $(BUNDLE_CHANNELS)
 	@# createdAt would change on every run; a bundle must be reproducible from config/.
 	sed -i '/^    createdAt: /d' bundle/manifests/ironfleet.clusterserviceversion.yaml

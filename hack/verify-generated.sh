@@ -9,6 +9,7 @@ generated=(
   apis/metal/v1alpha1/zz_generated.deepcopy.go
   config/crd/bases
   config/rbac/role.yaml
+  config/boot-service/role.yaml
 )
 # Every lifecycle document internal/fsm generates, new ones included.
 docs=$(go run ./hack/gendocs -list)

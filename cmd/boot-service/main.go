@@ -8,6 +8,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"net"
 	"net/netip"
 	"os"
 	"strings"
@@ -60,7 +61,7 @@ func run(args []string) error {
 	zapOpts := zap.Options{}
 	fs := flag.NewFlagSet("boot-service", flag.ContinueOnError)
 	fs.StringVar(&o.mode, "mode", "proxy", "DHCP mode: proxy (next to the site's DHCP server; answers PXE/iPXE clients only, no addresses) or full (a dedicated provisioning network; leases addresses from --dhcp-range).")
-	fs.StringVar(&o.iface, "interface", "", "The provisioning network's interface; the DHCP sockets are bound to it (required).")
+	fs.StringVar(&o.iface, "interface", "", "The provisioning network's interface; the DHCP sockets are bound to it (default: the interface that holds --server-ip).")
 	fs.StringVar(&o.serverIP, "server-ip", "", "This host's IPv4 address on the provisioning network: TFTP next-server and DHCP server identifier (required).")
 	fs.StringVar(&o.publicURL, "public-url", "", "Base URL hosts reach this service's HTTP side at (default http://<server-ip>:<port of --http-bind-address>).")
 	fs.StringVar(&o.dhcpRange, "dhcp-range", "", "Full mode: the addresses to lease, start-end (e.g. 10.20.0.100-10.20.0.199).")
@@ -205,10 +206,36 @@ func configFrom(o options) (boot.Config, error) {
 	if o.namespace == "" {
 		return cfg, errors.New("--namespace: required: the namespace of the boot configurations served")
 	}
-	if o.iface == "" {
-		return cfg, errors.New("--interface: required: the provisioning network's interface")
+	if cfg.Interface == "" {
+		if cfg.Interface, err = interfaceHolding(cfg.ServerIP); err != nil {
+			return cfg, fmt.Errorf("--interface: %w", err)
+		}
 	}
 	return cfg, nil
+}
+
+// interfaceHolding names the interface of this host that has addr, the default of --interface:
+// a boot service in the host's network namespace of a node (as config/default runs it, with
+// --server-ip the node's address) serves the network that address is on.
+func interfaceHolding(addr netip.Addr) (string, error) {
+	ifaces, err := net.Interfaces()
+	if err != nil {
+		return "", fmt.Errorf("listing this host's interfaces: %w", err)
+	}
+	for _, iface := range ifaces {
+		addrs, err := iface.Addrs()
+		if err != nil {
+			return "", fmt.Errorf("reading the addresses of %s: %w", iface.Name, err)
+		}
+		for _, a := range addrs {
+			if n, ok := a.(*net.IPNet); ok {
+				if ip, ok := netip.AddrFromSlice(n.IP); ok && ip.Unmap() == addr {
+					return iface.Name, nil
+				}
+			}
+		}
+	}
+	return "", fmt.Errorf("no interface of this host has %s (--server-ip): name the provisioning network's interface", addr)
 }
 
 func parseAddr(flagName, v string, required bool) (netip.Addr, error) {

@@ -23,7 +23,7 @@ func TestBadFlagsAreRefusedByName(t *testing.T) {
 		want string
 	}{
 		{append([]string{"--mode", "relay"}, good...), `--mode: "relay" is not "proxy" or "full"`},
-		{[]string{"--server-ip", "10.20.0.1", "--probe-dir", dir}, "--interface: required"},
+		{[]string{"--server-ip", "192.0.2.1", "--probe-dir", dir}, "--interface: no interface of this host has 192.0.2.1 (--server-ip)"},
 		{[]string{"--interface", "eth1", "--probe-dir", dir}, "--server-ip: required"},
 		{[]string{"--interface", "eth1", "--server-ip", "fe80::1", "--probe-dir", dir}, "--server-ip:"},
 		{[]string{"--interface", "eth1", "--server-ip", "10.20.0.1"}, "--probe-dir: required"},
@@ -47,4 +47,17 @@ func TestBadFlagsAreRefusedByName(t *testing.T) {
 			assert.Contains(t, err.Error(), tc.want, tc.args)
 		}
 	}
+}
+
+// Without --interface, the service serves the interface that holds --server-ip (a node's
+// address, in config/default).
+func TestTheInterfaceDefaultsToTheOneHoldingTheServerIP(t *testing.T) {
+	o := options{mode: "proxy", serverIP: "127.0.0.1", probeDir: t.TempDir(), namespace: "ironfleet-system", bootOperator: "ironfleet"}
+	cfg, err := configFrom(o)
+	require.NoError(t, err)
+	assert.Equal(t, "lo", cfg.Interface)
+	o.iface = "eth7"
+	cfg, err = configFrom(o)
+	require.NoError(t, err)
+	assert.Equal(t, "eth7", cfg.Interface, "a named interface is taken as it is")
 }

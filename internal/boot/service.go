@@ -67,6 +67,16 @@ func New(cfg Config) (*Service, error) {
 // Config is the service's configuration, defaults applied.
 func (s *Service) Config() Config { return s.cfg }
 
+// What the boot service may do, generated into config/boot-service/role.yaml (make manifests):
+// read Servers (cluster-scoped); in its namespace only, read boot configurations and write their
+// status, read ignition Secrets and create the URL key's, record events about them.
+//
+// +kubebuilder:rbac:groups=metal.ironfleet.dev,resources=servers,verbs=get;list;watch
+// +kubebuilder:rbac:groups=metal.ironfleet.dev,namespace=ironfleet-system,resources=serverbootconfigurations,verbs=get;list;watch
+// +kubebuilder:rbac:groups=metal.ironfleet.dev,namespace=ironfleet-system,resources=serverbootconfigurations/status,verbs=get;patch;update
+// +kubebuilder:rbac:groups="",namespace=ironfleet-system,resources=secrets,verbs=get;list;watch;create
+// +kubebuilder:rbac:groups=events.k8s.io,namespace=ironfleet-system,resources=events,verbs=create;patch
+
 // SetupWithManager registers the indexes and the reconciler of boot configurations on mgr.
 // The manager's cache must see Servers, ServerBootConfigurations and the ignition Secrets.
 func (s *Service) SetupWithManager(mgr ctrl.Manager) error {

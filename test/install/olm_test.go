@@ -3,6 +3,7 @@ package install
 import (
 	"bytes"
 	"context"
+	"maps"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -186,8 +187,9 @@ spec:
 `))
 	eventually(t, 8*time.Minute, func() bool { return csvPhase(ctx, c, systemNamespace, "ironfleet.v0.1.0") == "Succeeded" }, olmExplain,
 		"the Subscription installs Ironfleet's CSV")
-	eventually(t, 3*time.Minute, func() bool { return available(ctx, c, systemNamespace, "ironfleet-controller-manager") }, olmExplain,
-		"the manager runs")
+	for _, name := range []string{"ironfleet-controller-manager", "ironfleet-boot-service"} {
+		eventually(t, 3*time.Minute, func() bool { return available(ctx, c, systemNamespace, name) }, olmExplain, name+" runs")
+	}
 	works(t, ctx, n, c, explainer(ctx, n))
 	upgradeAndUninstall(t, ctx, n, c, root, imgs, olmExplain)
 }
@@ -199,13 +201,17 @@ spec:
 func upgradeAndUninstall(t *testing.T, ctx context.Context, n *node.Node, c client.Client, root string, imgs map[string]ociimage.Written, explain func() string) {
 	t.Helper()
 	const next = "ironfleet.v0.1.1"
-	oldManager := imgs["manager"].Ref
-	newManager := strings.TrimSuffix(oldManager, ":v0.1.0") + ":v0.1.1"
-	require.NotEqual(t, oldManager, newManager, "the manager image is tagged v0.1.0")
-	out, err := n.Exec(ctx, "ctr", "--address", n.ContainerdSocket(), "-n", "k8s.io", "images", "tag", oldManager, newManager)
-	require.NoError(t, err, string(out))
+	retagged := map[string]string{} // each image of the operator, under its new tag
+	for _, image := range []string{"manager", "boot-service"} {
+		old := imgs[image].Ref
+		now := strings.TrimSuffix(old, ":v0.1.0") + ":v0.1.1"
+		require.NotEqual(t, old, now, "the %s image is tagged v0.1.0", image)
+		out, err := n.Exec(ctx, "ctr", "--address", n.ContainerdSocket(), "-n", "k8s.io", "images", "tag", old, now)
+		require.NoError(t, err, string(out))
+		retagged[old] = now
+	}
 
-	// Bundle v0.1.1: the CSV renamed, its version and its manager image changed.
+	// Bundle v0.1.1: the CSV renamed, its version and its images changed.
 	dir := t.TempDir()
 	for _, sub := range []string{"manifests", "metadata"} {
 		require.NoError(t, os.CopyFS(filepath.Join(dir, sub), os.DirFS(filepath.Join(root, "bundle", sub))))
@@ -214,7 +220,9 @@ func upgradeAndUninstall(t *testing.T, ctx context.Context, n *node.Node, c clie
 	data, err := os.ReadFile(csvFile)
 	require.NoError(t, err)
 	csv := string(data)
-	for old, now := range map[string]string{"name: ironfleet.v0.1.0": "name: " + next, "\n  version: 0.1.0\n": "\n  version: 0.1.1\n", oldManager: newManager} {
+	changes := map[string]string{"name: ironfleet.v0.1.0": "name: " + next, "\n  version: 0.1.0\n": "\n  version: 0.1.1\n"}
+	maps.Copy(changes, retagged)
+	for old, now := range changes {
 		require.Contains(t, csv, old)
 		csv = strings.ReplaceAll(csv, old, now)
 	}
@@ -251,14 +259,16 @@ spec:
 `))
 	eventually(t, 8*time.Minute, func() bool { return csvPhase(ctx, c, systemNamespace, next) == "Succeeded" }, explain,
 		"OLM upgrades Ironfleet to "+next)
-	eventually(t, 3*time.Minute, func() bool {
-		var d appsv1.Deployment
-		if c.Get(ctx, client.ObjectKey{Namespace: systemNamespace, Name: "ironfleet-controller-manager"}, &d) != nil {
-			return false
-		}
-		return d.Spec.Template.Spec.Containers[0].Image == newManager && d.Status.UpdatedReplicas == 1 && d.Status.AvailableReplicas == 1 &&
-			csvPhase(ctx, c, systemNamespace, "ironfleet.v0.1.0") == ""
-	}, explain, "the manager runs the new image, and the old CSV is gone")
+	for name, image := range map[string]string{"ironfleet-controller-manager": "manager", "ironfleet-boot-service": "boot-service"} {
+		eventually(t, 3*time.Minute, func() bool {
+			var d appsv1.Deployment
+			if c.Get(ctx, client.ObjectKey{Namespace: systemNamespace, Name: name}, &d) != nil {
+				return false
+			}
+			return d.Spec.Template.Spec.Containers[0].Image == retagged[imgs[image].Ref] && d.Status.UpdatedReplicas == 1 && d.Status.AvailableReplicas == 1 &&
+				csvPhase(ctx, c, systemNamespace, "ironfleet.v0.1.0") == ""
+		}, explain, name+" runs the new image, and the old CSV is gone")
+	}
 	var after m.ServerClaim
 	require.NoError(t, c.Get(ctx, client.ObjectKey{Namespace: "default", Name: "web"}, &after))
 	assert.Equal(t, claim.UID, after.UID, "the claim is the same")
@@ -266,14 +276,16 @@ spec:
 	assert.Equal(t, claim.Status.ServerRef, after.Status.ServerRef, "to the same server")
 
 	// Uninstall: the Subscription and the CSV go; the CRDs and the objects stay.
-	out, err = n.Kubectl(ctx, "-n", systemNamespace, "delete", "subscription", "ironfleet")
+	out, err := n.Kubectl(ctx, "-n", systemNamespace, "delete", "subscription", "ironfleet")
 	require.NoError(t, err, string(out))
 	out, err = n.Kubectl(ctx, "-n", systemNamespace, "delete", "csv", next)
 	require.NoError(t, err, string(out))
-	eventually(t, 3*time.Minute, func() bool {
-		var d appsv1.Deployment
-		return apierrors.IsNotFound(c.Get(ctx, client.ObjectKey{Namespace: systemNamespace, Name: "ironfleet-controller-manager"}, &d))
-	}, explain, "the manager goes with its CSV")
+	for _, name := range []string{"ironfleet-controller-manager", "ironfleet-boot-service"} {
+		eventually(t, 3*time.Minute, func() bool {
+			var d appsv1.Deployment
+			return apierrors.IsNotFound(c.Get(ctx, client.ObjectKey{Namespace: systemNamespace, Name: name}, &d))
+		}, explain, name+" goes with its CSV")
+	}
 	require.NoError(t, c.Get(ctx, client.ObjectKey{Namespace: "default", Name: "web"}, &after), "the claim stays")
 	assert.Equal(t, claim.UID, after.UID)
 	var servers m.ServerList

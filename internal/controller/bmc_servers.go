@@ -132,6 +132,7 @@ func (r *BMCReconciler) ensureServer(ctx context.Context, b *metalv1alpha1.BMC, 
 		candidates = append(candidates, serverName{name: fallback, notByUUID: "its UUID " + identity.Normalize(sys.UUID) + " is another BMC's server's name"})
 	}
 	candidates = append(candidates, serverName{name: hashedServerName(b.Name, sys), notByUUID: "its name by BMC and Id is another BMC's server's"})
+	var duplicateOf *metalv1alpha1.Server // another BMC's Server named by this system's UUID
 	for _, candidate := range candidates {
 		var server metalv1alpha1.Server
 		err := r.Client.Get(ctx, client.ObjectKey{Name: candidate.name}, &server)
@@ -143,8 +144,7 @@ func (r *BMCReconciler) ensureServer(ctx context.Context, b *metalv1alpha1.BMC, 
 				if took, err := r.takeOver(ctx, b, sys, &server); err != nil || took {
 					return &server, err
 				}
-				r.Events.Eventf(b, &server, corev1.EventTypeWarning, "DuplicateSystemUUID", "CreateServer",
-					"system %s reports UUID %s, already used by server %s of another BMC; naming it by BMC and Id", sys.URI, sys.UUID, candidate.name)
+				duplicateOf = &server
 			}
 			continue
 		}
@@ -164,6 +164,12 @@ func (r *BMCReconciler) ensureServer(ctx context.Context, b *metalv1alpha1.BMC, 
 		}
 		if err := r.Client.Create(ctx, &server); err != nil {
 			return nil, fmt.Errorf("creating server %s: %w", candidate.name, err)
+		}
+		if duplicateOf != nil {
+			// Once, when the second Server is made: the polls after it find that Server by its
+			// name, and the duplicate stays visible in both Servers' spec.systemUUID.
+			r.Events.Eventf(b, duplicateOf, corev1.EventTypeWarning, "DuplicateSystemUUID", "CreateServer",
+				"system %s reports UUID %s, already used by server %s of another BMC; naming it by BMC and Id", sys.URI, sys.UUID, duplicateOf.Name)
 		}
 		if candidate.notByUUID == "" {
 			r.Events.Eventf(b, &server, corev1.EventTypeNormal, "ServerCreated", "CreateServer", "created server %s for system %s, named by its UUID", candidate.name, sys.URI)

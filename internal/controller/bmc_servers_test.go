@@ -128,6 +128,8 @@ func TestEnsureServerNamesADuplicateOfAnotherBMCByBMCAndId(t *testing.T) {
 	assert.Equal(t, goodUUID, s.Spec.SystemUUID, "the UUID is kept, for people")
 	assert.Contains(t, <-rec.Events, "DuplicateSystemUUID")
 	assert.Contains(t, <-rec.Events, "named by BMC and Id: its UUID "+goodUUID+" is another BMC's server's name")
+	assert.Equal(t, "a-1", ensure(t, r, b, []bmc.SystemInfo{system("1", goodUUID)}, 0).Name, "the next poll finds it")
+	assert.Empty(t, rec.Events, "and warns no more: the duplicate was told when its Server was made")
 
 	s = ensure(t, r, b, []bmc.SystemInfo{system("b-c", "")}, 0)
 	assert.Equal(t, hashedServerName("a", system("b-c", "")), s.Name)

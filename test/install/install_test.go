@@ -34,7 +34,8 @@ import (
 	"github.com/ironfleet/ironfleet/internal/testenv"
 )
 
-// systemNamespace is where config/default and the bundle install Ironfleet.
+// systemNamespace is where config/default installs Ironfleet. OLM installs it where it is
+// subscribed (olm_test.go: OLM's own operators namespace).
 const systemNamespace = "ironfleet-system"
 
 // images are the images make images built, by image.
@@ -86,15 +87,15 @@ func eventually(t *testing.T, timeout time.Duration, check func() bool, explain 
 	}
 }
 
-// explainer shows the state of Ironfleet's namespace and the manager's log.
-func explainer(ctx context.Context, n *node.Node) func() string {
+// explainer shows the state of Ironfleet's namespace ns and the manager's log.
+func explainer(ctx context.Context, n *node.Node, ns string) func() string {
 	return func() string {
 		var b strings.Builder
 		for _, args := range [][]string{
-			{"-n", systemNamespace, "get", "pods,deployments,events", "-o", "wide"},
-			{"-n", systemNamespace, "logs", "deploy/ironfleet-controller-manager", "--tail=40"},
-			{"-n", systemNamespace, "logs", "deploy/ironfleet-boot-service", "--tail=20"},
-			{"-n", systemNamespace, "get", "serverbootconfigurations", "-o", "yaml"},
+			{"-n", ns, "get", "pods,deployments,events", "-o", "wide"},
+			{"-n", ns, "logs", "deploy/ironfleet-controller-manager", "--tail=40"},
+			{"-n", ns, "logs", "deploy/ironfleet-boot-service", "--tail=20"},
+			{"-n", ns, "get", "serverbootconfigurations", "-o", "yaml"},
 			{"get", "bmcs,servers,serverclaims", "-A", "-o", "wide"},
 		} {
 			out, err := n.Kubectl(ctx, args...)
@@ -120,21 +121,21 @@ func TestKustomizeInstall(t *testing.T) {
 	require.NoError(t, err, string(out))
 	c, err := client.New(n.Config, client.Options{Scheme: testenv.Scheme()})
 	require.NoError(t, err)
-	explain := explainer(ctx, n)
+	explain := explainer(ctx, n, systemNamespace)
 	for _, name := range []string{"ironfleet-controller-manager", "ironfleet-boot-service"} {
 		eventually(t, 5*time.Minute, func() bool {
 			var d appsv1.Deployment
 			return c.Get(ctx, client.ObjectKey{Namespace: systemNamespace, Name: name}, &d) == nil && d.Status.AvailableReplicas == 1
 		}, explain, "Deployment "+name+" is Available")
 	}
-	works(t, ctx, n, c, explain)
+	works(t, ctx, n, c, systemNamespace, explain)
 }
 
 // works checks what an installed Ironfleet does, from inside its pod: it enrolls a simulated
 // BMC reachable on the node, discovers its server (the probe runs in this process, on the
 // server's hardware tree, as the lab's boot service does, and reports to the registry through
 // its Service), and binds a ServerClaim made with kubectl; its metrics Service answers.
-func works(t *testing.T, ctx context.Context, n *node.Node, c client.Client, explain func() string) {
+func works(t *testing.T, ctx context.Context, n *node.Node, c client.Client, ns string, explain func() string) {
 	t.Helper()
 	bootServiceHearsDHCP(t, n, explain)
 	// The simulated BMC listens on the node, where the manager's pod reaches it.
@@ -150,7 +151,7 @@ func works(t *testing.T, ctx context.Context, n *node.Node, c client.Client, exp
 
 	// The registry, as this process reaches it: a relay into the node to its Service.
 	var svc corev1.Service
-	require.NoError(t, c.Get(ctx, client.ObjectKey{Namespace: systemNamespace, Name: "ironfleet-registry"}, &svc))
+	require.NoError(t, c.Get(ctx, client.ObjectKey{Namespace: ns, Name: "ironfleet-registry"}, &svc))
 	registry := relay(t, ctx, n, net.JoinHostPort(svc.Spec.ClusterIP, "8443"))
 
 	// The installed boot service (its pod, with the RBAC it was installed with) checks each
@@ -196,7 +197,7 @@ spec:
 
 	// The Service's rules follow its endpoints within kube-proxy's sync: until then a connection
 	// is refused.
-	require.NoError(t, c.Get(ctx, client.ObjectKey{Namespace: systemNamespace, Name: "ironfleet-metrics"}, &svc))
+	require.NoError(t, c.Get(ctx, client.ObjectKey{Namespace: ns, Name: "ironfleet-metrics"}, &svc))
 	hc := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{DialContext: n.Dial}}
 	var last string
 	eventually(t, time.Minute, func() bool {

@@ -116,9 +116,15 @@ func available(ctx context.Context, c client.Client, ns, name string) bool {
 	return n >= 1
 }
 
+// olmNamespace is where the OLM test subscribes to Ironfleet: a namespace of the user's choice
+// (not config/default's), labelled for the boot service's host networking. OLM's own
+// operators namespace enforces the baseline Pod Security level, which refuses it.
+const olmNamespace = "metal-system"
+
 // TestOLMInstall: OLM from its release manifests on a real node, then Ironfleet through it as
-// users install it: CatalogSource (the catalog image) → OperatorGroup → Subscription →
-// InstallPlan → CSV Succeeded → the manager running with the bundle's RBAC, and working.
+// users install it: CatalogSource (the catalog image) → a namespace with an OperatorGroup →
+// Subscription → InstallPlan → CSV Succeeded → the manager and the boot service running there
+// with the bundle's RBAC, and working.
 func TestOLMInstall(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Minute)
 	defer cancel()
@@ -155,7 +161,9 @@ func TestOLMInstall(t *testing.T) {
 	applyFile(t, ctx, n, []byte(`apiVersion: v1
 kind: Namespace
 metadata:
-  name: `+systemNamespace+`
+  name: `+olmNamespace+`
+  labels:
+    pod-security.kubernetes.io/enforce: privileged
 ---
 apiVersion: operators.coreos.com/v1alpha1
 kind: CatalogSource
@@ -171,13 +179,13 @@ apiVersion: operators.coreos.com/v1
 kind: OperatorGroup
 metadata:
   name: ironfleet
-  namespace: `+systemNamespace+`
+  namespace: `+olmNamespace+`
 ---
 apiVersion: operators.coreos.com/v1alpha1
 kind: Subscription
 metadata:
   name: ironfleet
-  namespace: `+systemNamespace+`
+  namespace: `+olmNamespace+`
 spec:
   channel: alpha
   name: ironfleet
@@ -185,12 +193,12 @@ spec:
   sourceNamespace: olm
   installPlanApproval: Automatic
 `))
-	eventually(t, 8*time.Minute, func() bool { return csvPhase(ctx, c, systemNamespace, "ironfleet.v0.1.0") == "Succeeded" }, olmExplain,
+	eventually(t, 8*time.Minute, func() bool { return csvPhase(ctx, c, olmNamespace, "ironfleet.v0.1.0") == "Succeeded" }, olmExplain,
 		"the Subscription installs Ironfleet's CSV")
 	for _, name := range []string{"ironfleet-controller-manager", "ironfleet-boot-service"} {
-		eventually(t, 3*time.Minute, func() bool { return available(ctx, c, systemNamespace, name) }, olmExplain, name+" runs")
+		eventually(t, 3*time.Minute, func() bool { return available(ctx, c, olmNamespace, name) }, olmExplain, name+" runs")
 	}
-	works(t, ctx, n, c, explainer(ctx, n))
+	works(t, ctx, n, c, olmNamespace, explainer(ctx, n, olmNamespace))
 	upgradeAndUninstall(t, ctx, n, c, root, imgs, olmExplain)
 }
 
@@ -247,7 +255,14 @@ func upgradeAndUninstall(t *testing.T, ctx context.Context, n *node.Node, c clie
 
 	var claim m.ServerClaim
 	require.NoError(t, c.Get(ctx, client.ObjectKey{Namespace: "default", Name: "web"}, &claim))
-	applyFile(t, ctx, n, []byte(`apiVersion: operators.coreos.com/v1alpha1
+	applyFile(t, ctx, n, []byte(`apiVersion: v1
+kind: Namespace
+metadata:
+  name: `+olmNamespace+`
+  labels:
+    pod-security.kubernetes.io/enforce: privileged
+---
+apiVersion: operators.coreos.com/v1alpha1
 kind: CatalogSource
 metadata:
   name: ironfleet
@@ -257,16 +272,16 @@ spec:
   image: `+byDigest(catalog2)+`
   displayName: Ironfleet
 `))
-	eventually(t, 8*time.Minute, func() bool { return csvPhase(ctx, c, systemNamespace, next) == "Succeeded" }, explain,
+	eventually(t, 8*time.Minute, func() bool { return csvPhase(ctx, c, olmNamespace, next) == "Succeeded" }, explain,
 		"OLM upgrades Ironfleet to "+next)
 	for name, image := range map[string]string{"ironfleet-controller-manager": "manager", "ironfleet-boot-service": "boot-service"} {
 		eventually(t, 3*time.Minute, func() bool {
 			var d appsv1.Deployment
-			if c.Get(ctx, client.ObjectKey{Namespace: systemNamespace, Name: name}, &d) != nil {
+			if c.Get(ctx, client.ObjectKey{Namespace: olmNamespace, Name: name}, &d) != nil {
 				return false
 			}
 			return d.Spec.Template.Spec.Containers[0].Image == retagged[imgs[image].Ref] && d.Status.UpdatedReplicas == 1 && d.Status.AvailableReplicas == 1 &&
-				csvPhase(ctx, c, systemNamespace, "ironfleet.v0.1.0") == ""
+				csvPhase(ctx, c, olmNamespace, "ironfleet.v0.1.0") == ""
 		}, explain, name+" runs the new image, and the old CSV is gone")
 	}
 	var after m.ServerClaim
@@ -276,14 +291,14 @@ spec:
 	assert.Equal(t, claim.Status.ServerRef, after.Status.ServerRef, "to the same server")
 
 	// Uninstall: the Subscription and the CSV go; the CRDs and the objects stay.
-	out, err := n.Kubectl(ctx, "-n", systemNamespace, "delete", "subscription", "ironfleet")
+	out, err := n.Kubectl(ctx, "-n", olmNamespace, "delete", "subscription", "ironfleet")
 	require.NoError(t, err, string(out))
-	out, err = n.Kubectl(ctx, "-n", systemNamespace, "delete", "csv", next)
+	out, err = n.Kubectl(ctx, "-n", olmNamespace, "delete", "csv", next)
 	require.NoError(t, err, string(out))
 	for _, name := range []string{"ironfleet-controller-manager", "ironfleet-boot-service"} {
 		eventually(t, 3*time.Minute, func() bool {
 			var d appsv1.Deployment
-			return apierrors.IsNotFound(c.Get(ctx, client.ObjectKey{Namespace: systemNamespace, Name: name}, &d))
+			return apierrors.IsNotFound(c.Get(ctx, client.ObjectKey{Namespace: olmNamespace, Name: name}, &d))
 		}, explain, name+" goes with its CSV")
 	}
 	require.NoError(t, c.Get(ctx, client.ObjectKey{Namespace: "default", Name: "web"}, &after), "the claim stays")

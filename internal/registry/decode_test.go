@@ -93,4 +93,11 @@ func TestTokensNameTheirServerAndBoot(t *testing.T) {
 	assert.False(t, ok)
 	_, _, ok = s.Verify(strings.Repeat("A", 400) + ".b00t.x")
 	assert.False(t, ok)
+	// The server's name spelt another way (base64 decoders skip line breaks): not the token
+	// minted, not taken (found by FuzzVerifyToken).
+	token := s.Token("38947555-7742-3448-3784-823347823834", "b00t")
+	_, _, ok = s.Verify(token[:10] + "\n" + token[10:])
+	assert.False(t, ok, "a line break in the name")
+	_, _, ok = s.Verify(token[:10] + "\r" + token[10:])
+	assert.False(t, ok, "a carriage return in the name")
 }

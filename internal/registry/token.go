@@ -63,7 +63,9 @@ func (s *Signer) Verify(token string) (server, boot string, ok bool) {
 		return "", "", false
 	}
 	name, err := base64.RawURLEncoding.DecodeString(fields[0])
-	if err != nil || len(validation.IsDNS1123Subdomain(string(name))) != 0 {
+	// The decoder skips CR and LF, and takes non-zero trailing bits: only the encoding Token
+	// writes is the token, so no other spelling of it is accepted.
+	if err != nil || base64.RawURLEncoding.EncodeToString(name) != fields[0] || len(validation.IsDNS1123Subdomain(string(name))) != 0 {
 		return "", "", false
 	}
 	if !hmac.Equal([]byte(s.mac(string(name), fields[1])), []byte(fields[2])) {

@@ -158,22 +158,13 @@ func TestOLMInstall(t *testing.T) {
 	eventually(t, 5*time.Minute, func() bool { return csvPhase(ctx, c, "olm", "packageserver") == "Succeeded" }, olmExplain,
 		"OLM's packageserver is installed")
 
+	applyFile(t, ctx, n, catalogSource(byDigest(imgs["catalog"])))
 	applyFile(t, ctx, n, []byte(`apiVersion: v1
 kind: Namespace
 metadata:
   name: `+olmNamespace+`
   labels:
     pod-security.kubernetes.io/enforce: privileged
----
-apiVersion: operators.coreos.com/v1alpha1
-kind: CatalogSource
-metadata:
-  name: ironfleet
-  namespace: olm
-spec:
-  sourceType: grpc
-  image: `+byDigest(imgs["catalog"])+`
-  displayName: Ironfleet
 ---
 apiVersion: operators.coreos.com/v1
 kind: OperatorGroup
@@ -255,23 +246,7 @@ func upgradeAndUninstall(t *testing.T, ctx context.Context, n *node.Node, c clie
 
 	var claim m.ServerClaim
 	require.NoError(t, c.Get(ctx, client.ObjectKey{Namespace: "default", Name: "web"}, &claim))
-	applyFile(t, ctx, n, []byte(`apiVersion: v1
-kind: Namespace
-metadata:
-  name: `+olmNamespace+`
-  labels:
-    pod-security.kubernetes.io/enforce: privileged
----
-apiVersion: operators.coreos.com/v1alpha1
-kind: CatalogSource
-metadata:
-  name: ironfleet
-  namespace: olm
-spec:
-  sourceType: grpc
-  image: `+byDigest(catalog2)+`
-  displayName: Ironfleet
-`))
+	applyFile(t, ctx, n, catalogSource(byDigest(catalog2)))
 	eventually(t, 8*time.Minute, func() bool { return csvPhase(ctx, c, olmNamespace, next) == "Succeeded" }, explain,
 		"OLM upgrades Ironfleet to "+next)
 	for name, image := range map[string]string{"ironfleet-controller-manager": "manager", "ironfleet-boot-service": "boot-service"} {
@@ -309,6 +284,20 @@ spec:
 	var bmcs m.BMCList
 	require.NoError(t, c.List(ctx, &bmcs))
 	assert.Len(t, bmcs.Items, 1, "the BMC stays")
+}
+
+// catalogSource is Ironfleet's CatalogSource in OLM's namespace, serving the catalog image.
+func catalogSource(image string) []byte {
+	return []byte(`apiVersion: operators.coreos.com/v1alpha1
+kind: CatalogSource
+metadata:
+  name: ironfleet
+  namespace: olm
+spec:
+  sourceType: grpc
+  image: ` + image + `
+  displayName: Ironfleet
+`)
 }
 
 // tool is a tool the Makefile builds into the tools cache (make test builds them first).

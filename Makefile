@@ -75,7 +75,8 @@ generate: $(CONTROLLER_GEN) ## Generate DeepCopy methods for the API.
 
 .PHONY: manifests
 manifests: $(CONTROLLER_GEN) ## Generate CRDs and RBAC from markers into config/.
-	$(CONTROLLER_GEN) crd:maxDescLen=512 paths=./apis/... output:crd:artifacts:config=config/crd/bases
+	$(CONTROLLER_GEN) crd:maxDescLen=512 paths=./apis/metal/... output:crd:artifacts:config=config/crd/bases
+	$(CONTROLLER_GEN) crd:maxDescLen=512 paths=./apis/infrastructure/... output:crd:artifacts:config=config/capi/crd/bases
 	$(CONTROLLER_GEN) rbac:roleName=manager-role paths=./internal/controller/... output:rbac:artifacts:config=config/rbac
 	$(CONTROLLER_GEN) rbac:roleName=boot-service-role paths=./internal/boot/... output:rbac:artifacts:config=config/boot-service
 

@@ -7,6 +7,8 @@ cd "$(dirname "$0")/.."
 
 generated=(
   apis/metal/v1alpha1/zz_generated.deepcopy.go
+  apis/infrastructure/v1alpha1/zz_generated.deepcopy.go
+  config/capi/crd/bases
   config/crd/bases
   config/rbac/role.yaml
   config/boot-service/role.yaml

@@ -12,6 +12,7 @@ generated=(
   config/crd/bases
   config/rbac/role.yaml
   config/boot-service/role.yaml
+  config/capi/rbac/role.yaml
 )
 # Every lifecycle document internal/fsm generates, new ones included.
 docs=$(go run ./hack/gendocs -list)

@@ -143,6 +143,9 @@ const (
 // Cluster's spec.paused, or its own cluster.x-k8s.io/paused annotation (clusterctl move).
 const (
 	ConditionPaused = "Paused"
+	// ConditionReady is each kind's summary, mirrored by Cluster API into the Machine's
+	// InfrastructureReady (the Cluster's InfrastructureReady).
+	ConditionReady  = "Ready"
 	ReasonPaused    = "Paused"
 	ReasonNotPaused = "NotPaused"
 )

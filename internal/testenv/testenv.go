@@ -7,16 +7,21 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"sort"
 	"strconv"
+	"strings"
 
 	"k8s.io/apimachinery/pkg/runtime"
+	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
+	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 
+	infrav1 "github.com/ironfleet/ironfleet/apis/infrastructure/v1alpha1"
 	metalv1alpha1 "github.com/ironfleet/ironfleet/apis/metal/v1alpha1"
 )
 
@@ -52,6 +57,12 @@ type Options struct {
 	// the collector runs more often whatever GOGC says, so a high GOGC cannot exhaust the
 	// machine at ten thousand servers.
 	MemoryLimitMiB int
+	// ClusterAPI installs Cluster API's core CRDs (from the pinned sigs.k8s.io/cluster-api
+	// module) and Ironfleet's infrastructure provider's (config/capi/crd/bases) too, and adds
+	// both to the scheme.
+	ClusterAPI bool
+	// CRDPaths are more CRD directories or files to install.
+	CRDPaths []string
 }
 
 // environment is the variables the control plane's processes get on top of this process's.
@@ -79,9 +90,17 @@ func StartWith(opts Options) (*Env, error) {
 	if err != nil {
 		return nil, err
 	}
+	crds := append([]string{filepath.Join(root, "config", "crd", "bases")}, opts.CRDPaths...)
+	if opts.ClusterAPI {
+		core, err := ModuleDir("sigs.k8s.io/cluster-api")
+		if err != nil {
+			return nil, err
+		}
+		crds = append(crds, filepath.Join(root, "config", "capi", "crd", "bases"), filepath.Join(core, "core", "config", "crd", "bases"))
+	}
 	env := &envtest.Environment{
 		BinaryAssetsDirectory: assets,
-		CRDDirectoryPaths:     []string{filepath.Join(root, "config", "crd", "bases")},
+		CRDDirectoryPaths:     crds,
 		ErrorIfCRDPathMissing: true,
 	}
 	// envtest starts its processes with this process's environment, and offers no other way to
@@ -103,6 +122,10 @@ func StartWith(opts Options) (*Env, error) {
 		return nil, fmt.Errorf("starting the envtest control plane from %s: %w", assets, err)
 	}
 	scheme := Scheme()
+	if opts.ClusterAPI {
+		utilruntime.Must(clusterv1.AddToScheme(scheme))
+		utilruntime.Must(infrav1.AddToScheme(scheme))
+	}
 	c, err := client.New(cfg, client.Options{Scheme: scheme})
 	if err != nil {
 		_ = env.Stop()
@@ -161,6 +184,27 @@ func checkAssets(dir string) error {
 		}
 	}
 	return nil
+}
+
+// ModuleDir is where the Go module cache holds the version of module that go.mod pins (its
+// CRDs, for one): `go list -m`, run in the repository, which downloads nothing a build did not.
+func ModuleDir(module string) (string, error) {
+	root, err := RepoRoot()
+	if err != nil {
+		return "", err
+	}
+	cmd := exec.Command("go", "list", "-m", "-f", "{{.Dir}}", module)
+	cmd.Dir = root
+	out, err := cmd.Output()
+	dir := strings.TrimSpace(string(out))
+	if err != nil || dir == "" {
+		var stderr string
+		if ee, ok := err.(*exec.ExitError); ok {
+			stderr = string(ee.Stderr)
+		}
+		return "", fmt.Errorf("finding module %s in the module cache (go list -m): %v %s", module, err, stderr)
+	}
+	return dir, nil
 }
 
 // RepoRoot walks up from the working directory to the directory holding the project's go.mod.

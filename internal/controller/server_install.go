@@ -227,7 +227,7 @@ func (r *ServerReconciler) bootFromDisk(server *metalv1alpha1.Server, claim *met
 // once, power on.
 func (r *ServerReconciler) bootInstall(ctx context.Context, server *metalv1alpha1.Server, claim *metalv1alpha1.ServerClaim, why string) (step, bool, error) {
 	sbc, err := ensureProbeBoot(ctx, r.Client, r.APIReader, r.Probe, server, metalv1alpha1.BootPurposeProvisioning, func() (*ignition.Install, error) {
-		return r.installOf(ctx, claim)
+		return r.installOf(ctx, server, claim)
 	})
 	var unreadable *userDataError
 	if errors.As(err, &unreadable) {
@@ -286,11 +286,12 @@ type userDataError struct{ msg string }
 
 func (e *userDataError) Error() string { return e.msg }
 
-// installOf is what the probe installs for the claim: image, checksum, hints, and the claim's
-// ignition (read from the API: Secrets are not cached), byte for byte, for the config drive.
-func (r *ServerReconciler) installOf(ctx context.Context, claim *metalv1alpha1.ServerClaim) (*ignition.Install, error) {
+// installOf is what the probe installs on server for the claim: image, checksum, hints, and the
+// claim's ignition (read from the API: Secrets are not cached), byte for byte, for the config
+// drive, whose meta_data.json also names the server (meta.server).
+func (r *ServerReconciler) installOf(ctx context.Context, server *metalv1alpha1.Server, claim *metalv1alpha1.ServerClaim) (*ignition.Install, error) {
 	in := &ignition.Install{Image: claim.Spec.Image, ImageChecksum: claim.Spec.ImageChecksum, RootDeviceHints: claim.Spec.RootDeviceHints,
-		Hostname: claim.Name, InstanceID: string(claim.UID)}
+		Hostname: claim.Name, InstanceID: string(claim.UID), Server: server.Name}
 	ref := claim.Spec.IgnitionSecretRef
 	if ref == nil {
 		return in, nil

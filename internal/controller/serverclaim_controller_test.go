@@ -469,6 +469,7 @@ func TestClaimsImageIsInstalledAndBootsFromDisk(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, userData, files.UserData)
 	assert.Equal(t, string(claim.UID), files.InstanceID)
+	assert.Equal(t, s.Name, files.Server, "meta.server is the Server's name (a CAPI node's providerID ironfleet://<server>)")
 
 	id := systemID(t, &s)
 	eventually(t, 10*time.Second, func() bool {

@@ -43,9 +43,13 @@ type Install struct {
 	// UserData is the claim's ignition, byte for byte (base64 in JSON), written as the config
 	// drive's openstack/latest/user_data; nil writes none.
 	UserData []byte `json:"userData,omitempty"`
-	// Hostname and InstanceID go into the config drive's meta_data.json.
+	// Hostname and InstanceID go into the config drive's meta_data.json (uuid, hostname, name).
 	Hostname   string `json:"hostname,omitempty"`
 	InstanceID string `json:"instanceID,omitempty"`
+	// Server is the name of the Server the image is installed on; the config drive's
+	// meta_data.json carries it as meta.server (a Cluster API node's providerID is
+	// ironfleet://<server>).
+	Server string `json:"server,omitempty"`
 	// CABundle is PEM CAs the probe trusts for the image's server or registry, besides the
 	// system roots and RegistryCA (the manager's --image-ca-file).
 	CABundle string `json:"caBundle,omitempty"`

@@ -154,7 +154,7 @@ func TestProvisionInstallsTheImageAndReports(t *testing.T) {
 	root := provisionRoot(t)
 	userData := []byte(`{"ignition":{"version":"3.4.0"},"passwd":{"users":[{"name":"core"}]}}`)
 	ign := provisionIgnition(t, srv.URL, smallVMUUID, ignition.Install{Image: imageURL, ImageChecksum: digest(served),
-		UserData: userData, Hostname: "node-1", InstanceID: "claim-uid"})
+		UserData: userData, Hostname: "node-1", InstanceID: "claim-uid", Server: "server-1"})
 
 	r := runProbe(t, "--root", root, "--ignition", ign)
 	require.Equal(t, exitOK, r.code, r.stderr)
@@ -191,6 +191,7 @@ func TestProvisionInstallsTheImageAndReports(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, userData, files.UserData)
 	assert.Equal(t, "node-1", files.Hostname)
+	assert.Equal(t, "server-1", files.Server, "meta.server names the Server")
 
 	reg.statesMu.Lock()
 	defer reg.statesMu.Unlock()

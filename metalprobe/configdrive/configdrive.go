@@ -33,7 +33,10 @@ const Label = "config-2"
 // Files is the content of a config drive.
 type Files struct {
 	InstanceID, Hostname string
-	UserData             []byte // nil: no user_data file
+	// Server is the name of the Ironfleet Server, meta_data.json's meta.server; "" writes no
+	// meta.server.
+	Server   string
+	UserData []byte // nil: no user_data file
 }
 
 // Result says where Write put the config drive.

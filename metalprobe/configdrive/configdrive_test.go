@@ -216,6 +216,33 @@ func TestISOContent(t *testing.T) {
 	assert.Equal(t, int64(0), n%2048)
 }
 
+// TestMetaServer: meta_data.json's meta.server is the Server's name (cloud-init's
+// ds.meta_data.meta.server, a Cluster API node's providerID ironfleet://<server>), and Read
+// returns it; without a server, meta stays {}.
+func TestMetaServer(t *testing.T) {
+	for _, server := range []string{"smc-1.system.2", ""} {
+		path := makeMBR(t, 8*mib, [2]uint32{2048, 4096})
+		files := Files{InstanceID: "i-4", Hostname: "web-1", Server: server, UserData: []byte("#cloud-config\n")}
+		r, err := Write(path, files)
+		require.NoError(t, err)
+		want := map[string]any{}
+		if server != "" {
+			want["server"] = server
+		}
+		fsys := openISO(t, path, r)
+		for _, v := range []string{"latest", "2012-08-10"} {
+			raw, err := fsys.ReadFile("openstack/" + v + "/meta_data.json")
+			require.NoError(t, err)
+			var md struct{ Meta map[string]any }
+			require.NoError(t, json.Unmarshal(raw, &md), string(raw))
+			assert.Equal(t, want, md.Meta, "%s/meta_data.json: %s", v, raw)
+		}
+		got, err := Read(path)
+		require.NoError(t, err)
+		assert.Equal(t, files, got, "meta.server round-trips")
+	}
+}
+
 func TestNoUserData(t *testing.T) {
 	path := makeMBR(t, 8*mib, [2]uint32{2048, 4096})
 	files := Files{InstanceID: "i-2", Hostname: "bare"}

@@ -40,13 +40,17 @@ type metaData struct {
 }
 
 func metaDataJSON(f Files) ([]byte, error) {
+	meta := map[string]string{}
+	if f.Server != "" {
+		meta["server"] = f.Server
+	}
 	return json.Marshal(metaData{
 		UUID:       f.InstanceID,
 		Hostname:   f.Hostname,
 		Name:       f.Hostname,
 		Files:      []any{},
 		PublicKeys: map[string]string{},
-		Meta:       map[string]string{},
+		Meta:       meta,
 	})
 }
 
@@ -199,7 +203,7 @@ func readISO(dev *os.File, start, size int64) (Files, error) {
 	if err := json.Unmarshal(meta, &md); err != nil {
 		return Files{}, fmt.Errorf("%s/meta_data.json: %w", dir, err)
 	}
-	out := Files{InstanceID: md.UUID, Hostname: md.Hostname}
+	out := Files{InstanceID: md.UUID, Hostname: md.Hostname, Server: md.Meta["server"]}
 	if out.Hostname == "" {
 		out.Hostname = md.Name
 	}

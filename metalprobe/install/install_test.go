@@ -41,7 +41,7 @@ func TestInstallsImagesOverHTTP(t *testing.T) {
 			var calls [][2]int64
 			rep := runWith(t, context.Background(), Options{Root: root, Disks: disks,
 				Install: ignition.Install{Image: ts.URL + "/images/os.img", ImageChecksum: checksum,
-					UserData: userData, Hostname: "node-1", InstanceID: "claim-uid-1"},
+					UserData: userData, Hostname: "node-1", InstanceID: "claim-uid-1", Server: "server-1"},
 				Progress: func(written, total int64) { calls = append(calls, [2]int64{written, total}) },
 			})
 			require.True(t, rep.Succeeded, "%s: %s", rep.Reason, rep.Message)
@@ -61,6 +61,7 @@ func TestInstallsImagesOverHTTP(t *testing.T) {
 			assert.Equal(t, userData, got.UserData, "user data byte for byte")
 			assert.Equal(t, "node-1", got.Hostname)
 			assert.Equal(t, "claim-uid-1", got.InstanceID)
+			assert.Equal(t, "server-1", got.Server, "meta.server names the Server")
 
 			require.NotEmpty(t, calls)
 			assert.Equal(t, int64(len(img)), calls[len(calls)-1][0], "the last progress is the whole image")

@@ -85,7 +85,7 @@ func (in *installer) writeConfigDrive(ctx context.Context, dev string, w *writer
 		return newError(metalv1alpha1.InstallReasonInstallInterrupted, "interrupted before the config drive: %v", err)
 	}
 	spec := in.opts.Install
-	files := configdrive.Files{InstanceID: spec.InstanceID, Hostname: spec.Hostname, UserData: spec.UserData}
+	files := configdrive.Files{InstanceID: spec.InstanceID, Hostname: spec.Hostname, Server: spec.Server, UserData: spec.UserData}
 	res, err := configdrive.Write(dev, files)
 	if err != nil {
 		return newError(metalv1alpha1.InstallReasonConfigDriveFailed, "writing the config drive to %s: %v", in.disk.Name, err)

@@ -35,12 +35,17 @@ func run(args []string, stdout, stderr io.Writer) int {
 	fs.IntVar(&opts.BMCs, "bmcs", kinds, fmt.Sprintf("number of simulated BMCs (servers are spread over them); their kinds, in turn: %s", strings.Join(lab.BMCKinds(), "; ")))
 	fs.IntVar(&opts.VMs, "vms", 2, "number of real QEMU virtual machines network-booted by the boot service (needs root; 0 turns them off)")
 	fs.StringVar(&opts.Dir, "dir", "lab", "directory for the lab's kubeconfig, logs and host trees (recreated)")
-	scenario := fs.String("scenario", "", "run a scenario and exit: tour (enroll → discover → claim → release → wipe → available; with VMs, a VM installs the tenant image and boots it from disk)")
+	scenario := fs.String("scenario", "", "run a scenario and exit: tour (enroll → discover → claim → release → wipe → available; with VMs, a VM installs the tenant image and boots it from disk); capi (Cluster API: a Cluster and a MachineDeployment of 2 whose Machines get lab servers; exits 0 once both are provisioned)")
+	fs.BoolVar(&opts.ClusterAPI, "cluster-api", false, "run Cluster API's core controllers and Ironfleet's infrastructure provider too (docs/capi.md); --scenario=capi implies it")
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
-	if *scenario != "" && *scenario != "tour" {
-		fmt.Fprintf(stderr, "metal-lab: unknown --scenario %q (known: tour)\n", *scenario)
+	switch *scenario {
+	case "", "tour":
+	case "capi":
+		opts.ClusterAPI = true
+	default:
+		fmt.Fprintf(stderr, "metal-lab: unknown --scenario %q (known: tour, capi)\n", *scenario)
 		return 2
 	}
 	if opts.Servers < 1 || opts.BMCs < 1 || opts.VMs < 0 {
@@ -86,9 +91,16 @@ func run(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stdout, "VM %s: %s, %d CPUs, %d MiB, console log %s\n", h.Def.Name, h.Def.Firmware, h.Def.CPUs, h.Def.MemoryMiB, h.Machine.ConsoleLog())
 	}
 
-	if *scenario == "tour" {
+	switch *scenario {
+	case "tour":
 		if err := l.Tour(ctx, stdout); err != nil {
 			fmt.Fprintf(stderr, "metal-lab: tour failed: %v\n", err)
+			return 1
+		}
+		return 0
+	case "capi":
+		if err := l.CAPIScenario(ctx, stdout); err != nil {
+			fmt.Fprintf(stderr, "metal-lab: capi scenario failed: %v\n", err)
 			return 1
 		}
 		return 0

@@ -64,6 +64,12 @@ type Options struct {
 	// VMRegistryClosed starts the lab with the registry out of the VMs' reach, until
 	// OpenVMRegistry: a probe that cannot report, on purpose.
 	VMRegistryClosed bool
+	// ClusterAPI runs Cluster API's core controllers and Ironfleet's infrastructure provider
+	// too, with their CRDs (capi.go).
+	ClusterAPI bool
+	// CAPIProviderConfig, when set, gives the provider its own identity (the test runs it with
+	// exactly config/capi's ClusterRole); by default it runs as an administrator.
+	CAPIProviderConfig func(env *testenv.Env) (*rest.Config, error)
 	// ManualStart leaves starting the operator (StartManager) and creating the Endpoints
 	// (CreateEndpoints) to the caller, e.g. to measure from that moment.
 	ManualStart bool
@@ -193,6 +199,7 @@ type Lab struct {
 	stopBoots   context.CancelFunc
 	bootsDone   chan error
 	vms         *vmLab
+	capi        *capiLab
 }
 
 // Start brings up the control plane, the fleet, the boot service and the operator, and creates
@@ -208,6 +215,7 @@ func Start(ctx context.Context, opts Options) (l *Lab, err error) {
 	if err := resetDir(opts.Dir); err != nil {
 		return nil, err
 	}
+	opts.ControlPlane.ClusterAPI = opts.ControlPlane.ClusterAPI || opts.ClusterAPI
 	if l.Env, err = testenv.StartWith(opts.ControlPlane); err != nil {
 		return nil, err
 	}
@@ -305,6 +313,11 @@ func Start(ctx context.Context, opts Options) (l *Lab, err error) {
 	}
 	if err := l.StartManager(); err != nil {
 		return nil, err
+	}
+	if opts.ClusterAPI {
+		if err := l.startClusterAPI(); err != nil {
+			return nil, err
+		}
 	}
 	return l, l.CreateEndpoints(ctx)
 }
@@ -512,6 +525,7 @@ func Parallel(workers, n int, do func(i int) error) error {
 
 // Stop tears the lab down.
 func (l *Lab) Stop() {
+	_ = l.stopClusterAPI()
 	_ = l.StopManager()
 	l.stopVMs()
 	if l.stopBoots != nil {

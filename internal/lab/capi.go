@@ -119,7 +119,8 @@ func newCAPICore(ctx context.Context, cfg *rest.Config) (ctrl.Manager, error) {
 	one := controller.Options{MaxConcurrentReconciles: 2}
 	c := client.WithFieldOwner(mgr.GetClient(), "manager")
 	for what, setupErr := range map[string]error{
-		"Cluster": (&cluster.Reconciler{Client: c, APIReader: mgr.GetAPIReader(), ClusterCache: clusterCache}).SetupWithManager(ctx, mgr, one),
+		"Cluster": (&cluster.Reconciler{Client: c, APIReader: mgr.GetAPIReader(), ClusterCache: clusterCache,
+			RemoteConnectionGracePeriod: 50 * time.Second}).SetupWithManager(ctx, mgr, one),
 		"Machine": (&machine.Reconciler{Client: c, APIReader: mgr.GetAPIReader(), ClusterCache: clusterCache,
 			RemoteConditionsGracePeriod: 5 * time.Minute}).SetupWithManager(ctx, mgr, one),
 		// No preflight checks: they wait for a control plane provider the lab does not run.

@@ -207,9 +207,11 @@ type Lab struct {
 func Start(ctx context.Context, opts Options) (l *Lab, err error) {
 	opts.defaults()
 	l = &Lab{Opts: opts}
+	// A failed start stops what it started: the lab it made, not the nil it returns.
+	started := l
 	defer func() {
 		if err != nil {
-			l.Stop()
+			started.Stop()
 		}
 	}()
 	if err := resetDir(opts.Dir); err != nil {

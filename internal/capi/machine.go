@@ -211,7 +211,7 @@ func (r *MachineReconciler) ensureClaim(ctx context.Context, m *infrav1.Ironflee
 		}
 		return nil, false, fmt.Errorf("creating ServerClaim %s: %w", m.Name, err)
 	}
-	r.Events.Eventf(m, &claim, corev1.EventTypeNormal, "ClaimCreated", "Claim", "ServerClaim %s asks for a server with image %s", claim.Name, claim.Spec.Image)
+	r.Events.Eventf(m, &claim, corev1.EventTypeNormal, infrav1.MachineReasonClaimCreated, "Claim", "ServerClaim %s asks for a server with image %s", claim.Name, claim.Spec.Image)
 	return &claim, false, nil
 }
 
@@ -267,7 +267,7 @@ func (r *MachineReconciler) observeClaim(ctx context.Context, m *infrav1.Ironfle
 	}
 	m.Status.ServerRef = &metalv1alpha1.LocalObjectReference{Name: server}
 	if !meta.IsStatusConditionTrue(claim.Status.Conditions, metalv1alpha1.ConditionProvisioned) || !meta.IsStatusConditionTrue(claim.Status.Conditions, metalv1alpha1.ConditionReady) {
-		reason, message := metalv1alpha1.ConditionProvisioned, "waiting for the image to be installed"
+		reason, message := infrav1.MachineReasonWaitingForInstall, "waiting for the image to be installed"
 		if c := meta.FindStatusCondition(claim.Status.Conditions, metalv1alpha1.ConditionReady); c != nil {
 			reason, message = c.Reason, c.Message
 		}

@@ -124,10 +124,15 @@ const (
 	// MachineReasonServerReplaced: the claim is bound to another server than the providerID
 	// names; the Machine needs replacing (a MachineHealthCheck does it).
 	MachineReasonServerReplaced = "ServerReplaced"
+	// MachineReasonWaitingForInstall: the claim holds a server that does not run the image yet
+	// (and says nothing more).
+	MachineReasonWaitingForInstall = "WaitingForInstall"
 	// MachineReasonProvisioned: the server runs the image with the bootstrap data.
 	MachineReasonProvisioned = "Provisioned"
 	// MachineReasonDeleting: the claim is being released; its server is wiped and pooled.
 	MachineReasonDeleting = "Deleting"
+	// MachineReasonClaimCreated, an event: the machine's ServerClaim was made.
+	MachineReasonClaimCreated = "ClaimCreated"
 )
 
 // Reasons of an IronfleetCluster's Ready condition.

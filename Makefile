@@ -22,6 +22,7 @@ GRPC_HEALTH_PROBE_VERSION := $(call mod_version,hack/tools/olm/go.mod,github.com
 OLM_VERSION              := $(call mod_version,hack/tools/olm/go.mod,github.com/operator-framework/operator-lifecycle-manager)
 HELM_VERSION             := $(call mod_version,hack/tools/helm/go.mod,helm.sh/helm/v3)
 COREDNS_VERSION          := $(call mod_version,hack/tools/coredns/go.mod,github.com/coredns/coredns)
+CLUSTERCTL_VERSION       := $(call mod_version,hack/tools/clusterctl/go.mod,sigs.k8s.io/cluster-api)
 
 # Built tools, by version: shared by every clone on the machine. The binaries' names carry their
 # versions, so a changed pin builds anew; remove the directory to rebuild everything.
@@ -39,6 +40,9 @@ OLM_BINARIES   := olm catalog cpb package-server
 # helm renders OLM's chart into its release manifests (the install tests).
 HELM           := $(TOOLS_DIR)/helm-$(HELM_VERSION)
 export IRONFLEET_HELM := $(HELM)
+# clusterctl renders templates/cluster-template.yaml and the provider's repository (test/capi).
+CLUSTERCTL     := $(TOOLS_DIR)/clusterctl-$(CLUSTERCTL_VERSION)
+export IRONFLEET_CLUSTERCTL := $(CLUSTERCTL)
 # Tools that go into images are static and reproducible: the same bytes from any machine.
 STATIC_BUILD := CGO_ENABLED=0 go build -trimpath -buildvcs=false -ldflags=-buildid=
 # The envtest control plane: kube-apiserver, kubectl and etcd in one directory, as envtest wants.
@@ -107,7 +111,7 @@ build: ## Build the manager binary into bin/.
 TEST_FUZZTIME ?= 100000x
 
 .PHONY: test
-test: test-deps verify-generated verify-bundle vet envtest node-tools probe-image tenant-image catalog test-images $(KUSTOMIZE) ## Verify generated files, vet, run every test against a real control plane (and real VMs, as root), then fuzz each parser with TEST_FUZZTIME inputs.
+test: test-deps verify-generated verify-bundle vet envtest node-tools probe-image tenant-image catalog test-images $(KUSTOMIZE) $(CLUSTERCTL) ## Verify generated files, vet, run every test against a real control plane (and real VMs, as root), then fuzz each parser with TEST_FUZZTIME inputs.
 	go test $(GO_TEST_FLAGS) -timeout $(GO_TEST_TIMEOUT) ./...
 	$(MAKE) --no-print-directory fuzz FUZZTIME=$(TEST_FUZZTIME)
 
@@ -189,6 +193,8 @@ BUNDLE_CHANNELS ?= --channels=alpha --default-channel=alpha
 IMAGE_REGISTRY ?= ghcr.io/ironfleet
 IMG ?= $(IMAGE_REGISTRY)/ironfleet:v$(VERSION)
 BOOT_IMG ?= $(IMAGE_REGISTRY)/boot-service:v$(VERSION)
+# The Cluster API infrastructure provider (cmd/capi-provider): make capi-release stamps it.
+CAPI_IMG ?= $(IMAGE_REGISTRY)/capi-provider:v$(VERSION)
 BUNDLE_IMG ?= $(IMAGE_REGISTRY)/ironfleet-bundle:v$(VERSION)
 CATALOG_IMG ?= $(IMAGE_REGISTRY)/ironfleet-catalog:v$(VERSION)
 # The pod sandbox image of the test node's containerd (internal/node), never pulled.
@@ -199,9 +205,9 @@ IMAGES_DIR ?= $(LOCALBIN)/images
 IMAGE_PACKAGES := ca-certificates busybox-static
 
 .PHONY: images
-images: image-deps probe-image ## Build the manager, boot-service and bundle images without a container engine, reproducibly, into bin/images/ (OCI layouts, their tars, images.json with each digest).
+images: image-deps probe-image ## Build the manager, capi-provider, boot-service and bundle images without a container engine, reproducibly, into bin/images/ (OCI layouts, their tars, images.json with each digest).
 	go run ./internal/ociimage/cmd/build-images -out $(IMAGES_DIR) -probe-dir $(PROBE_IMAGE_DIR) \
-		-manager-ref $(IMG) -boot-service-ref $(BOOT_IMG) -bundle-ref $(BUNDLE_IMG)
+		-manager-ref $(IMG) -capi-provider-ref $(CAPI_IMG) -boot-service-ref $(BOOT_IMG) -bundle-ref $(BUNDLE_IMG)
 
 .PHONY: test-images
 test-images: image-deps olm-tools ## Build the images the install tests need besides Ironfleet's: the test node's pause image and OLM's, into bin/images/.
@@ -218,6 +224,19 @@ bundle: manifests $(KUSTOMIZE) $(OPERATOR_SDK) ## Generate the OLM bundle (bundl
 	@# The bundle image is built by make images (its labels are bundle/metadata's annotations).
 	rm -f bundle.Dockerfile
 	$(OPERATOR_SDK) bundle validate ./bundle --select-optional suite=operatorframework
+
+# The Cluster API provider as clusterctl installs it: a local repository (docs/capi.md) of
+# infrastructure-ironfleet, with CAPI_IMG stamped into config/capi.
+CAPI_REPOSITORY ?= $(LOCALBIN)/capi-repository
+CAPI_RELEASE_DIR := $(CAPI_REPOSITORY)/infrastructure-ironfleet/v$(VERSION)
+
+.PHONY: capi-release
+capi-release: $(KUSTOMIZE) ## Write the Cluster API provider's clusterctl repository into bin/capi-repository/infrastructure-ironfleet/v$(VERSION)/: infrastructure-components.yaml (config/capi, CAPI_IMG stamped), metadata.yaml, cluster-template.yaml.
+	mkdir -p $(CAPI_RELEASE_DIR)
+	cd config/capi && $(KUSTOMIZE) edit set image capi-provider=$(CAPI_IMG)
+	$(KUSTOMIZE) build config/capi > $(CAPI_RELEASE_DIR)/infrastructure-components.yaml
+	cp metadata.yaml templates/cluster-template.yaml $(CAPI_RELEASE_DIR)/
+	@echo "clusterctl repository: $(CAPI_RELEASE_DIR) (docs/capi.md: its clusterctl.yaml providers entry)"
 
 # The probe's boot image: Debian's kernel (pinned in metalprobe/image/kernel.version) and an
 # initramfs with metalprobe's /init, the metalprobe binary and the NIC and storage modules.
@@ -254,7 +273,7 @@ verify-bundle: $(KUSTOMIZE) $(OPERATOR_SDK) ## Fail when bundle/ is not what con
 ##@ Tools (pinned in hack/tools, built into TOOLS_DIR, cached by version)
 
 .PHONY: tools
-tools: $(CONTROLLER_GEN) $(KUSTOMIZE) $(OPERATOR_SDK) $(OPM) $(GRPC_HEALTH_PROBE) envtest node-tools olm-tools ## Build every tool.
+tools: $(CONTROLLER_GEN) $(KUSTOMIZE) $(OPERATOR_SDK) $(OPM) $(GRPC_HEALTH_PROBE) $(CLUSTERCTL) envtest node-tools olm-tools ## Build every tool.
 
 .PHONY: envtest
 envtest: $(ENVTEST_ASSETS)/kube-apiserver $(ENVTEST_ASSETS)/kubectl $(ENVTEST_ASSETS)/etcd ## Build the test control plane (kube-apiserver, etcd, kubectl).
@@ -296,6 +315,18 @@ $(GRPC_HEALTH_PROBE):
 
 $(HELM):
 	cd hack/tools/helm && CGO_ENABLED=0 go build -o $@ helm.sh/helm/v3/cmd/helm
+
+# clusterctl reports the version it is (not an empty one), as Cluster API's release builds it.
+CLUSTERCTL_LDFLAGS := -X sigs.k8s.io/cluster-api/version.gitVersion=$(CLUSTERCTL_VERSION) \
+	-X sigs.k8s.io/cluster-api/version.gitMajor=$(word 1,$(subst ., ,$(patsubst v%,%,$(CLUSTERCTL_VERSION)))) \
+	-X sigs.k8s.io/cluster-api/version.gitMinor=$(word 2,$(subst ., ,$(CLUSTERCTL_VERSION))) \
+	-X sigs.k8s.io/cluster-api/version.gitTreeState=clean
+
+$(CLUSTERCTL):
+	cd hack/tools/clusterctl && CGO_ENABLED=0 go build -ldflags "$(CLUSTERCTL_LDFLAGS)" -o $@ sigs.k8s.io/cluster-api/cmd/clusterctl
+
+.PHONY: clusterctl
+clusterctl: $(CLUSTERCTL) ## Build clusterctl (Cluster API's command line, the pinned version) into the tools cache: test/capi runs it.
 
 .PHONY: olm-tools
 olm-tools: $(addprefix $(OLM_DIR)/,$(OLM_BINARIES)) $(HELM) ## Build OLM's olm and catalog operators, package-server and cpb, and helm to render OLM's chart (about 5 minutes once).

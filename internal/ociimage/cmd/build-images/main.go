@@ -3,6 +3,7 @@
 // and images.json naming each image's reference and digest.
 //
 //   - manager: the manager, run as a non-root user, with CA certificates.
+//   - capi-provider: the Cluster API infrastructure provider (cmd/capi-provider), the same way.
 //   - boot-service: the boot service with the iPXE binaries (Debian's ipxe) and the probe's
 //     kernel and initramfs (make probe-image) inside.
 //   - bundle: the OLM bundle (bundle/), labelled with its metadata's annotations.
@@ -30,10 +31,10 @@ import (
 const nonRoot = "65532"
 
 type options struct {
-	out, manager, bootService, bundle, catalog, pause, olm string
-	olmDir, busybox                                        string
-	probeDir, ipxeDir, bundleDir, caFile                   string
-	images, opm, grpcHealthProbe                           string
+	out, manager, capiProvider, bootService, bundle, catalog, pause, olm string
+	olmDir, busybox                                                      string
+	probeDir, ipxeDir, bundleDir, caFile                                 string
+	images, opm, grpcHealthProbe                                         string
 }
 
 func main() {
@@ -48,6 +49,7 @@ func run(args []string) error {
 	fs := flag.NewFlagSet("build-images", flag.ContinueOnError)
 	fs.StringVar(&o.out, "out", "bin/images", "Directory the images are written to.")
 	fs.StringVar(&o.manager, "manager-ref", "", "The manager image's reference (the Makefile's IMG).")
+	fs.StringVar(&o.capiProvider, "capi-provider-ref", "", "The Cluster API provider image's reference (CAPI_IMG).")
 	fs.StringVar(&o.bootService, "boot-service-ref", "", "The boot service image's reference (BOOT_IMG).")
 	fs.StringVar(&o.bundle, "bundle-ref", "", "The bundle image's reference (BUNDLE_IMG); the catalog names it too.")
 	fs.StringVar(&o.catalog, "catalog-ref", "", "The catalog image's reference (CATALOG_IMG).")
@@ -61,7 +63,7 @@ func run(args []string) error {
 	fs.StringVar(&o.ipxeDir, "ipxe-dir", "/usr/lib/ipxe", "Directory holding undionly.kpxe, ipxe.efi and snponly.efi (Debian's ipxe package).")
 	fs.StringVar(&o.bundleDir, "bundle-dir", "bundle", "The OLM bundle (make bundle).")
 	fs.StringVar(&o.caFile, "ca-file", "/etc/ssl/certs/ca-certificates.crt", "The CA certificates the images trust (Debian's ca-certificates).")
-	fs.StringVar(&o.images, "images", "manager,boot-service,bundle", "Which images to build (manager, boot-service, bundle, pause, olm, catalog).")
+	fs.StringVar(&o.images, "images", "manager,capi-provider,boot-service,bundle", "Which images to build (manager, capi-provider, boot-service, bundle, pause, olm, catalog).")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -80,6 +82,8 @@ func run(args []string) error {
 		switch image {
 		case "manager":
 			spec, err = managerSpec(o, tmp)
+		case "capi-provider":
+			spec, err = capiProviderSpec(o, tmp)
 		case "boot-service":
 			spec, err = bootServiceSpec(o, tmp)
 		case "bundle":
@@ -91,7 +95,7 @@ func run(args []string) error {
 		case "catalog":
 			spec, err = catalogSpec(o)
 		default:
-			err = fmt.Errorf("-images: no image %q (manager, boot-service, bundle, pause, olm, catalog)", image)
+			err = fmt.Errorf("-images: no image %q (manager, capi-provider, boot-service, bundle, pause, olm, catalog)", image)
 		}
 		if err != nil {
 			return fmt.Errorf("%s: %w", image, err)
@@ -154,6 +158,21 @@ func managerSpec(o options, tmp string) (ociimage.Spec, error) {
 	files := append(baseFiles(o), ociimage.File{Path: "/manager", Source: bin, Mode: 0o755})
 	return ociimage.Spec{Ref: o.manager, Files: files, Entrypoint: []string{"/manager"}, User: nonRoot + ":" + nonRoot,
 		Labels: map[string]string{"org.opencontainers.image.title": "ironfleet manager"}}, nil
+}
+
+// capiProviderSpec: the Cluster API provider, as the manager (config/capi runs it as non-root
+// with a read-only root filesystem).
+func capiProviderSpec(o options, tmp string) (ociimage.Spec, error) {
+	if err := required("-capi-provider-ref", o.capiProvider); err != nil {
+		return ociimage.Spec{}, err
+	}
+	bin, err := goBinary("./cmd/capi-provider", tmp)
+	if err != nil {
+		return ociimage.Spec{}, err
+	}
+	files := append(baseFiles(o), ociimage.File{Path: "/capi-provider", Source: bin, Mode: 0o755})
+	return ociimage.Spec{Ref: o.capiProvider, Files: files, Entrypoint: []string{"/capi-provider"}, User: nonRoot + ":" + nonRoot,
+		Labels: map[string]string{"org.opencontainers.image.title": "ironfleet cluster api provider"}}, nil
 }
 
 // pauseSpec: a pod sandbox's first process, alone.

@@ -36,8 +36,8 @@ func TestImagesAreReproducible(t *testing.T) {
 
 	build := func() map[string]ociimage.Written {
 		out := t.TempDir()
-		require.NoError(t, run([]string{"-out", out, "-probe-dir", probe, "-images", "manager,boot-service,bundle,pause,olm,catalog",
-			"-manager-ref", "example.dev/ironfleet/manager:v0.0.1", "-boot-service-ref", "example.dev/ironfleet/boot-service:v0.0.1",
+		require.NoError(t, run([]string{"-out", out, "-probe-dir", probe, "-images", "manager,capi-provider,boot-service,bundle,pause,olm,catalog",
+			"-manager-ref", "example.dev/ironfleet/manager:v0.0.1", "-capi-provider-ref", "example.dev/ironfleet/capi-provider:v0.0.1", "-boot-service-ref", "example.dev/ironfleet/boot-service:v0.0.1",
 			"-bundle-ref", "example.dev/ironfleet/bundle:v0.0.1", "-catalog-ref", "example.dev/ironfleet/catalog:v0.0.1",
 			"-pause-ref", "example.dev/ironfleet/pause:v0.0.1", "-olm-ref", "example.dev/ironfleet/olm:v0.0.1", "-olm-dir", olmDir,
 			"-opm", opm, "-grpc-health-probe", probeBin}))
@@ -48,7 +48,7 @@ func TestImagesAreReproducible(t *testing.T) {
 		return written
 	}
 	first, second := build(), build()
-	require.Len(t, first, 6)
+	require.Len(t, first, 7)
 	for image, w := range first {
 		assert.Equal(t, w.Digest, second[image].Digest, "%s: the same digest twice", image)
 		idx, err := layout.ImageIndexFromPath(w.Layout)
@@ -63,12 +63,13 @@ func TestImagesAreReproducible(t *testing.T) {
 		files []string
 		user  string
 	}{
-		"manager":      {[]string{"manager", "etc/ssl/certs/ca-certificates.crt", "etc/passwd"}, "65532:65532"},
-		"boot-service": {[]string{"boot-service", "usr/lib/ipxe/undionly.kpxe", "usr/lib/ipxe/snponly.efi", "probe/vmlinuz", "probe/initramfs.cpio.gz"}, "65532:65532"},
-		"bundle":       {[]string{"manifests/ironfleet.clusterserviceversion.yaml", "metadata/annotations.yaml"}, ""},
-		"pause":        {[]string{"pause"}, "65535:65535"},
-		"olm":          {[]string{"bin/olm", "bin/catalog", "bin/cpb", "bin/cp"}, "65532:65532"},
-		"catalog":      {[]string{"bin/opm", "bin/grpc_health_probe", "configs/ironfleet/bundle.yaml", "configs/ironfleet/channels.yaml", "configs/ironfleet/package.yaml", "tmp"}, "65532:65532"},
+		"manager":       {[]string{"manager", "etc/ssl/certs/ca-certificates.crt", "etc/passwd"}, "65532:65532"},
+		"capi-provider": {[]string{"capi-provider", "etc/ssl/certs/ca-certificates.crt", "etc/passwd"}, "65532:65532"},
+		"boot-service":  {[]string{"boot-service", "usr/lib/ipxe/undionly.kpxe", "usr/lib/ipxe/snponly.efi", "probe/vmlinuz", "probe/initramfs.cpio.gz"}, "65532:65532"},
+		"bundle":        {[]string{"manifests/ironfleet.clusterserviceversion.yaml", "metadata/annotations.yaml"}, ""},
+		"pause":         {[]string{"pause"}, "65535:65535"},
+		"olm":           {[]string{"bin/olm", "bin/catalog", "bin/cpb", "bin/cp"}, "65532:65532"},
+		"catalog":       {[]string{"bin/opm", "bin/grpc_health_probe", "configs/ironfleet/bundle.yaml", "configs/ironfleet/channels.yaml", "configs/ironfleet/package.yaml", "tmp"}, "65532:65532"},
 	} {
 		img := load(t, first[image])
 		cfg, err := img.ConfigFile()

@@ -31,6 +31,9 @@ type CAPIDemo struct {
 	BootstrapData   []byte
 	// Zones are the failure domains: the lab labels its simulated servers with them in turn.
 	Zones []string
+	// Machine, when set, is the IronfleetMachineTemplate's machine spec; by default the lab's
+	// SimImage on a simulated server (off the VMs) with at least 2 CPU cores.
+	Machine *infrav1.IronfleetMachineSpec
 }
 
 // NewCAPIDemo describes the demo cluster the capi scenario makes.
@@ -54,13 +57,17 @@ func (l *Lab) CreateCAPIDemo(ctx context.Context, d *CAPIDemo, replicas int32) e
 		return err
 	}
 	image, checksum := l.Images.SimImage()
+	spec := infrav1.IronfleetMachineSpec{
+		ServerSelector: l.OffVMs(&metalv1alpha1.ServerClaim{}).Spec.ServerSelector,
+		MinCPUCores:    ptr.To(int32(2)),
+		Image:          image, ImageChecksum: checksum,
+	}
+	if d.Machine != nil {
+		spec = *d.Machine
+	}
 	tmpl := &infrav1.IronfleetMachineTemplate{
 		ObjectMeta: metav1.ObjectMeta{Namespace: d.Namespace, Name: d.Deployment},
-		Spec: infrav1.IronfleetMachineTemplateSpec{Template: infrav1.IronfleetMachineTemplateResource{Spec: infrav1.IronfleetMachineSpec{
-			ServerSelector: l.OffVMs(&metalv1alpha1.ServerClaim{}).Spec.ServerSelector,
-			MinCPUCores:    ptr.To(int32(2)),
-			Image:          image, ImageChecksum: checksum,
-		}}},
+		Spec:       infrav1.IronfleetMachineTemplateSpec{Template: infrav1.IronfleetMachineTemplateResource{Spec: spec}},
 	}
 	labels := map[string]string{clusterv1.ClusterNameLabel: d.Cluster, clusterv1.MachineDeploymentNameLabel: d.Deployment}
 	objs := []client.Object{

@@ -83,7 +83,7 @@ manifests: $(CONTROLLER_GEN) ## Generate CRDs and RBAC from markers into config/
 	$(CONTROLLER_GEN) crd:maxDescLen=512 paths=./apis/infrastructure/... output:crd:artifacts:config=config/capi/crd/bases
 	$(CONTROLLER_GEN) rbac:roleName=manager-role paths=./internal/controller/... output:rbac:artifacts:config=config/rbac
 	$(CONTROLLER_GEN) rbac:roleName=boot-service-role paths=./internal/boot/... output:rbac:artifacts:config=config/boot-service
-	$(CONTROLLER_GEN) rbac:roleName=capi-provider-role paths=./internal/capi/... output:rbac:artifacts:config=config/capi/rbac
+	$(CONTROLLER_GEN) rbac:roleName=manager-role paths=./internal/capi/... output:rbac:artifacts:config=config/capi/rbac
 
 .PHONY: docs
 docs: ## Generate docs/ from code (every state table's lifecycle diagram).

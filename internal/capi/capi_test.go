@@ -164,6 +164,9 @@ func TestMachineWaitsForEachPrerequisiteInTurn(t *testing.T) {
 
 	f.setBootstrapSecret(t, "waits-bootstrap")
 	assert.Equal(t, infrav1.MachineReasonWaitingForBootstrapData, readyReason(t, reconcileMachine(t, f.name)), "the Secret does not exist yet")
+	result, err := machineReconciler().Reconcile(context.Background(), ctrl.Request{NamespacedName: client.ObjectKeyFromObject(f.im)})
+	require.NoError(t, err)
+	assert.Equal(t, bootstrapDataRecheck, result.RequeueAfter, "nothing watches Secrets: the machine looks again")
 
 	secret := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "waits-bootstrap"}, Data: map[string][]byte{"format": []byte("cloud-config")}}
 	create(t, secret)

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
@@ -107,7 +108,10 @@ func (r *MachineReconciler) reconcile(ctx context.Context, m *infrav1.IronfleetM
 		return ctrl.Result{}, err
 	}
 	if reason != nil {
-		return wait(reason.reason, "%s", reason.message)
+		// Nothing watches Secrets (no cache of every Secret): look again for the Secret, or its
+		// fix, a little later.
+		_, _ = wait(reason.reason, "%s", reason.message)
+		return ctrl.Result{RequeueAfter: bootstrapDataRecheck}, nil
 	}
 	label, err := r.failureDomainLabel(ctx, cluster)
 	if err != nil {
@@ -125,6 +129,10 @@ func (r *MachineReconciler) reconcile(ctx context.Context, m *infrav1.IronfleetM
 	}
 	return r.observeClaim(ctx, m, claim, label)
 }
+
+// bootstrapDataRecheck is how soon a machine whose bootstrap data Secret is missing or invalid
+// looks again.
+const bootstrapDataRecheck = 10 * time.Second
 
 // waitReason is why a machine cannot go on, for its Ready condition.
 type waitReason struct{ reason, message string }

@@ -93,7 +93,7 @@ func newFixture(t *testing.T, name string) *fixture {
 	f.machine = &clusterv1.Machine{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: name, Labels: map[string]string{clusterv1.ClusterNameLabel: name}},
 		Spec: clusterv1.MachineSpec{ClusterName: name,
 			// A bootstrap provider's config; its data Secret is named later (setBootstrapSecret).
-			Bootstrap: clusterv1.Bootstrap{ConfigRef: clusterv1.ContractVersionedObjectReference{APIGroup: "bootstrap.cluster.x-k8s.io", Kind: "KubeadmConfig", Name: name}},
+			Bootstrap:         clusterv1.Bootstrap{ConfigRef: clusterv1.ContractVersionedObjectReference{APIGroup: "bootstrap.cluster.x-k8s.io", Kind: "KubeadmConfig", Name: name}},
 			InfrastructureRef: clusterv1.ContractVersionedObjectReference{APIGroup: infrav1.GroupVersion.Group, Kind: "IronfleetMachine", Name: name}}}
 	f.im = &infrav1.IronfleetMachine{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: name, Labels: map[string]string{clusterv1.ClusterNameLabel: name}},
 		Spec: infrav1.IronfleetMachineSpec{

@@ -6,12 +6,10 @@ package capi
 import (
 	"context"
 	"fmt"
-	"net/http"
 	"os"
 	"path/filepath"
 	"slices"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -61,34 +59,6 @@ func providerRole(t *testing.T) []rbacv1.PolicyRule {
 	return out
 }
 
-// refusals records every request the apiserver refused the provider.
-type refusals struct {
-	mu   sync.Mutex
-	seen []string
-}
-
-func (f *refusals) wrap(rt http.RoundTripper) http.RoundTripper {
-	return roundTripper(func(req *http.Request) (*http.Response, error) {
-		resp, err := rt.RoundTrip(req)
-		if err == nil && resp.StatusCode == http.StatusForbidden {
-			f.mu.Lock()
-			f.seen = append(f.seen, req.Method+" "+req.URL.Path)
-			f.mu.Unlock()
-		}
-		return resp, err
-	})
-}
-
-func (f *refusals) list() []string {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	return append([]string(nil), f.seen...)
-}
-
-type roundTripper func(*http.Request) (*http.Response, error)
-
-func (r roundTripper) RoundTrip(req *http.Request) (*http.Response, error) { return r(req) }
-
 // TestAMachineDeploymentGetsServersAndGivesThemBack: Cluster API's own cluster, machine,
 // machine set and machine deployment controllers, and the provider with exactly its ClusterRole,
 // on the lab. A MachineDeployment of 2 gets two lab servers, installed with the bootstrap data
@@ -96,7 +66,7 @@ func (r roundTripper) RoundTrip(req *http.Request) (*http.Response, error) { ret
 // other too. Not one of the provider's requests may be refused.
 func TestAMachineDeploymentGetsServersAndGivesThemBack(t *testing.T) {
 	rules := providerRole(t)
-	refused := &refusals{}
+	refused := &testenv.Refusals{}
 	logFile, err := os.Create(filepath.Join(t.TempDir(), "operator.log"))
 	require.NoError(t, err)
 	ctrl.SetLogger(zap.New(zap.WriteTo(logFile)))
@@ -118,7 +88,7 @@ func TestAMachineDeploymentGetsServersAndGivesThemBack(t *testing.T) {
 			return nil, err
 		}
 		cfg := rest.CopyConfig(u.Config())
-		cfg.WrapTransport = refused.wrap
+		cfg.WrapTransport = refused.Wrap
 		return cfg, nil
 	}
 
@@ -133,7 +103,7 @@ func TestAMachineDeploymentGetsServersAndGivesThemBack(t *testing.T) {
 	d := lab.NewCAPIDemo("capi")
 	require.NoError(t, l.CreateCAPIDemo(ctx, d, 2))
 	machines, err := l.WaitForCAPIMachines(ctx, d, 2, 3*time.Minute)
-	require.NoError(t, err, "refused: %v", refused.list())
+	require.NoError(t, err, "refused: %v", refused.List())
 
 	used := map[string]bool{}
 	for i := range machines {
@@ -186,7 +156,7 @@ func TestAMachineDeploymentGetsServersAndGivesThemBack(t *testing.T) {
 	waitWipedAndAvailable(ctx, t, l, kept[0].Status.ServerRef.Name)
 	require.NoError(t, l.WaitForServers(ctx, servers, m.ServerStateAvailable, time.Minute))
 
-	assert.Empty(t, refused.list(), "requests config/capi's ClusterRole did not allow:\n%s", strings.Join(refused.list(), "\n"))
+	assert.Empty(t, refused.List(), "requests config/capi's ClusterRole did not allow:\n%s", strings.Join(refused.List(), "\n"))
 }
 
 // checkProvisioned checks everything a provisioned machine promises and returns its server.

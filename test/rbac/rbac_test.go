@@ -5,11 +5,9 @@ package rbac
 import (
 	"context"
 	"fmt"
-	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -80,40 +78,12 @@ func dropRule(rules []rbacv1.PolicyRule, resource string) []rbacv1.PolicyRule {
 	return out
 }
 
-// forbidden records every request the apiserver refused.
-type forbidden struct {
-	mu       sync.Mutex
-	requests []string
-}
-
-func (f *forbidden) wrap(rt http.RoundTripper) http.RoundTripper {
-	return roundTripper(func(req *http.Request) (*http.Response, error) {
-		resp, err := rt.RoundTrip(req)
-		if err == nil && resp.StatusCode == http.StatusForbidden {
-			f.mu.Lock()
-			f.requests = append(f.requests, req.Method+" "+req.URL.Path)
-			f.mu.Unlock()
-		}
-		return resp, err
-	})
-}
-
-func (f *forbidden) list() []string {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	return append([]string(nil), f.requests...)
-}
-
-type roundTripper func(*http.Request) (*http.Response, error)
-
-func (r roundTripper) RoundTrip(req *http.Request) (*http.Response, error) { return r(req) }
-
 // TestManagerNeedsNothingBeyondTheCSV: enroll, discover, claim and release with the operator
 // holding only the bundle's permissions; not one request may be forbidden.
 func TestManagerNeedsNothingBeyondTheCSV(t *testing.T) {
 	csv := loadCSV(t)
 	drop := os.Getenv("IRONFLEET_RBAC_DROP")
-	refused := &forbidden{}
+	refused := &testenv.Refusals{}
 	logFile, err := os.Create(filepath.Join(t.TempDir(), "operator.log"))
 	require.NoError(t, err)
 	ctrl.SetLogger(zap.New(zap.WriteTo(logFile)))
@@ -148,7 +118,7 @@ func TestManagerNeedsNothingBeyondTheCSV(t *testing.T) {
 			return nil, err
 		}
 		cfg := rest.CopyConfig(u.Config())
-		cfg.WrapTransport = refused.wrap
+		cfg.WrapTransport = refused.Wrap
 		return cfg, nil
 	}
 
@@ -157,12 +127,12 @@ func TestManagerNeedsNothingBeyondTheCSV(t *testing.T) {
 	require.NoError(t, err)
 	defer l.Stop()
 
-	require.NoError(t, l.WaitForServers(ctx, 2, m.ServerStateAvailable, 2*time.Minute), "discovery with the CSV's permissions (forbidden: %v)", refused.list())
+	require.NoError(t, l.WaitForServers(ctx, 2, m.ServerStateAvailable, 2*time.Minute), "discovery with the CSV's permissions (forbidden: %v)", refused.List())
 	claim := l.SampleClaim("rbac")
 	server, err := l.ClaimAndWait(ctx, claim, time.Minute)
-	require.NoError(t, err, "claim with the CSV's permissions (forbidden: %v)", refused.list())
+	require.NoError(t, err, "claim with the CSV's permissions (forbidden: %v)", refused.List())
 	require.NoError(t, l.Client.Delete(ctx, claim))
-	require.NoError(t, l.WaitForServers(ctx, 2, m.ServerStateAvailable, time.Minute), "release and wipe of %s (forbidden: %v)", server, refused.list())
+	require.NoError(t, l.WaitForServers(ctx, 2, m.ServerStateAvailable, time.Minute), "release and wipe of %s (forbidden: %v)", server, refused.List())
 
-	assert.Empty(t, refused.list(), "requests the CSV's permissions did not allow:\n%s", strings.Join(refused.list(), "\n"))
+	assert.Empty(t, refused.List(), "requests the CSV's permissions did not allow:\n%s", strings.Join(refused.List(), "\n"))
 }

@@ -61,7 +61,7 @@ func providerRole(t *testing.T) []rbacv1.PolicyRule {
 
 // TestAMachineDeploymentGetsServersAndGivesThemBack: Cluster API's own cluster, machine,
 // machine set and machine deployment controllers, and the provider with exactly its ClusterRole,
-// on the lab. A MachineDeployment of 2 gets two lab servers, installed with the bootstrap data
+// on the lab. The lab's capi scenario (a MachineDeployment of 2) gets two lab servers, installed with the bootstrap data
 // as ignition; scaled to 1, one server is wiped and Available again; the Cluster deleted, the
 // other too. Not one of the provider's requests may be refused.
 func TestAMachineDeploymentGetsServersAndGivesThemBack(t *testing.T) {
@@ -100,10 +100,14 @@ func TestAMachineDeploymentGetsServersAndGivesThemBack(t *testing.T) {
 	defer l.Stop()
 	require.NoError(t, l.WaitForServers(ctx, servers, m.ServerStateAvailable, 2*time.Minute))
 
-	d := lab.NewCAPIDemo("capi")
-	require.NoError(t, l.CreateCAPIDemo(ctx, d, 2))
-	machines, err := l.WaitForCAPIMachines(ctx, d, 2, 3*time.Minute)
-	require.NoError(t, err, "refused: %v", refused.List())
+	// The lab's capi scenario (make lab ARGS=--scenario=capi), as it runs there.
+	var said strings.Builder
+	require.NoError(t, l.CAPIScenario(ctx, &said), "refused: %v", refused.List())
+	assert.Contains(t, said.String(), "both Machines provisioned")
+	d := lab.NewCAPIDemo("demo")
+	machines, err := l.CAPIMachines(ctx, d)
+	require.NoError(t, err)
+	require.Len(t, machines, 2)
 
 	used := map[string]bool{}
 	for i := range machines {

@@ -288,6 +288,28 @@ func TestClaimNameTaken(t *testing.T) {
 	require.NoError(t, k8s.Get(context.Background(), client.ObjectKeyFromObject(someone), &claim), "someone else's claim stays")
 }
 
+func TestIgnitionSecretNameTaken(t *testing.T) {
+	ctx := context.Background()
+	theirs := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "secret-taken-bootstrap-data"}, Data: map[string][]byte{"ignition": []byte("theirs")}}
+	create(t, theirs)
+	f := newFixture(t, "secret-taken")
+	create(t, f.cluster, &infrav1.IronfleetCluster{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: f.name}}, f.machine, f.im,
+		&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: f.name + "-bootstrap"}, Data: map[string][]byte{"value": []byte("ours")}})
+	f.own(t)
+	f.provisionClusterInfrastructure(t)
+	f.setBootstrapSecret(t, f.name+"-bootstrap")
+	result, err := machineReconciler().Reconcile(ctx, ctrl.Request{NamespacedName: client.ObjectKeyFromObject(f.im)})
+	require.NoError(t, err)
+	assert.Equal(t, bootstrapDataRecheck, result.RequeueAfter, "nothing watches Secrets: the machine looks again")
+	require.NoError(t, k8s.Get(ctx, client.ObjectKeyFromObject(f.im), f.im))
+	assert.Equal(t, infrav1.MachineReasonClaimNameTaken, readyReason(t, f.im))
+	assert.Contains(t, meta.FindStatusCondition(f.im.Status.Conditions, infrav1.ConditionReady).Message, "Secret default/secret-taken-bootstrap-data")
+	require.NoError(t, k8s.Get(ctx, client.ObjectKeyFromObject(theirs), theirs))
+	assert.Equal(t, []byte("theirs"), theirs.Data["ignition"], "someone else's Secret is left as it is")
+	err = k8s.Get(ctx, client.ObjectKey{Namespace: "default", Name: f.name}, &m.ServerClaim{})
+	assert.True(t, apierrors.IsNotFound(err), "no claim names a Secret that is not the machine's: %v", err)
+}
+
 func TestFailureDomainNarrowsTheSelector(t *testing.T) {
 	f := newFixture(t, "placed")
 	f.machine.Spec.FailureDomain = "rack-7"

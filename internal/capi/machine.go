@@ -117,8 +117,13 @@ func (r *MachineReconciler) reconcile(ctx context.Context, m *infrav1.IronfleetM
 	if err != nil {
 		return ctrl.Result{}, err
 	}
-	if err := r.ensureIgnitionSecret(ctx, m, cluster.Name, data); err != nil {
-		return ctrl.Result{}, err
+	if taken, err := r.ensureIgnitionSecret(ctx, m, cluster.Name, data); err != nil || taken {
+		if err != nil {
+			return ctrl.Result{}, err
+		}
+		_, _ = wait(infrav1.MachineReasonClaimNameTaken, "Secret %s/%s%s exists and is not this machine's (no label %s=%s): rename or delete it",
+			m.Namespace, m.Name, bootstrapSecretSuffix, LabelMachine, m.Name)
+		return ctrl.Result{RequeueAfter: bootstrapDataRecheck}, nil // nothing watches Secrets
 	}
 	claim, taken, err := r.ensureClaim(ctx, m, machine, cluster.Name, label)
 	if err != nil {
@@ -158,11 +163,11 @@ func (r *MachineReconciler) bootstrapData(ctx context.Context, namespace, name s
 }
 
 // ensureIgnitionSecret keeps <machine>-bootstrap-data, the claim's ignition Secret, equal to
-// the bootstrap data, byte for byte.
-func (r *MachineReconciler) ensureIgnitionSecret(ctx context.Context, m *infrav1.IronfleetMachine, clusterName string, data []byte) error {
+// the bootstrap data, byte for byte; taken when a Secret of that name is someone else's.
+func (r *MachineReconciler) ensureIgnitionSecret(ctx context.Context, m *infrav1.IronfleetMachine, clusterName string, data []byte) (taken bool, err error) {
 	name := m.Name + bootstrapSecretSuffix
 	var s corev1.Secret
-	err := r.APIReader.Get(ctx, client.ObjectKey{Namespace: m.Namespace, Name: name}, &s)
+	err = r.APIReader.Get(ctx, client.ObjectKey{Namespace: m.Namespace, Name: name}, &s)
 	switch {
 	case apierrors.IsNotFound(err):
 		s = corev1.Secret{
@@ -171,21 +176,21 @@ func (r *MachineReconciler) ensureIgnitionSecret(ctx context.Context, m *infrav1
 			Data:       map[string][]byte{metalv1alpha1.IgnitionSecretKey: data},
 		}
 		if err := r.Client.Create(ctx, &s); err != nil {
-			return fmt.Errorf("creating ignition Secret %s: %w", name, err)
+			return false, fmt.Errorf("creating ignition Secret %s: %w", name, err)
 		}
-		return nil
+		return false, nil
 	case err != nil:
-		return fmt.Errorf("reading ignition Secret %s: %w", name, err)
+		return false, fmt.Errorf("reading ignition Secret %s: %w", name, err)
 	case s.Labels[LabelMachine] != m.Name:
-		return fmt.Errorf("secret %s/%s exists and is not this machine's (no label %s=%s)", m.Namespace, name, LabelMachine, m.Name)
+		return true, nil
 	case bytes.Equal(s.Data[metalv1alpha1.IgnitionSecretKey], data):
-		return nil
+		return false, nil
 	}
 	s.Data = map[string][]byte{metalv1alpha1.IgnitionSecretKey: data}
 	if err := r.Client.Update(ctx, &s); err != nil {
-		return fmt.Errorf("updating ignition Secret %s: %w", name, err)
+		return false, fmt.Errorf("updating ignition Secret %s: %w", name, err)
 	}
-	return nil
+	return false, nil
 }
 
 // ensureClaim returns the machine's claim, made if missing; taken when a claim of its name is

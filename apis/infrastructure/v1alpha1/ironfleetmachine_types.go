@@ -116,8 +116,8 @@ const (
 	// MachineReasonBootstrapDataInvalid: the bootstrap data Secret has no "value", or it is
 	// larger than a config drive takes.
 	MachineReasonBootstrapDataInvalid = "BootstrapDataInvalid"
-	// MachineReasonClaimNameTaken: a ServerClaim of the machine's name exists that this
-	// machine did not make.
+	// MachineReasonClaimNameTaken: a ServerClaim of the machine's name, or a Secret of its
+	// <machine>-bootstrap-data name, exists that this machine did not make.
 	MachineReasonClaimNameTaken = "ClaimNameTaken"
 	// MachineReasonWaitingForServer: the claim holds no server (yet, or any more).
 	MachineReasonWaitingForServer = "WaitingForServer"

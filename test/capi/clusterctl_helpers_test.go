@@ -2,9 +2,7 @@ package capi
 
 import (
 	"bytes"
-	"errors"
 	"fmt"
-	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -17,10 +15,10 @@ import (
 	rbacv1 "k8s.io/api/rbac/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
-	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"sigs.k8s.io/yaml"
 
 	infrav1 "github.com/ironfleet/ironfleet/apis/infrastructure/v1alpha1"
+	"github.com/ironfleet/ironfleet/internal/testenv"
 )
 
 // requiredTool is a tool the Makefile builds and exports: the test fails without it, never skips.
@@ -116,19 +114,9 @@ type clusterctlMetadata struct {
 // decodeObjects splits multi-document YAML into objects.
 func decodeObjects(t *testing.T, data []byte) []*unstructured.Unstructured {
 	t.Helper()
-	dec := utilyaml.NewYAMLOrJSONDecoder(bytes.NewReader(data), 4096)
-	var objs []*unstructured.Unstructured
-	for {
-		obj := &unstructured.Unstructured{}
-		err := dec.Decode(&obj.Object)
-		if errors.Is(err, io.EOF) {
-			return objs
-		}
-		require.NoError(t, err)
-		if len(obj.Object) > 0 {
-			objs = append(objs, obj)
-		}
-	}
+	objs, err := testenv.DecodeObjects(data)
+	require.NoError(t, err)
+	return objs
 }
 
 // objectsOfKind are the objects of a kind.

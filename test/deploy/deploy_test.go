@@ -4,9 +4,7 @@ package deploy
 import (
 	"bytes"
 	"context"
-	"errors"
 	"fmt"
-	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -16,7 +14,6 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/ironfleet/ironfleet/internal/testenv"
@@ -44,19 +41,9 @@ func build(t *testing.T, root, dir string) []*unstructured.Unstructured {
 	cmd := exec.Command(kustomize(t, root), "build", filepath.Join(root, dir))
 	cmd.Stdout, cmd.Stderr = &out, &errOut
 	require.NoError(t, cmd.Run(), errOut.String())
-	dec := utilyaml.NewYAMLOrJSONDecoder(&out, 4096)
-	var objs []*unstructured.Unstructured
-	for {
-		obj := &unstructured.Unstructured{}
-		err := dec.Decode(&obj.Object)
-		if errors.Is(err, io.EOF) {
-			return objs
-		}
-		require.NoError(t, err)
-		if len(obj.Object) > 0 {
-			objs = append(objs, obj)
-		}
-	}
+	objs, err := testenv.DecodeObjects(out.Bytes())
+	require.NoError(t, err)
+	return objs
 }
 
 // TestDefaultManifestsAreAccepted applies `kustomize build config/default` to a real apiserver

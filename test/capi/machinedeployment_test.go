@@ -24,7 +24,6 @@ import (
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/envtest"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 	"sigs.k8s.io/yaml"
 
@@ -71,25 +70,7 @@ func TestAMachineDeploymentGetsServersAndGivesThemBack(t *testing.T) {
 	require.NoError(t, err)
 	ctrl.SetLogger(zap.New(zap.WriteTo(logFile)))
 	grant := func(env *testenv.Env) (*rest.Config, error) {
-		ctx := context.Background()
-		const user = "ironfleet-capi-provider"
-		for _, o := range []client.Object{
-			&rbacv1.ClusterRole{ObjectMeta: metav1.ObjectMeta{Name: "capi-provider-role"}, Rules: rules},
-			&rbacv1.ClusterRoleBinding{ObjectMeta: metav1.ObjectMeta{Name: "capi-provider-role"},
-				RoleRef:  rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: "capi-provider-role"},
-				Subjects: []rbacv1.Subject{{Kind: rbacv1.UserKind, Name: user}}},
-		} {
-			if err := env.Client.Create(ctx, o); err != nil {
-				return nil, fmt.Errorf("granting the provider's ClusterRole: %w", err)
-			}
-		}
-		u, err := env.Environment.AddUser(envtest.User{Name: user}, nil)
-		if err != nil {
-			return nil, err
-		}
-		cfg := rest.CopyConfig(u.Config())
-		cfg.WrapTransport = refused.Wrap
-		return cfg, nil
+		return env.UserWith(context.Background(), testenv.Grant{User: "ironfleet-capi-provider", ClusterRules: rules}, refused)
 	}
 
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)

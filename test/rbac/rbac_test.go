@@ -4,7 +4,6 @@ package rbac
 
 import (
 	"context"
-	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -14,11 +13,8 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	rbacv1 "k8s.io/api/rbac/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/rest"
 	ctrl "sigs.k8s.io/controller-runtime"
-	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/envtest"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 	"sigs.k8s.io/yaml"
 
@@ -89,8 +85,6 @@ func TestManagerNeedsNothingBeyondTheCSV(t *testing.T) {
 	ctrl.SetLogger(zap.New(zap.WriteTo(logFile)))
 
 	grant := func(env *testenv.Env) (*rest.Config, error) {
-		ctx := context.Background()
-		const user = "ironfleet-operator"
 		var clusterRules, nsRules []rbacv1.PolicyRule
 		for _, p := range csv.Spec.Install.Spec.ClusterPermissions {
 			clusterRules = append(clusterRules, p.Rules...)
@@ -98,28 +92,8 @@ func TestManagerNeedsNothingBeyondTheCSV(t *testing.T) {
 		for _, p := range csv.Spec.Install.Spec.Permissions {
 			nsRules = append(nsRules, p.Rules...)
 		}
-		objs := []client.Object{
-			&rbacv1.ClusterRole{ObjectMeta: metav1.ObjectMeta{Name: "csv-cluster-permissions"}, Rules: dropRule(clusterRules, drop)},
-			&rbacv1.ClusterRoleBinding{ObjectMeta: metav1.ObjectMeta{Name: "csv-cluster-permissions"},
-				RoleRef:  rbacv1.RoleRef{APIGroup: "rbac.authorization.k8s.io", Kind: "ClusterRole", Name: "csv-cluster-permissions"},
-				Subjects: []rbacv1.Subject{{Kind: "User", Name: user}}},
-			&rbacv1.Role{ObjectMeta: metav1.ObjectMeta{Namespace: lab.Namespace, Name: "csv-permissions"}, Rules: dropRule(nsRules, drop)},
-			&rbacv1.RoleBinding{ObjectMeta: metav1.ObjectMeta{Namespace: lab.Namespace, Name: "csv-permissions"},
-				RoleRef:  rbacv1.RoleRef{APIGroup: "rbac.authorization.k8s.io", Kind: "Role", Name: "csv-permissions"},
-				Subjects: []rbacv1.Subject{{Kind: "User", Name: user}}},
-		}
-		for _, o := range objs {
-			if err := env.Client.Create(ctx, o); err != nil {
-				return nil, fmt.Errorf("granting the CSV's permissions: %w", err)
-			}
-		}
-		u, err := env.Environment.AddUser(envtest.User{Name: user}, nil)
-		if err != nil {
-			return nil, err
-		}
-		cfg := rest.CopyConfig(u.Config())
-		cfg.WrapTransport = refused.Wrap
-		return cfg, nil
+		return env.UserWith(context.Background(), testenv.Grant{User: "ironfleet-operator",
+			ClusterRules: dropRule(clusterRules, drop), Namespace: lab.Namespace, Rules: dropRule(nsRules, drop)}, refused)
 	}
 
 	ctx := context.Background()

@@ -26,6 +26,8 @@ type BootTarget string
 const (
 	BootPXE  BootTarget = "Pxe"
 	BootDisk BootTarget = "Hdd"
+	// BootCd boots the virtual CD/DVD a VirtualMediaControl inserted.
+	BootCd BootTarget = "Cd"
 )
 
 // SystemInfo is what a BMC says about one computer system.
@@ -78,12 +80,35 @@ type ManagerReader interface {
 	Manager(ctx context.Context) (ManagerInfo, error)
 }
 
+// MediaSlot is the virtual CD/DVD drive a system boots ISOs from, as the BMC reports it now.
+type MediaSlot struct {
+	// URI is the VirtualMedia resource's @odata.id (under the System or a Manager).
+	URI string
+	// Image is the URL of the inserted media ("" when none), Inserted whether media is in.
+	Image    string
+	Inserted bool
+}
+
+// VirtualMediaControl boots a system from an ISO the BMC fetches over HTTP(S): Redfish
+// VirtualMedia. A BMC without a usable CD/DVD slot answers ErrUnsupported (wrapped, saying what
+// it found).
+type VirtualMediaControl interface {
+	// VirtualMedia finds the CD/DVD slot the system boots ISOs from.
+	VirtualMedia(ctx context.Context, systemURI string) (MediaSlot, error)
+	// InsertMedia makes imageURL the slot's inserted media, ejecting other media first. It is
+	// idempotent: media already inserted with this URL is left as it is.
+	InsertMedia(ctx context.Context, systemURI, imageURL string) error
+	// EjectMedia ejects whatever is inserted; an empty slot is not an error.
+	EjectMedia(ctx context.Context, systemURI string) error
+}
+
 // Client is everything controllers do with a BMC.
 type Client interface {
 	PowerControl
 	BootControl
 	InventoryReader
 	ManagerReader
+	VirtualMediaControl
 	// Close logs out and releases connections.
 	Close()
 }

@@ -38,6 +38,21 @@ type BMCSpec struct {
 	// +optional
 	// +operator-sdk:csv:customresourcedefinitions:type=spec,displayName="Skip TLS verification",xDescriptors="urn:alm:descriptor:com.tectonic.ui:booleanSwitch"
 	InsecureSkipVerify bool `json:"insecureSkipVerify,omitempty"`
+
+	// BootMethod is how the probe boots on this BMC's servers for discovery, install and
+	// wipe: PXE (the default) or VirtualMedia (a per-boot ISO the BMC mounts; no DHCP or PXE
+	// on the servers' network). A BMC without usable virtual media says so in Ready
+	// (VirtualMediaUnsupported) and none of its servers is booted.
+	// +kubebuilder:default=PXE
+	// +optional
+	// +operator-sdk:csv:customresourcedefinitions:type=spec,displayName="Boot method"
+	BootMethod BootMethod `json:"bootMethod,omitempty"`
+
+	// ProbeNetwork is the probe's static network on this BMC's server, carried in its ignition
+	// (virtual-media boots on networks without DHCP). It applies when the BMC manages a single
+	// system; a Server's own spec.probeNetwork takes precedence. Empty: DHCP.
+	// +optional
+	ProbeNetwork *ProbeNetwork `json:"probeNetwork,omitempty"`
 }
 
 // BMCState summarises whether Ironfleet can manage the BMC.
@@ -57,6 +72,9 @@ const (
 	BMCReasonUnreachable          = "Unreachable"
 	BMCReasonProtocolError        = "ProtocolError"
 	BMCReasonUnsupportedProtocol  = "UnsupportedProtocol"
+	// BMCReasonVirtualMediaUnsupported: bootMethod is VirtualMedia but the BMC offers no
+	// CD/DVD virtual media slot Ironfleet can insert an ISO into; the message says what it found.
+	BMCReasonVirtualMediaUnsupported = "VirtualMediaUnsupported"
 )
 
 // BMCStatus is what the BMC last told us about itself.
@@ -104,6 +122,7 @@ type BMCStatus struct {
 // +kubebuilder:printcolumn:name="Manufacturer",type=string,JSONPath=`.status.manufacturer`
 // +kubebuilder:printcolumn:name="Model",type=string,JSONPath=`.status.model`
 // +kubebuilder:printcolumn:name="Firmware",type=string,JSONPath=`.status.firmwareVersion`
+// +kubebuilder:printcolumn:name="Boot",type=string,JSONPath=`.spec.bootMethod`
 // +kubebuilder:printcolumn:name="Ready",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].reason`
 // +kubebuilder:printcolumn:name="Serial",type=string,JSONPath=`.status.serialNumber`,priority=1
 // +kubebuilder:printcolumn:name="Last Seen",type=date,JSONPath=`.status.lastSeen`,priority=1

@@ -62,6 +62,12 @@ type ServerSpec struct {
 	// +optional
 	// +operator-sdk:csv:customresourcedefinitions:type=spec,displayName="Wipe policy"
 	WipePolicy WipePolicy `json:"wipePolicy,omitempty"`
+
+	// ProbeNetwork is the probe's static network on this server (virtual-media boots on
+	// networks without DHCP); it takes precedence over its BMC's spec.probeNetwork. Empty: the
+	// BMC's, else DHCP.
+	// +optional
+	ProbeNetwork *ProbeNetwork `json:"probeNetwork,omitempty"`
 }
 
 // ServerState is where a server is in its lifecycle; see docs/server-lifecycle.md.

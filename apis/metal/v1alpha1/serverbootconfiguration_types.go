@@ -29,6 +29,11 @@ type ServerBootConfigurationSpec struct {
 	// Purpose of the boot.
 	// +operator-sdk:csv:customresourcedefinitions:type=spec,displayName="Purpose"
 	Purpose BootPurpose `json:"purpose"`
+	// BootMethod is how the server boots what this configuration serves: PXE (the default)
+	// or VirtualMedia, for which the boot service also serves a per-boot ISO and publishes its
+	// URL in the Secret status.bootMediaSecretRef names.
+	// +optional
+	BootMethod BootMethod `json:"bootMethod,omitempty"`
 }
 
 // BootConfigurationState is whether the boot service is ready to serve the boot.
@@ -46,6 +51,11 @@ type ServerBootConfigurationStatus struct {
 	// +optional
 	// +operator-sdk:csv:customresourcedefinitions:type=status,displayName="State"
 	State BootConfigurationState `json:"state,omitempty"`
+	// BootMediaSecretRef names the Secret (in this namespace, owned by this configuration) whose
+	// key "url" is the URL of this boot's ISO, for a BMC to insert as virtual media. The URL is
+	// a bearer secret (the ISO holds the ignition), hence a Secret. VirtualMedia boots only.
+	// +optional
+	BootMediaSecretRef *LocalObjectReference `json:"bootMediaSecretRef,omitempty"`
 	// +listType=map
 	// +listMapKey=type
 	// +optional

@@ -10,6 +10,9 @@ package bootmedia
 import (
 	"errors"
 	"io"
+	"strings"
+
+	"github.com/ironfleet/ironfleet/internal/ignition"
 )
 
 // Files of the template, in the probe image's directory (bin/probe).
@@ -20,13 +23,11 @@ const (
 	ManifestFile = "probe-iso.json"
 )
 
-// Paths in the embedded initrd (relative, as in a cpio archive), which the probe's /init reads.
-const (
-	// EmbedIgnitionPath holds the boot's rendered ignition (internal/ignition), mode 0600.
-	EmbedIgnitionPath = "ironfleet/ignition.json"
-	// EmbedBootURLPath holds the boot's URL at the boot service (ignition.KernelArgBoot's value),
-	// where /init reports progress.
-	EmbedBootURLPath = "ironfleet/boot-url"
+// Paths in the embedded initrd (relative, as in a cpio archive), which the probe's /init reads:
+// ignition.MediaIgnitionFile and ignition.MediaBootURLFile.
+var (
+	EmbedIgnitionPath = strings.TrimPrefix(ignition.MediaIgnitionFile, "/")
+	EmbedBootURLPath  = strings.TrimPrefix(ignition.MediaBootURLFile, "/")
 )
 
 // Manifest is probe-iso.json: where the embed area lies in the template.

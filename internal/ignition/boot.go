@@ -28,6 +28,19 @@ const (
 	MaxProgressBytes = 4 << 10
 )
 
+// The virtual-media contract: a boot from the per-boot ISO (internal/bootmedia) has no
+// command line from the boot service and no network to fetch the ignition over. Its second
+// initrd, which the ISO's boot loaders load after the probe's initramfs, adds these files to
+// the root filesystem; /init reads them instead of ironfleet.boot and /ignition.
+const (
+	// MediaIgnitionFile holds the boot's rendered ignition (SecretKey's bytes), mode 0600.
+	MediaIgnitionFile = "/ironfleet/ignition.json"
+	// MediaBootURLFile holds the boot URL (KernelArgBoot's value), where /init reports progress.
+	MediaBootURLFile = "/ironfleet/boot-url"
+	// MediaConsoleLine is what /init prints on the console when it boots from these files.
+	MediaConsoleLine = "ironfleet-init: ignition from the boot media"
+)
+
 // Stage is how far a probe boot has got, as /init reports it to the boot service (and prints
 // it on the console as "ironfleet-init: stage=<Stage> <message>", which the lab reads).
 type Stage string

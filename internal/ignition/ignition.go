@@ -108,6 +108,12 @@ type Config struct {
 	// Install is provision mode's work (nil in the other modes). WipePolicy, in provision mode,
 	// is how the chosen disk is wiped again when the install fails.
 	Install *Install `json:"install,omitempty"`
+	// Network is a static network for the probe, applied by /init when it boots from virtual
+	// media (the ISO carries this config): the NIC with interfaceMAC (or the first NIC with a
+	// link), an optional VLAN, address, default route via gateway, resolv.conf from dns. Nil:
+	// the probe asks DHCP. A network-booted (PXE) probe already has its DHCP lease and
+	// ignores it.
+	Network *metalv1alpha1.ProbeNetwork `json:"network,omitempty"`
 }
 
 // Validate says what is wrong with a complete config, naming the field.
@@ -157,6 +163,11 @@ func (c Config) Validate() error {
 			return fmt.Errorf("registryCA: %w", err)
 		}
 	}
+	if c.Network != nil {
+		if err := validateNetwork(c.Network); err != nil {
+			return err
+		}
+	}
 	return nil
 }
 
@@ -168,13 +179,15 @@ func knownPolicy(p metalv1alpha1.WipePolicy) bool {
 	return false
 }
 
-// normalize is the one spelling of a config: no surrounding space, a lower-case UUID. Decode
+// normalize is the one spelling of a config: no surrounding space, a lower-case UUID and MAC
+// (a copied Network: the caller's is never changed). Decode
 // and Render both apply it, so that what is rendered parses back to the very same config.
 func (c Config) normalize() Config {
 	c.RegistryURL = strings.TrimSpace(c.RegistryURL)
 	c.Token = strings.TrimSpace(c.Token)
 	c.Server = strings.TrimSpace(c.Server)
 	c.SystemUUID = strings.ToLower(strings.TrimSpace(c.SystemUUID))
+	c.Network = normalizeNetwork(c.Network)
 	return c
 }
 
@@ -252,6 +265,11 @@ func Decode(data []byte) (Config, error) {
 	if c.RegistryCA != "" {
 		if _, err := CertPool([]byte(c.RegistryCA)); err != nil {
 			return Config{}, fmt.Errorf("registryCA: %w", err)
+		}
+	}
+	if c.Network != nil {
+		if err := validateNetwork(c.Network); err != nil {
+			return Config{}, err
 		}
 	}
 	return c, nil

@@ -88,6 +88,9 @@ func FuzzParse(f *testing.F) {
 	f.Add(data)
 	data, _ = Render(withoutUUID())
 	f.Add(data)
+	data, _ = Render(withNetwork())
+	f.Add(data)
+	f.Add([]byte(`{"registryURL":"https://x","token":"t","mode":"discovery","network":{"interfaceMAC":"AA:bb:cc:dd:ee:ff","address":" 10.0.0.21/24","dns":[]}}`))
 	f.Add([]byte(`{}`))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		c, err := Parse(data)

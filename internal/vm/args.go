@@ -14,6 +14,16 @@ type BootDevice string
 const (
 	BootNetwork BootDevice = "network" // iPXE from the NIC's option ROM
 	BootDisk    BootDevice = "disk"
+	// BootCD boots the medium in the CD/DVD drive (Definition.CDROM), falling through to the
+	// disks and then the network when it does not boot, as firmware does.
+	BootCD BootDevice = "cd"
+)
+
+// The CD/DVD drive's QEMU names: cdDevice is the qdev id QMP's blockdev-change-medium, eject
+// and query-block ("qdev") take; cdDrive is its block backend.
+const (
+	cdDevice = "cd0"
+	cdDrive  = "cd0drive"
 )
 
 // Debian's OVMF without Secure Boot: the 4 MiB build that Debian 12 ships as the default.
@@ -31,6 +41,9 @@ type Layout struct {
 	FirmwareVars string   // UEFI only: this VM's writable copy of the OVMF variable store
 	DiskFiles    []string // one raw file per Definition.Disks entry
 	NICFDs       []int    // QEMU's descriptor number of each NIC's open tap, one per Definition.NICs
+	// CDROMFile is the raw image (an ISO) in the CD/DVD drive at start; empty: no medium.
+	// Only for a definition with CDROM, and required to boot BootCD.
+	CDROMFile string
 }
 
 // Args builds the qemu-system-x86_64 arguments (without the program name) for a definition
@@ -45,8 +58,17 @@ func Args(def Definition, l Layout, boot BootDevice) ([]string, error) {
 	if err := def.Validate(); err != nil {
 		return nil, fmt.Errorf("invalid definition: %w", err)
 	}
-	if boot != BootNetwork && boot != BootDisk {
-		return nil, fmt.Errorf("boot device %q must be %s or %s", boot, BootNetwork, BootDisk)
+	if boot != BootNetwork && boot != BootDisk && boot != BootCD {
+		return nil, fmt.Errorf("boot device %q must be %s, %s or %s", boot, BootNetwork, BootDisk, BootCD)
+	}
+	if l.CDROMFile != "" && !def.CDROM {
+		return nil, fmt.Errorf("layout has a CD medium %s, but the machine has no CD/DVD drive", l.CDROMFile)
+	}
+	if boot == BootCD && !def.CDROM {
+		return nil, fmt.Errorf("boot device %s needs a CD/DVD drive (Definition.CDROM)", BootCD)
+	}
+	if boot == BootCD && l.CDROMFile == "" {
+		return nil, fmt.Errorf("boot device %s needs a medium in the CD/DVD drive", BootCD)
 	}
 	if len(l.DiskFiles) != len(def.Disks) || len(l.NICFDs) != len(def.NICs) {
 		return nil, fmt.Errorf("layout has %d disk files and %d NIC descriptors for %d disks and %d NICs",
@@ -88,34 +110,73 @@ func Args(def Definition, l Layout, boot BootDevice) ([]string, error) {
 			"-drive", "if=pflash,format=raw,unit=0,readonly=on,file="+escape(code),
 			"-drive", "if=pflash,format=raw,unit=1,file="+escape(l.FirmwareVars))
 	}
-	order := bootOrder{firmware: def.Firmware, boot: boot, nics: len(def.NICs), disks: len(def.Disks)}
+	order := bootOrder{firmware: def.Firmware, boot: boot, count: map[BootDevice]int{
+		BootNetwork: len(def.NICs), BootDisk: len(def.Disks), BootCD: cdDrives(def)}}
 	if def.Firmware == BIOS {
-		// SeaBIOS takes the legacy order: n is the first NIC's ROM, c the first hard disk.
-		// Devices not named still follow, so a PXE failure falls through to the disk.
-		args = append(args, "-boot", map[BootDevice]string{BootNetwork: "order=n", BootDisk: "order=c"}[boot])
+		// SeaBIOS takes the legacy order: n is the first NIC's ROM, c the first hard disk, d
+		// the first CD. Devices not named still follow, so a PXE or CD failure falls through
+		// to the disk.
+		args = append(args, "-boot", map[BootDevice]string{BootNetwork: "order=n", BootDisk: "order=c", BootCD: "order=d"}[boot])
 	}
 	args = append(args, diskArgs(def.Disks, l.DiskFiles, order)...)
+	if def.CDROM {
+		args = append(args, cdArgs(def.Firmware, l.CDROMFile, order)...)
+	}
 	args = append(args, nicArgs(def.NICs, l.NICFDs, order)...)
 	return args, nil
 }
 
+func cdDrives(def Definition) int {
+	if def.CDROM {
+		return 1
+	}
+	return 0
+}
+
 // bootOrder gives UEFI machines a bootindex per device: OVMF ignores -boot order and walks
-// the devices by bootindex, so the boot device's class comes first.
+// the devices by bootindex, so the boot device's class comes first, and the others follow
+// in the order disks, NICs, CD.
 type bootOrder struct {
-	firmware    Firmware
-	boot        BootDevice
-	nics, disks int
+	firmware Firmware
+	boot     BootDevice
+	count    map[BootDevice]int // devices per class
 }
 
 func (o bootOrder) suffix(class BootDevice, i int) string {
 	if o.firmware != UEFI {
 		return ""
 	}
+	classes := []BootDevice{o.boot}
+	for _, c := range []BootDevice{BootDisk, BootNetwork, BootCD} {
+		if c != o.boot {
+			classes = append(classes, c)
+		}
+	}
 	index := i + 1
-	if class != o.boot { // after every device of the boot class
-		index += map[BootDevice]int{BootNetwork: o.nics, BootDisk: o.disks}[o.boot]
+	for _, c := range classes { // after every device of the classes before this one
+		if c == class {
+			break
+		}
+		index += o.count[c]
 	}
 	return ",bootindex=" + strconv.Itoa(index)
+}
+
+// cdArgs is the CD/DVD drive, empty or holding file: an ATAPI drive on the chipset's own
+// controller, where QEMU's -cdrom puts it. On pc that is the PIIX IDE's secondary master
+// (ide.1), which -nodefaults keeps; on q35 port 2 of the built-in ICH9 AHCI (ide.2), apart
+// from the "sata" controller the SATA disks get. Read-only, like the medium, which
+// blockdev-change-medium keeps.
+func cdArgs(fw Firmware, file string, order bootOrder) []string {
+	drive := "if=none,id=" + cdDrive + ",media=cdrom,readonly=on"
+	if file != "" {
+		drive += ",file=" + escape(file) + ",format=raw"
+	}
+	bus := map[Firmware]string{BIOS: "ide.1", UEFI: "ide.2"}[fw]
+	return []string{
+		"-drive", drive,
+		"-device", fmt.Sprintf("ide-cd,id=%s,drive=%s,bus=%s%s", cdDevice, cdDrive, bus, order.suffix(BootCD, 0)),
+	}
 }
 
 func diskArgs(disks []Disk, files []string, order bootOrder) []string {

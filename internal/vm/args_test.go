@@ -8,6 +8,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/ironfleet/ironfleet/internal/bmcsim"
 	"github.com/ironfleet/ironfleet/internal/vm"
 )
 
@@ -90,28 +91,10 @@ func TestArgsForAUEFIMachineOrderBootByIndex(t *testing.T) {
 	assert.Equal(t, "if=pflash,format=raw,unit=0,readonly=on,file="+vm.DefaultOVMFCode, drives[0])
 	assert.Equal(t, "if=pflash,format=raw,unit=1,file=/var/x/OVMF_VARS.fd", drives[1])
 
-	bootIndex := func(args []string) map[string]string {
-		out := map[string]string{}
-		for _, d := range values(args, "-device") {
-			id, index := "", ""
-			for opt := range strings.SplitSeq(d, ",") {
-				if v, ok := strings.CutPrefix(opt, "id="); ok {
-					id = v
-				}
-				if v, ok := strings.CutPrefix(opt, "bootindex="); ok {
-					index = v
-				}
-			}
-			if index != "" {
-				out[id] = index
-			}
-		}
-		return out
-	}
-	assert.Equal(t, map[string]string{"nic0": "1", "nic1": "2", "disk0": "3", "disk1": "4", "disk2": "5"}, bootIndex(args))
+	assert.Equal(t, map[string]string{"nic0": "1", "nic1": "2", "disk0": "3", "disk1": "4", "disk2": "5"}, bootIndexes(args))
 	args, err = vm.Args(def, argvLayout(def), vm.BootDisk)
 	require.NoError(t, err)
-	assert.Equal(t, map[string]string{"disk0": "1", "disk1": "2", "disk2": "3", "nic0": "4", "nic1": "5"}, bootIndex(args))
+	assert.Equal(t, map[string]string{"disk0": "1", "disk1": "2", "disk2": "3", "nic0": "4", "nic1": "5"}, bootIndexes(args))
 }
 
 func TestArgsEscapeCommasInValues(t *testing.T) {
@@ -168,4 +151,105 @@ func TestArgsRefuseWhatQEMUWouldRefuseLater(t *testing.T) {
 	l.FirmwareVars = ""
 	_, err = vm.Args(uefi, l, vm.BootDisk)
 	assert.ErrorContains(t, err, "variable store")
+}
+
+// bootIndexes maps each -device's id to its bootindex, for devices that have one.
+func bootIndexes(args []string) map[string]string {
+	out := map[string]string{}
+	for _, d := range values(args, "-device") {
+		id, index := "", ""
+		for opt := range strings.SplitSeq(d, ",") {
+			if v, ok := strings.CutPrefix(opt, "id="); ok {
+				id = v
+			}
+			if v, ok := strings.CutPrefix(opt, "bootindex="); ok {
+				index = v
+			}
+		}
+		if index != "" {
+			out[id] = index
+		}
+	}
+	return out
+}
+
+func TestArgsForACDROMDrive(t *testing.T) {
+	t.Run("BIOS", func(t *testing.T) {
+		def := twoNICDefinition(vm.BIOS)
+		def.CDROM = true
+		l := argvLayout(def)
+		args, err := vm.Args(def, l, vm.BootDisk)
+		require.NoError(t, err)
+		assert.Equal(t, []string{"order=c"}, values(args, "-boot"))
+		drives := values(args, "-drive")
+		assert.Equal(t, "if=none,id=cd0drive,media=cdrom,readonly=on", drives[len(drives)-1], "an empty drive")
+		devices := values(args, "-device")
+		assert.Equal(t, []string{
+			"virtio-rng-pci",
+			"virtio-blk-pci,id=disk0,drive=drive0,serial=VD-argv",
+			"nvme,id=disk1,drive=drive1,serial=NV-argv",
+			"ahci,id=sata",
+			"ide-hd,id=disk2,bus=sata.0,drive=drive2,serial=SA-argv",
+			"ide-cd,id=cd0,drive=cd0drive,bus=ide.1",
+			"virtio-net-pci,speed=10000,duplex=full,id=nic0,netdev=net0,mac=52:54:00:aa:00:01",
+			"e1000,id=nic1,netdev=net1,mac=52:54:00:aa:00:02",
+		}, devices, "the PIIX IDE's secondary master, where -cdrom goes")
+
+		l.CDROMFile = "/var/x,y/probe.iso"
+		args, err = vm.Args(def, l, vm.BootCD)
+		require.NoError(t, err)
+		assert.Equal(t, []string{"order=d"}, values(args, "-boot"), "SeaBIOS: the CD, then the rest")
+		drives = values(args, "-drive")
+		assert.Equal(t, "if=none,id=cd0drive,media=cdrom,readonly=on,file=/var/x,,y/probe.iso,format=raw", drives[len(drives)-1])
+		assert.Contains(t, values(args, "-device"), "ide-cd,id=cd0,drive=cd0drive,bus=ide.1")
+
+		again, err := vm.Args(def, l, vm.BootCD)
+		require.NoError(t, err)
+		assert.Equal(t, args, again, "deterministic")
+	})
+	t.Run("UEFI", func(t *testing.T) {
+		def := twoNICDefinition(vm.UEFI)
+		def.CDROM = true
+		l := argvLayout(def)
+		l.CDROMFile = "/var/x/probe.iso"
+		args, err := vm.Args(def, l, vm.BootCD)
+		require.NoError(t, err)
+		assert.Empty(t, values(args, "-boot"))
+		assert.Contains(t, values(args, "-drive"), "if=none,id=cd0drive,media=cdrom,readonly=on,file=/var/x/probe.iso,format=raw")
+		assert.Contains(t, values(args, "-device"), "ide-cd,id=cd0,drive=cd0drive,bus=ide.2,bootindex=1",
+			"port 2 of q35's built-in AHCI, where -cdrom goes, apart from the SATA disks' controller")
+		assert.Equal(t, map[string]string{"cd0": "1", "disk0": "2", "disk1": "3", "disk2": "4", "nic0": "5", "nic1": "6"}, bootIndexes(args),
+			"the CD, then the disks, then the network")
+
+		// Other boot devices keep their order, and the CD comes last.
+		args, err = vm.Args(def, l, vm.BootDisk)
+		require.NoError(t, err)
+		assert.Equal(t, map[string]string{"disk0": "1", "disk1": "2", "disk2": "3", "nic0": "4", "nic1": "5", "cd0": "6"}, bootIndexes(args))
+		args, err = vm.Args(def, l, vm.BootNetwork)
+		require.NoError(t, err)
+		assert.Equal(t, map[string]string{"nic0": "1", "nic1": "2", "disk0": "3", "disk1": "4", "disk2": "5", "cd0": "6"}, bootIndexes(args))
+	})
+}
+
+func TestArgsRefuseACDBootWithoutDriveOrMedium(t *testing.T) {
+	def := testDefinition("nocd", vm.BIOS)
+	l := argvLayout(def)
+	_, err := vm.Args(def, l, vm.BootCD)
+	assert.ErrorContains(t, err, "needs a CD/DVD drive")
+	l.CDROMFile = "/var/x/probe.iso"
+	_, err = vm.Args(def, l, vm.BootDisk)
+	assert.ErrorContains(t, err, "no CD/DVD drive")
+
+	def.CDROM = true
+	l.CDROMFile = ""
+	_, err = vm.Args(def, l, vm.BootCD)
+	assert.ErrorContains(t, err, "needs a medium")
+}
+
+func TestBootDeviceForCdNeedsAMedium(t *testing.T) {
+	assert.Equal(t, vm.BootCD, vm.BootDeviceFor(bmcsim.BootCd, true))
+	assert.Equal(t, vm.BootDisk, vm.BootDeviceFor(bmcsim.BootCd, false), "no medium: the firmware falls through to the disk")
+	assert.Equal(t, vm.BootNetwork, vm.BootDeviceFor(bmcsim.BootPxe, true))
+	assert.Equal(t, vm.BootDisk, vm.BootDeviceFor(bmcsim.BootHdd, true))
+	assert.Equal(t, vm.BootDisk, vm.BootDeviceFor("Usb", true))
 }

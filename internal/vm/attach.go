@@ -10,19 +10,30 @@ import (
 )
 
 // Binding is a VM acting as the host of a simulated Redfish system: Redfish resets power the
-// VM, and the VM powering itself off turns the system Off.
+// VM, the system's virtual media is the VM's CD, and the VM powering itself off turns the
+// system Off.
 type Binding struct {
 	bmc      *bmcsim.BMC
 	systemID string
 	machine  *VM
 
 	mu      sync.Mutex
-	queue   []bmcsim.PowerAction
+	queue   []job
 	wake    chan struct{}
 	done    chan struct{}
 	closed  bool
 	errs    []error
 	applied int
+	// mediaApplied counts the media changes carried out (the current media at Attach among
+	// them), failed ones included.
+	mediaApplied int
+	lastMedia    bmcsim.MediaEvent // the last media change applied; only work uses it
+}
+
+// job is one thing for the binding's goroutine to do: a power action or a media change.
+type job struct {
+	power *bmcsim.PowerAction
+	media *bmcsim.MediaEvent
 }
 
 // Attach makes machine the host of the BMC's system systemID. Power actions are carried out
@@ -36,6 +47,11 @@ type Binding struct {
 //   - GracefulShutdown, and PushPowerButton on a running system: the ACPI power button. The
 //     system stays On until the guest powers off (firmware alone never does).
 //   - Nmi: an NMI.
+//
+// The system's virtual media goes into the VM's CD/DVD drive (Definition.CDROM) in the same
+// order: a running VM changes or ejects it at once, one that is off starts with it, and a
+// Cd boot override boots it (BootCD) while it is inserted. Without a drive the media are
+// ignored, and without a medium a Cd boot falls through to the disk, as firmware does.
 //
 // When QEMU exits by itself, the system goes Off. When an action fails (QEMU cannot start),
 // the system goes Off too, so the BMC never shows a host that is not running as On, and the
@@ -51,35 +67,57 @@ func Attach(bmc *bmcsim.BMC, systemID string, machine *VM) (*Binding, error) {
 			bmc.SetPowerState(systemID, "Off")
 		}
 	})
-	bmc.OnPowerAction(b.enqueue)
+	bmc.OnPowerAction(b.enqueuePower)
+	if machine.def.CDROM {
+		// Hooked before the current media is read, so no change falls in between; a change
+		// queued twice is applied twice, which changes nothing.
+		bmc.OnMediaChange(b.enqueueMedia)
+		b.enqueueMedia(bmc.Media(systemID))
+	}
 	if bmc.PowerState(systemID) == "On" {
-		b.enqueue(bmcsim.PowerAction{SystemID: systemID, From: "Off", To: "On", Boot: bmcsim.BootHdd})
+		b.enqueuePower(bmcsim.PowerAction{SystemID: systemID, From: "Off", To: "On", Boot: bmcsim.BootHdd})
 	}
 	go b.work()
 	return b, nil
 }
 
-// BootDeviceFor maps a Redfish boot target to what QEMU can boot. There is no virtual media
-// yet, so Cd and Usb boot the disk, as a server without that media falls through to it.
-func BootDeviceFor(target bmcsim.BootTarget) BootDevice {
+// BootDeviceFor maps a Redfish boot target to what QEMU can boot; cdMedium says whether the
+// VM's CD/DVD drive holds a medium (false without a drive). Cd boots the CD when it does;
+// otherwise, and for Usb, the disk, as a server without that media falls through to it.
+func BootDeviceFor(target bmcsim.BootTarget, cdMedium bool) BootDevice {
 	switch target {
 	case bmcsim.BootPxe, "UefiHttp":
 		return BootNetwork
+	case bmcsim.BootCd:
+		if cdMedium {
+			return BootCD
+		}
+		return BootDisk
 	default:
 		return BootDisk
 	}
 }
 
-func (b *Binding) enqueue(a bmcsim.PowerAction) {
-	if !strings.EqualFold(a.SystemID, b.systemID) {
-		return
+func (b *Binding) enqueuePower(a bmcsim.PowerAction) {
+	if strings.EqualFold(a.SystemID, b.systemID) {
+		b.enqueue(job{power: &a})
 	}
+}
+
+func (b *Binding) enqueueMedia(e bmcsim.MediaEvent) {
+	if strings.EqualFold(e.SystemID, b.systemID) {
+		b.enqueue(job{media: &e})
+	}
+}
+
+// enqueue is called from the BMC's request handlers: it never waits for QEMU.
+func (b *Binding) enqueue(j job) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if b.closed {
 		return
 	}
-	b.queue = append(b.queue, a)
+	b.queue = append(b.queue, j)
 	select {
 	case b.wake <- struct{}{}:
 	default:
@@ -99,10 +137,21 @@ func (b *Binding) work() {
 			b.mu.Unlock()
 			return
 		}
-		a := b.queue[0]
+		j := b.queue[0]
 		b.queue = b.queue[1:]
 		b.mu.Unlock()
 
+		if j.media != nil {
+			err := b.applyMedia(*j.media)
+			b.mu.Lock()
+			b.mediaApplied++
+			if err != nil {
+				b.errs = append(b.errs, fmt.Errorf("media %s: %w", or(j.media.Path, "eject"), err))
+			}
+			b.mu.Unlock()
+			continue
+		}
+		a := *j.power
 		err := b.apply(a)
 		b.mu.Lock()
 		b.applied++
@@ -121,7 +170,7 @@ func (b *Binding) apply(a bmcsim.PowerAction) error {
 	m := b.machine
 	switch {
 	case a.Boot != "":
-		return m.Reset(BootDeviceFor(a.Boot)) // starts an off VM; restarts a running one
+		return m.Reset(BootDeviceFor(a.Boot, m.Media() != "")) // starts an off VM; restarts a running one
 	case a.From == "On" && a.To == "Off":
 		return m.Kill()
 	case a.To == "On" && (a.ResetType == "GracefulShutdown" || a.ResetType == "PushPowerButton"):
@@ -136,7 +185,31 @@ func (b *Binding) apply(a bmcsim.PowerAction) error {
 	return nil // nothing for the host to do (On while on, ForceOff while off)
 }
 
-// Applied counts the actions carried out so far, failed ones included; tests wait on it.
+// applyMedia puts the system's media in the VM's drive, or ejects it.
+func (b *Binding) applyMedia(e bmcsim.MediaEvent) error {
+	if e.Inserted && e.Path != "" {
+		if e == b.lastMedia && b.machine.Media() != "" {
+			return nil // the same insert twice (see Attach): no tray movement
+		}
+		b.lastMedia = e
+		return b.machine.InsertMedia(e.Path)
+	}
+	b.lastMedia = e
+	if b.machine.Media() == "" {
+		return nil
+	}
+	return b.machine.EjectMedia()
+}
+
+// MediaApplied counts the media changes carried out so far (the media found at Attach
+// included), failed ones included; tests wait on it.
+func (b *Binding) MediaApplied() int {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.mediaApplied
+}
+
+// Applied counts the power actions carried out so far, failed ones included; tests wait on it.
 func (b *Binding) Applied() int {
 	b.mu.Lock()
 	defer b.mu.Unlock()

@@ -68,6 +68,9 @@ type Definition struct {
 	MemoryMiB int
 	Disks     []Disk
 	NICs      []NIC
+	// CDROM gives the machine a CD/DVD drive, empty until a medium is inserted (VM.InsertMedia,
+	// or Layout.CDROMFile at start), which the BMC's virtual media fills.
+	CDROM bool
 }
 
 // maxSATAPorts is the port count of QEMU's AHCI controller.

@@ -195,6 +195,9 @@ func (r *BMCReconciler) poll(ctx context.Context, b *metalv1alpha1.BMC) (pollOut
 	if err != nil {
 		return pollOutcome{}, ctrl.Result{}, err
 	}
+	if found, err := r.checkVirtualMedia(ctx, b, client, systems); found.event != "" {
+		return found, ctrl.Result{RequeueAfter: r.Settings.jitteredResync()}, err
+	}
 	if now := time.Now(); b.Status.LastSeen == nil || now.Sub(b.Status.LastSeen.Time) >= lastSeenEvery(r.Settings) {
 		b.Status.LastSeen = &metav1.Time{Time: now}
 	}
@@ -204,6 +207,27 @@ func (r *BMCReconciler) poll(ctx context.Context, b *metalv1alpha1.BMC) (pollOut
 		return connected, ctrl.Result{RequeueAfter: time.Second}, nil
 	}
 	return connected, ctrl.Result{RequeueAfter: r.Settings.jitteredResync()}, nil
+}
+
+// checkVirtualMedia, for a BMC whose bootMethod is VirtualMedia, finds each system's virtual
+// CD/DVD when the BMC (re)connects, its spec changes, or it last had none: a BMC without one
+// fails the poll with VirtualMediaUnsupported, saying what it found, and its servers wait
+// instead of being booted (probeMediumOf). It finds nothing (no event) when there was nothing
+// to look for or every system has one; a failed call is a failed poll, and its error.
+func (r *BMCReconciler) checkVirtualMedia(ctx context.Context, b *metalv1alpha1.BMC, c bmc.Client, systems []bmc.SystemInfo) (pollOutcome, error) {
+	if b.Spec.BootMethod != metalv1alpha1.BootMethodVirtualMedia || !needsManagerInfo(b) {
+		return pollOutcome{}, nil
+	}
+	for _, sys := range systems {
+		if _, err := c.VirtualMedia(ctx, sys.URI); err != nil {
+			if errors.Is(err, bmc.ErrUnsupported) {
+				return pollOutcome{event: fsm.BMCEventFailed, reason: metalv1alpha1.BMCReasonVirtualMediaUnsupported,
+					message: fmt.Sprintf("bootMethod is VirtualMedia, but system %s: %v; its servers are not booted until the BMC offers a virtual CD/DVD or bootMethod is PXE", sys.URI, err)}, nil
+			}
+			return r.callFailed(b, err), err
+		}
+	}
+	return pollOutcome{}, nil
 }
 
 // lastSeenEvery is how stale a healthy BMC's LastSeen may grow before a poll rewrites it. A poll

@@ -86,13 +86,20 @@ func probeBootName(server *metalv1alpha1.Server, purpose metalv1alpha1.BootPurpo
 // A provisioning boot installs the claim's image: install renders that part of its ignition (it
 // reads the claim's ignition Secret, so it is called only when the ignition is written), and the
 // configuration's spec.image is the claim's image.
-func ensureProbeBoot(ctx context.Context, c client.Client, api client.Reader, pb ProbeBoot, server *metalv1alpha1.Server, purpose metalv1alpha1.BootPurpose, install installSource) (*metalv1alpha1.ServerBootConfiguration, error) {
+//
+// via is how the probe boots: the configuration's spec.bootMethod follows it (a configuration
+// made for another method is changed, and its boot service serves it anew), and its network
+// goes into the ignition.
+func ensureProbeBoot(ctx context.Context, c client.Client, api client.Reader, pb ProbeBoot, server *metalv1alpha1.Server, purpose metalv1alpha1.BootPurpose, install installSource, via probeMedium) (*metalv1alpha1.ServerBootConfiguration, error) {
 	name := probeBootName(server, purpose)
 	key := client.ObjectKey{Namespace: pb.Namespace, Name: name}
 	var sbc metalv1alpha1.ServerBootConfiguration
 	err := c.Get(ctx, key, &sbc)
 	if err == nil {
 		if err := disownProbeBoot(ctx, c, &sbc); err != nil {
+			return nil, err
+		}
+		if err := setBootMethod(ctx, c, &sbc, via.method); err != nil {
 			return nil, err
 		}
 	}
@@ -112,7 +119,7 @@ func ensureProbeBoot(ctx context.Context, c client.Client, api client.Reader, pb
 		if err != nil {
 			return nil, err
 		}
-		secret, err := probeIgnition(c, pb, server, purpose, name, boot, in)
+		secret, err := probeIgnition(c, pb, server, purpose, name, boot, in, via)
 		if err != nil {
 			return nil, err
 		}
@@ -141,7 +148,7 @@ func ensureProbeBoot(ctx context.Context, c client.Client, api client.Reader, pb
 	if err != nil {
 		return nil, err
 	}
-	secret, err := probeIgnition(c, pb, server, purpose, name, boot, in)
+	secret, err := probeIgnition(c, pb, server, purpose, name, boot, in, via)
 	if err != nil {
 		return nil, err
 	}
@@ -161,6 +168,7 @@ func ensureProbeBoot(ctx context.Context, c client.Client, api client.Reader, pb
 			Image:             image,
 			IgnitionSecretRef: &metalv1alpha1.LocalObjectReference{Name: secret.Name},
 			Purpose:           purpose,
+			BootMethod:        via.method,
 		},
 	}
 	if err := c.Create(ctx, &sbc); err != nil {
@@ -180,6 +188,19 @@ func ensureProbeBoot(ctx context.Context, c client.Client, api client.Reader, pb
 	return &sbc, nil
 }
 
+// setBootMethod makes an existing probe boot configuration boot by method (it was made when its
+// BMC booted another way).
+func setBootMethod(ctx context.Context, c client.Client, sbc *metalv1alpha1.ServerBootConfiguration, method metalv1alpha1.BootMethod) error {
+	if orDefault(sbc.Spec.BootMethod, metalv1alpha1.BootMethodPXE) == orDefault(method, metalv1alpha1.BootMethodPXE) {
+		return nil
+	}
+	patch := client.RawPatch(types.MergePatchType, fmt.Appendf(nil, `{"spec":{"bootMethod":%q}}`, method))
+	if err := c.Patch(ctx, sbc, patch); err != nil {
+		return fmt.Errorf("setting the boot method of %s to %s: %w", sbc.Name, method, err)
+	}
+	return nil
+}
+
 // disagree says whether the Server names another boot than its probe boot configuration (one
 // from before boots were named has none, and nothing to disagree with).
 func disagree(server *metalv1alpha1.Server, sbc *metalv1alpha1.ServerBootConfiguration) bool {
@@ -191,10 +212,14 @@ func disagree(server *metalv1alpha1.Server, sbc *metalv1alpha1.ServerBootConfigu
 // server and the boot, so the same boot always renders the same Secret. The system UUID goes in
 // only when it is the server's identity (identity.ServerUUID): the probe then wipes and installs
 // only on a host that reads that UUID. A placeholder or shared UUID would stop the right host.
-func probeIgnition(c client.Client, pb ProbeBoot, server *metalv1alpha1.Server, purpose metalv1alpha1.BootPurpose, name, boot string, in *ignition.Install) (*corev1.Secret, error) {
+//
+// The probe's static network (via.network) goes in too: a virtual-media boot has no DHCP to
+// ask.
+func probeIgnition(c client.Client, pb ProbeBoot, server *metalv1alpha1.Server, purpose metalv1alpha1.BootPurpose, name, boot string, in *ignition.Install, via probeMedium) (*corev1.Secret, error) {
 	cfg := ignition.Config{
 		RegistryURL: pb.RegistryURL, RegistryCA: pb.RegistryCA, Token: pb.Token(server.Name, boot),
 		Server: server.Name, SystemUUID: identity.ServerUUID(server), Mode: ignition.ModeDiscovery,
+		Network: via.network,
 	}
 	switch purpose {
 	case metalv1alpha1.BootPurposeCleanup:

@@ -37,7 +37,7 @@ func TestEnsureProbeBootFindsOneTheCacheHadNotSeen(t *testing.T) {
 
 	require.NoError(t, c.Get(context.Background(), client.ObjectKeyFromObject(server), server))
 
-	sbc, err := ensureProbeBoot(context.Background(), c, c, pb, server, m.BootPurposeDiscovery, nil)
+	sbc, err := ensureProbeBoot(context.Background(), c, c, pb, server, m.BootPurposeDiscovery, nil, probeMedium{})
 	require.NoError(t, err)
 	require.NotNil(t, sbc)
 	assert.Equal(t, "s1-discovery", sbc.Name)
@@ -48,7 +48,7 @@ func TestEnsureProbeBootFindsOneTheCacheHadNotSeen(t *testing.T) {
 
 	// The status write that named it lost its lock: the next look names it again.
 	server.Status.ProbeBoot = ""
-	_, err = ensureProbeBoot(context.Background(), c, c, pb, server, m.BootPurposeDiscovery, nil)
+	_, err = ensureProbeBoot(context.Background(), c, c, pb, server, m.BootPurposeDiscovery, nil, probeMedium{})
 	require.NoError(t, err)
 	assert.Equal(t, sbc.Annotations[m.AnnotationProbeBoot], server.Status.ProbeBoot)
 }
@@ -67,7 +67,7 @@ func TestEnsureProbeBootNamesTheBootItsTokenIsFor(t *testing.T) {
 	pb := testProbeBoot
 
 	read := server.DeepCopy()
-	_, err := ensureProbeBoot(ctx, c, c, pb, server, m.BootPurposeCleanup, nil)
+	_, err := ensureProbeBoot(ctx, c, c, pb, server, m.BootPurposeCleanup, nil, probeMedium{})
 	require.NoError(t, err)
 	boot := server.Status.ProbeBoot
 	assert.NotEqual(t, "earlier", boot, "a new boot has a new name")
@@ -98,7 +98,7 @@ func TestEnsureProbeBootPutsTheSecretBackToTheConfigurationsBoot(t *testing.T) {
 		c := fake.NewClientBuilder().WithScheme(testenv.Scheme()).WithObjects(objs...).Build()
 		require.NoError(t, c.Get(ctx, client.ObjectKeyFromObject(server), server))
 
-		got, err := ensureProbeBoot(ctx, c, c, pb, server, m.BootPurposeCleanup, nil)
+		got, err := ensureProbeBoot(ctx, c, c, pb, server, m.BootPurposeCleanup, nil, probeMedium{})
 		require.NoError(t, err)
 		assert.Equal(t, "b1", got.Annotations[m.AnnotationProbeBoot], "the configuration keeps its boot")
 		var secret corev1.Secret
@@ -131,7 +131,7 @@ func TestEnsureProbeBootTrustsTheConfigurationNotTheCache(t *testing.T) {
 	}})
 	require.NoError(t, api.Get(ctx, client.ObjectKeyFromObject(server), server))
 
-	got, err := ensureProbeBoot(ctx, cache, api, pb, server, m.BootPurposeCleanup, nil)
+	got, err := ensureProbeBoot(ctx, cache, api, pb, server, m.BootPurposeCleanup, nil, probeMedium{})
 	require.NoError(t, err)
 	assert.Equal(t, "b2", got.Annotations[m.AnnotationProbeBoot])
 	require.NoError(t, api.Get(ctx, client.ObjectKeyFromObject(secret), secret))
@@ -178,7 +178,7 @@ func TestProbeIgnitionNamesTheServerNotItsUUID(t *testing.T) {
 		{"03000200-0400-0500-0006-000700080009", "03000200-0400-0500-0006-000700080009", ""},
 	} {
 		server := &m.Server{ObjectMeta: metav1.ObjectMeta{Name: tc.name, UID: "uid"}, Spec: m.ServerSpec{SystemUUID: tc.uuid}}
-		secret, err := probeIgnition(c, pb, server, m.BootPurposeCleanup, tc.name+"-cleanup", "b1", nil)
+		secret, err := probeIgnition(c, pb, server, m.BootPurposeCleanup, tc.name+"-cleanup", "b1", nil, probeMedium{})
 		require.NoError(t, err, tc.name)
 		cfg, err := ignition.Parse(secret.Data[ignition.SecretKey])
 		require.NoError(t, err, tc.name)

@@ -132,7 +132,7 @@ func (r *ServerReconciler) provision(ctx context.Context, server *metalv1alpha1.
 	}
 	// Power On boots the image now; power Off powers the server off (whatever powered it on
 	// meanwhile) and leaves the one-time PXE boot for the first power-on the claim asks for.
-	eff := pxeBoot(server.Spec.SystemURI)
+	eff := bootOnce(server.Spec.SystemURI, bmc.BootPXE, "")
 	if server.Spec.Power == metalv1alpha1.PowerOff {
 		eff = setPower(server.Spec.SystemURI, bmc.PowerOff)
 		powerOff := eff.run

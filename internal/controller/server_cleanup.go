@@ -40,14 +40,18 @@ func (r *ServerReconciler) cleanup(ctx context.Context, server *metalv1alpha1.Se
 		if err := deleteProbeBoot(ctx, r.Client, r.Probe, server, metalv1alpha1.BootPurposeCleanup); err != nil {
 			return step{}, err
 		}
+		via, err := r.probeMediumOf(ctx, server)
+		if err != nil {
+			return step{}, err
+		}
 		if failed != "" {
-			return step{event: fsm.EventFail, reason: ReasonWipeFailed, message: failed, effect: setPower(server.Spec.SystemURI, bmc.PowerOff), apply: func(s *metalv1alpha1.Server) {
+			return step{event: fsm.EventFail, reason: ReasonWipeFailed, message: failed, effect: ejectingMedia(via, server.Spec.SystemURI, setPower(server.Spec.SystemURI, bmc.PowerOff)), apply: func(s *metalv1alpha1.Server) {
 				setCondition(&s.Status.Conditions, s.Generation, metalv1alpha1.ConditionCleaned, metav1.ConditionFalse, ReasonWipeFailed, failed)
 			}}, nil
 		}
 		const off = "powered off, wiped, back in the pool"
 		return step{event: fsm.EventCleaned, reason: ReasonWipeVerified, message: "every disk reported wiped as the policy asks",
-			effect: sendPower(server.Spec.SystemURI, metalv1alpha1.PowerOff, off),
+			effect: ejectingMedia(via, server.Spec.SystemURI, sendPower(server.Spec.SystemURI, metalv1alpha1.PowerOff, off)),
 			apply: func(s *metalv1alpha1.Server) {
 				markClean(s)
 				requestPower(s, metalv1alpha1.PowerOff, off)
@@ -133,16 +137,27 @@ func (r *ServerReconciler) bootWipe(ctx context.Context, server *metalv1alpha1.S
 	if _, err := connectBMC(ctx, r.Client, r.Clients, bmcName(server)); err != nil {
 		return step{}, err
 	}
-	sbc, err := ensureProbeBoot(ctx, r.Client, r.APIReader, r.Probe, server, metalv1alpha1.BootPurposeCleanup, nil)
+	via, err := r.probeMediumOf(ctx, server)
+	if err != nil {
+		return step{}, err
+	}
+	sbc, err := ensureProbeBoot(ctx, r.Client, r.APIReader, r.Probe, server, metalv1alpha1.BootPurposeCleanup, nil, via)
 	if err != nil {
 		return step{}, err
 	}
 	if sbc.Status.State != metalv1alpha1.BootConfigurationStateReady {
 		return waitForBootService(sbc), nil
 	}
+	boot, waiting, err := r.probeBoot(ctx, server, sbc, via)
+	if err != nil {
+		return step{}, err
+	}
+	if waiting != nil {
+		return *waiting, nil
+	}
 	n := attempts + 1
-	return step{reason: ReasonWipeBooting, message: fmt.Sprintf("attempt %d of %d: PXE once into %s, power on; %s", n, r.Discovery.Attempts, sbc.Name, awaitingReport(r.now().Add(r.Discovery.Timeout))),
-		requeueAfter: r.Discovery.Timeout, effect: pxeBoot(server.Spec.SystemURI),
+	return step{reason: ReasonWipeBooting, message: fmt.Sprintf("attempt %d of %d: %s into %s, power on; %s", n, r.Discovery.Attempts, via.how(), sbc.Name, awaitingReport(r.now().Add(r.Discovery.Timeout))),
+		requeueAfter: r.Discovery.Timeout, effect: boot,
 		apply: func(s *metalv1alpha1.Server) {
 			now := metav1.NewTime(r.now())
 			s.Status.LastProbeBootTime = &now

@@ -301,25 +301,6 @@ func (r *ServerReconciler) runEffect(ctx context.Context, server *metalv1alpha1.
 	return nil
 }
 
-// pxeBoot sets a one-time PXE boot and powers the server on, restarting it if it is on. The
-// power state is read now: the last poll may be minutes old.
-func pxeBoot(uri string) effect {
-	return effect{powering: metalv1alpha1.PowerStatePoweringOn, run: func(ctx context.Context, c bmc.Client) error {
-		if err := c.SetBootOnce(ctx, uri, bmc.BootPXE); err != nil {
-			return err
-		}
-		state, err := c.PowerState(ctx, uri)
-		if err != nil {
-			return err
-		}
-		action := bmc.PowerOn
-		if state == metalv1alpha1.PowerStateOn || state == metalv1alpha1.PowerStatePoweringOn {
-			action = bmc.PowerForceRestart
-		}
-		return c.SetPower(ctx, uri, action)
-	}}
-}
-
 // setPower requests a power action.
 func setPower(uri string, action bmc.PowerAction) effect {
 	powering := metalv1alpha1.PowerStatePoweringOn

@@ -96,7 +96,11 @@ func (r *ServerReconciler) initial(ctx context.Context, server *metalv1alpha1.Se
 	}
 	// A dirty server (released, its wipe not verified, then taken to maintenance) is
 	// re-discovered with the wipe probe: it never reaches the pool unwiped.
-	sbc, err := ensureProbeBoot(ctx, r.Client, r.APIReader, r.Probe, server, discoveryPurpose(server), nil)
+	via, err := r.probeMediumOf(ctx, server)
+	if err != nil {
+		return step{}, err
+	}
+	sbc, err := ensureProbeBoot(ctx, r.Client, r.APIReader, r.Probe, server, discoveryPurpose(server), nil, via)
 	if err != nil {
 		return step{}, err
 	}
@@ -107,10 +111,17 @@ func (r *ServerReconciler) initial(ctx context.Context, server *metalv1alpha1.Se
 	if _, err := connectBMC(ctx, r.Client, r.Clients, bmcName(server)); err != nil {
 		return step{}, err
 	}
+	boot, waiting, err := r.probeBoot(ctx, server, sbc, via)
+	if err != nil {
+		return step{}, err
+	}
+	if waiting != nil {
+		return *waiting, nil
+	}
 	return step{
 		event: fsm.EventDiscover, reason: ReasonProbeBooting,
-		message: fmt.Sprintf("attempt %d of %d: PXE once into %s, power on; %s", attempts+1, r.Discovery.Attempts, sbc.Name, awaitingReport(r.now().Add(r.Discovery.Timeout))),
-		effect:  pxeBoot(server.Spec.SystemURI),
+		message: fmt.Sprintf("attempt %d of %d: %s into %s, power on; %s", attempts+1, r.Discovery.Attempts, via.how(), sbc.Name, awaitingReport(r.now().Add(r.Discovery.Timeout))),
+		effect:  boot,
 		apply: func(s *metalv1alpha1.Server) {
 			s.Status.DiscoveryAttempts++
 			now := metav1.NewTime(r.now())
@@ -145,19 +156,23 @@ func (r *ServerReconciler) discovery(ctx context.Context, server *metalv1alpha1.
 		wiped, failed = r.wipeVerdict(server, started)
 		haveReport = wiped || failed != ""
 	}
+	via, err := r.probeMediumOf(ctx, server)
+	if err != nil {
+		return step{}, err
+	}
 	if haveReport {
 		if err := deleteProbeBoot(ctx, r.Client, r.Probe, server, discoveryPurpose(server)); err != nil {
 			return step{}, err
 		}
 		if failed != "" {
-			return step{event: fsm.EventFail, reason: ReasonWipeFailed, message: failed, effect: setPower(server.Spec.SystemURI, bmc.PowerOff),
+			return step{event: fsm.EventFail, reason: ReasonWipeFailed, message: failed, effect: ejectingMedia(via, server.Spec.SystemURI, setPower(server.Spec.SystemURI, bmc.PowerOff)),
 				apply: func(s *metalv1alpha1.Server) {
 					setCondition(&s.Status.Conditions, s.Generation, metalv1alpha1.ConditionCleaned, metav1.ConditionFalse, ReasonWipeFailed, failed)
 				}}, nil
 		}
 		inv := server.Status.Inventory
 		const off = "powered off after discovery"
-		return step{event: fsm.EventDiscovered, reason: ReasonReportReceived, effect: sendPower(server.Spec.SystemURI, metalv1alpha1.PowerOff, off),
+		return step{event: fsm.EventDiscovered, reason: ReasonReportReceived, effect: ejectingMedia(via, server.Spec.SystemURI, sendPower(server.Spec.SystemURI, metalv1alpha1.PowerOff, off)),
 			message: fmt.Sprintf("probe reported %d CPU cores, %v memory, %d disks, %d NICs", inv.CPU.Cores, inv.Memory.Total.String(), len(inv.Storage), len(inv.NetworkInterfaces)),
 			apply: func(s *metalv1alpha1.Server) {
 				s.Status.DiscoveryAttempts = 0
@@ -179,7 +194,7 @@ func (r *ServerReconciler) discovery(ctx context.Context, server *metalv1alpha1.
 		return awaitReport(remaining), nil
 	}
 	// Power off but keep the boot configuration: the next attempt reuses it.
-	return step{event: fsm.EventDiscoveryTimedOut, reason: ReasonDiscoveryTimedOut, effect: setPower(server.Spec.SystemURI, bmc.PowerOff),
+	return step{event: fsm.EventDiscoveryTimedOut, reason: ReasonDiscoveryTimedOut, effect: ejectingMedia(via, server.Spec.SystemURI, setPower(server.Spec.SystemURI, bmc.PowerOff)),
 		message: fmt.Sprintf("no report within %v (attempt %d of %d)", r.Discovery.Timeout, server.Status.DiscoveryAttempts, r.Discovery.Attempts),
 		apply: func(s *metalv1alpha1.Server) {
 			setCondition(&s.Status.Conditions, s.Generation, metalv1alpha1.ConditionDiscovered, metav1.ConditionFalse, ReasonDiscoveryTimedOut, "the probe did not report in time")

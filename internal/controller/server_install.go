@@ -144,14 +144,14 @@ func (r *ServerReconciler) install(ctx context.Context, server *metalv1alpha1.Se
 			}
 		}
 		if last.Succeeded {
-			return r.bootFromDisk(server, claim, last), false, nil
+			return r.afterInstallBoot(ctx, server, r.bootFromDisk(server, claim, last))
 		}
 		failure := fmt.Sprintf("%s: %s", last.Reason, last.Message)
 		if last.WipedAfterFailure && !strings.Contains(last.Message, "wiped again") {
 			failure += " (the disk was wiped again)"
 		}
 		if server.Status.ProvisionAttempts >= max {
-			return r.installFailed(server, ReasonInstallFailed, fmt.Sprintf("install failed after %d attempt(s): %s; %s", server.Status.ProvisionAttempts, failure, installRetryHint)), false, nil
+			return r.afterInstallBoot(ctx, server, r.installFailed(server, ReasonInstallFailed, fmt.Sprintf("install failed after %d attempt(s): %s; %s", server.Status.ProvisionAttempts, failure, installRetryHint)))
 		}
 		return r.bootInstall(ctx, server, claim, fmt.Sprintf("attempt %d failed: %s", server.Status.ProvisionAttempts, failure))
 	}
@@ -164,12 +164,23 @@ func (r *ServerReconciler) install(ctx context.Context, server *metalv1alpha1.Se
 			if err := deleteProbeBoot(ctx, r.Client, r.Probe, server, metalv1alpha1.BootPurposeProvisioning); err != nil {
 				return step{}, false, err
 			}
-			return r.installFailed(server, ReasonInstallTimedOut, fmt.Sprintf("no install report after %d boot(s) of %v each: the image may download too slowly for --install-timeout, or the probe did not boot or reach the registry (an admin can look at the server's console and the events of boot configuration %s/%s); %s",
-				server.Status.ProvisionAttempts, r.installTimeout(), r.Probe.Namespace, probeBootName(server, metalv1alpha1.BootPurposeProvisioning), installRetryHint)), false, nil
+			return r.afterInstallBoot(ctx, server, r.installFailed(server, ReasonInstallTimedOut, fmt.Sprintf("no install report after %d boot(s) of %v each: the image may download too slowly for --install-timeout, or the probe did not boot or reach the registry (an admin can look at the server's console and the events of boot configuration %s/%s); %s",
+				server.Status.ProvisionAttempts, r.installTimeout(), r.Probe.Namespace, probeBootName(server, metalv1alpha1.BootPurposeProvisioning), installRetryHint)))
 		}
 		return r.bootInstall(ctx, server, claim, fmt.Sprintf("attempt %d did not report within %v", server.Status.ProvisionAttempts, r.installTimeout()))
 	}
 	return r.bootInstall(ctx, server, claim, "")
+}
+
+// afterInstallBoot is st, the step that ends the install's probe boots, ejecting the boot's ISO
+// first on a VirtualMedia server (ejectingMedia).
+func (r *ServerReconciler) afterInstallBoot(ctx context.Context, server *metalv1alpha1.Server, st step) (step, bool, error) {
+	via, err := r.probeMediumOf(ctx, server)
+	if err != nil {
+		return step{}, false, err
+	}
+	st.effect = ejectingMedia(via, server.Spec.SystemURI, st.effect)
+	return st, false, nil
 }
 
 // reprovision starts the claim's install over: attempts reset, the server off.
@@ -226,9 +237,13 @@ func (r *ServerReconciler) bootFromDisk(server *metalv1alpha1.Server, claim *met
 // bootInstall network-boots the probe in provision mode: its boot configuration, Ready, PXE
 // once, power on.
 func (r *ServerReconciler) bootInstall(ctx context.Context, server *metalv1alpha1.Server, claim *metalv1alpha1.ServerClaim, why string) (step, bool, error) {
+	via, err := r.probeMediumOf(ctx, server)
+	if err != nil {
+		return step{}, false, err
+	}
 	sbc, err := ensureProbeBoot(ctx, r.Client, r.APIReader, r.Probe, server, metalv1alpha1.BootPurposeProvisioning, func() (*ignition.Install, error) {
 		return r.installOf(ctx, server, claim)
-	})
+	}, via)
 	var unreadable *userDataError
 	if errors.As(err, &unreadable) {
 		return step{reason: ReasonIgnitionUnreadable, message: unreadable.Error(), requeueAfter: 30 * time.Second, apply: func(s *metalv1alpha1.Server) {
@@ -241,12 +256,19 @@ func (r *ServerReconciler) bootInstall(ctx context.Context, server *metalv1alpha
 	if sbc.Status.State != metalv1alpha1.BootConfigurationStateReady {
 		return r.installWaitsForBootService(sbc), false, nil
 	}
+	boot, waiting, err := r.probeBoot(ctx, server, sbc, via)
+	if err != nil {
+		return step{}, false, err
+	}
+	if waiting != nil {
+		return *waiting, false, nil
+	}
 	n := server.Status.ProvisionAttempts + 1
-	message := fmt.Sprintf("attempt %d of %d: installing %s (PXE once into %s)", n, r.installAttempts(), claim.Spec.Image, sbc.Name)
+	message := fmt.Sprintf("attempt %d of %d: installing %s (%s into %s)", n, r.installAttempts(), claim.Spec.Image, via.how(), sbc.Name)
 	if why != "" {
 		message = why + "; " + message
 	}
-	return step{reason: ReasonInstalling, message: message, requeueAfter: r.installTimeout(), effect: pxeBoot(server.Spec.SystemURI),
+	return step{reason: ReasonInstalling, message: message, requeueAfter: r.installTimeout(), effect: boot,
 		apply: func(s *metalv1alpha1.Server) {
 			now := metav1.NewTime(r.now())
 			s.Status.LastProbeBootTime = &now

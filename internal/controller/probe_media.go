@@ -1,0 +1,160 @@
+package controller
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	metalv1alpha1 "github.com/ironfleet/ironfleet/apis/metal/v1alpha1"
+	"github.com/ironfleet/ironfleet/internal/bmc"
+)
+
+// BootMediaURLKey is the key of the boot ISO's URL in the Secret a VirtualMedia boot
+// configuration's status.bootMediaSecretRef names (written by the boot service).
+const BootMediaURLKey = "url"
+
+// ReasonVirtualMediaUnsupported (Server): its BMC's bootMethod is VirtualMedia, but the BMC
+// offers no virtual CD/DVD: the probe is not booted until the BMC's spec or firmware changes.
+const ReasonVirtualMediaUnsupported = metalv1alpha1.BMCReasonVirtualMediaUnsupported
+
+// probeMedium is how a server's probe boots: its BMC's boot method, and the static network the
+// probe's ignition carries (the Server's spec.probeNetwork, else its BMC's when the BMC manages
+// this one system; nil: the probe asks DHCP).
+type probeMedium struct {
+	bmc     string
+	method  metalv1alpha1.BootMethod
+	network *metalv1alpha1.ProbeNetwork
+	// unsupported is the BMC's Ready message when it found no virtual media.
+	unsupported string
+}
+
+func (m probeMedium) virtualMedia() bool { return m.method == metalv1alpha1.BootMethodVirtualMedia }
+
+// how says how a boot reaches the probe, for conditions: "PXE once" or "its ISO as virtual
+// media, CD once".
+func (m probeMedium) how() string {
+	if m.virtualMedia() {
+		return "its ISO as virtual media, CD once"
+	}
+	return "PXE once"
+}
+
+// probeMediumOf reads how the server's probe boots from its BMC (cached: no request).
+func (r *ServerReconciler) probeMediumOf(ctx context.Context, server *metalv1alpha1.Server) (probeMedium, error) {
+	via := probeMedium{bmc: bmcName(server), method: metalv1alpha1.BootMethodPXE, network: server.Spec.ProbeNetwork}
+	if via.bmc == "" {
+		return via, nil
+	}
+	var b metalv1alpha1.BMC
+	if err := r.Client.Get(ctx, client.ObjectKey{Name: via.bmc}, &b); err != nil {
+		if apierrors.IsNotFound(err) {
+			return via, nil // connectBMC says so, when the boot needs it
+		}
+		return via, err
+	}
+	via.method = orDefault(b.Spec.BootMethod, metalv1alpha1.BootMethodPXE)
+	if c := meta.FindStatusCondition(b.Status.Conditions, metalv1alpha1.ConditionReady); c != nil && c.Reason == metalv1alpha1.BMCReasonVirtualMediaUnsupported {
+		via.unsupported = c.Message
+	}
+	if via.network == nil && b.Spec.ProbeNetwork != nil {
+		// One address cannot serve two systems: the BMC's is for a BMC of one system.
+		var servers metalv1alpha1.ServerList
+		if err := r.Client.List(ctx, &servers, client.MatchingLabels{LabelBMC: b.Name}); err != nil {
+			return via, err
+		}
+		if len(servers.Items) == 1 && servers.Items[0].Name == server.Name {
+			via.network = b.Spec.ProbeNetwork
+		}
+	}
+	return via, nil
+}
+
+// probeBoot is the effect that boots sbc's probe on the server: PXE once and power on; or, for a
+// VirtualMedia BMC, the boot's ISO inserted as the virtual CD, CD once and power on. When the
+// boot cannot start yet (the boot service has not published the ISO's URL, or the BMC has no
+// virtual media), it returns the step to wait with instead.
+func (r *ServerReconciler) probeBoot(ctx context.Context, server *metalv1alpha1.Server, sbc *metalv1alpha1.ServerBootConfiguration, via probeMedium) (effect, *step, error) {
+	uri := server.Spec.SystemURI
+	if !via.virtualMedia() {
+		return bootOnce(uri, bmc.BootPXE, ""), nil, nil
+	}
+	if via.unsupported != "" {
+		st := wait(ReasonVirtualMediaUnsupported, fmt.Sprintf("BMC %s boots by VirtualMedia but has none (%s): not booted; set the BMC's spec.bootMethod to PXE, or fix its virtual media", via.bmc, via.unsupported), 30*time.Second)
+		return effect{}, &st, nil
+	}
+	url, err := r.bootMediaURL(ctx, sbc)
+	if err != nil {
+		return effect{}, nil, err
+	}
+	if url == "" {
+		st := wait(ReasonWaitingForBootService, fmt.Sprintf("waiting for the boot service to publish the ISO of %s/%s", sbc.Namespace, sbc.Name), 2*time.Second)
+		return effect{}, &st, nil
+	}
+	return bootOnce(uri, bmc.BootCd, url), nil, nil
+}
+
+// bootMediaURL reads the URL of sbc's ISO from the Secret its status names ("" until the boot
+// service has published it). Secrets are not cached: this reads the API, once per boot.
+func (r *ServerReconciler) bootMediaURL(ctx context.Context, sbc *metalv1alpha1.ServerBootConfiguration) (string, error) {
+	ref := sbc.Status.BootMediaSecretRef
+	if ref == nil || sbc.Spec.BootMethod != metalv1alpha1.BootMethodVirtualMedia {
+		return "", nil
+	}
+	var secret corev1.Secret
+	if err := r.APIReader.Get(ctx, client.ObjectKey{Namespace: sbc.Namespace, Name: ref.Name}, &secret); err != nil {
+		if apierrors.IsNotFound(err) {
+			return "", nil
+		}
+		return "", fmt.Errorf("reading the boot media Secret of %s: %w", sbc.Name, err)
+	}
+	return string(secret.Data[BootMediaURLKey]), nil
+}
+
+// bootOnce sets a one-time boot override to target and powers the server on, restarting it if
+// it is on; with a media URL, the URL is inserted as the virtual CD first. The power state is
+// read now: the last poll may be minutes old.
+func bootOnce(uri string, target bmc.BootTarget, media string) effect {
+	return effect{powering: metalv1alpha1.PowerStatePoweringOn, run: func(ctx context.Context, c bmc.Client) error {
+		if media != "" {
+			if err := c.InsertMedia(ctx, uri, media); err != nil {
+				return err
+			}
+		}
+		if err := c.SetBootOnce(ctx, uri, target); err != nil {
+			return err
+		}
+		state, err := c.PowerState(ctx, uri)
+		if err != nil {
+			return err
+		}
+		action := bmc.PowerOn
+		if state == metalv1alpha1.PowerStateOn || state == metalv1alpha1.PowerStatePoweringOn {
+			action = bmc.PowerForceRestart
+		}
+		return c.SetPower(ctx, uri, action)
+	}}
+}
+
+// ejectingMedia makes eff, which ends a probe boot, eject the boot's ISO first on a
+// VirtualMedia server: the kernel and initrds have long been read, the ISO's URL dies with the
+// boot configuration, and the server must never boot it again. A BMC without virtual media has
+// nothing to eject.
+func ejectingMedia(via probeMedium, uri string, eff effect) effect {
+	if !via.virtualMedia() || eff.run == nil {
+		return eff
+	}
+	run := eff.run
+	eff.run = func(ctx context.Context, c bmc.Client) error {
+		if err := c.EjectMedia(ctx, uri); err != nil && !errors.Is(err, bmc.ErrUnsupported) {
+			return err
+		}
+		return run(ctx, c)
+	}
+	return eff
+}

@@ -9,5 +9,6 @@
 // ListenUDP and Forward let the host process serve the VMs from there. The bridge answers
 // IPv6 router solicitations with an advertisement that configures nothing, so iPXE does not
 // wait ~13 s per boot for a router. Attach puts a VM
-// behind a simulated Redfish system, so resets through Redfish power the VM.
+// behind a simulated Redfish system, so resets through Redfish power the VM and the system's
+// virtual media is the VM's CD/DVD drive (Definition.CDROM), booted with a Cd override.
 package vm

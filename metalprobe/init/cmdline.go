@@ -21,6 +21,22 @@ type bootArgs struct {
 // parseCmdline reads ironfleet.boot and BOOTIF from /proc/cmdline's contents. The kernel
 // passes its command line through unquoted words; the boot service's values have no spaces.
 func parseCmdline(cmdline string) (bootArgs, error) {
+	args, err := scanCmdline(cmdline)
+	if err != nil {
+		return bootArgs{}, err
+	}
+	if args.base == "" {
+		return bootArgs{}, fmt.Errorf("no %s= on the kernel command line", ignition.KernelArgBoot)
+	}
+	if err := ignition.CheckURL(args.base); err != nil {
+		return bootArgs{}, fmt.Errorf("%s: %s", ignition.KernelArgBoot, redactedURL(args.base))
+	}
+	return args, nil
+}
+
+// scanCmdline reads ironfleet.boot and BOOTIF, neither required; a malformed BOOTIF is an
+// error.
+func scanCmdline(cmdline string) (bootArgs, error) {
 	var args bootArgs
 	for _, word := range strings.Fields(cmdline) {
 		key, value, _ := strings.Cut(word, "=")
@@ -34,12 +50,6 @@ func parseCmdline(cmdline string) (bootArgs, error) {
 			}
 			args.bootIf = mac
 		}
-	}
-	if args.base == "" {
-		return bootArgs{}, fmt.Errorf("no %s= on the kernel command line", ignition.KernelArgBoot)
-	}
-	if err := ignition.CheckURL(args.base); err != nil {
-		return bootArgs{}, fmt.Errorf("%s: %s", ignition.KernelArgBoot, redactedURL(args.base))
 	}
 	return args, nil
 }

@@ -5,7 +5,10 @@
 // delivered it powers the machine off.
 //
 // The contract with the boot service is in internal/ignition/boot.go: the kernel command line
-// carries ironfleet.boot=<boot URL> and BOOTIF=01-<mac>.
+// carries ironfleet.boot=<boot URL> and BOOTIF=01-<mac>. A boot from the per-boot ISO a BMC
+// mounts (virtual media) has neither: the ISO's second initrd puts the ignition and the boot
+// URL in the root filesystem (ignition.MediaIgnitionFile, MediaBootURLFile), and the network
+// comes from the ignition's static network (or DHCP without one) on the NIC it names.
 package main
 
 import (
@@ -58,28 +61,15 @@ func boot(console io.Writer) error {
 	if err != nil {
 		return fmt.Errorf("reading the kernel command line: %w", err)
 	}
-	args, err := parseCmdline(string(cmdline))
+	src, rep, err := startBoot("/", string(cmdline), console)
 	if err != nil {
-		// Without a boot URL there is no one to report to but the console.
-		_, _ = fmt.Fprintln(console, ignition.Progress{Stage: ignition.StageFailed, Message: err.Error()}.ConsoleLine())
 		return err
 	}
-	rep := newReporter(args.base, console)
-	rep.stage(ctx, ignition.StageInitStarted, "kernel %s, boot service %s", kernelRelease(), redactedURL(args.base))
 
 	if err := loadModules(rep.logf); err != nil {
 		rep.logf("%v", err) // built-in drivers may still do
 	}
-	nicCtx, cancel := context.WithTimeout(ctx, nicTimeout)
-	nic, err := waitForNIC(nicCtx, args.bootIf)
-	cancel()
-	if err != nil {
-		rep.stage(ctx, ignition.StageFailed, "%v", err)
-		return err
-	}
-	netCtx, cancel := context.WithTimeout(ctx, networkTimeout)
-	addr, err := bringUpNetwork(netCtx, nic, rep.logf)
-	cancel()
+	nic, addr, err := connect(ctx, src, rep.logf)
 	if err != nil {
 		rep.stage(ctx, ignition.StageFailed, "%v", err)
 		return err
@@ -87,9 +77,13 @@ func boot(console io.Writer) error {
 	rep.goOnline(ctx)
 	rep.stage(ctx, ignition.StageNetworkUp, "%s %s after %s", nic, addr, since(start))
 
-	ignCtx, cancel := context.WithTimeout(ctx, ignitionTimeout)
-	data, cfg, err := fetchIgnition(ignCtx, &http.Client{Timeout: 30 * time.Second}, args.base, rep.logf)
-	cancel()
+	data, cfg, from := src.data, src.cfg, ", from the boot media"
+	if !src.media {
+		ignCtx, cancel := context.WithTimeout(ctx, ignitionTimeout)
+		data, cfg, err = fetchIgnition(ignCtx, &http.Client{Timeout: 30 * time.Second}, src.base, rep.logf)
+		cancel()
+		from = ""
+	}
 	if err == nil {
 		err = writeIgnition(data)
 	}
@@ -97,7 +91,7 @@ func boot(console io.Writer) error {
 		rep.stage(ctx, ignition.StageFailed, "%v", err)
 		return err
 	}
-	rep.stage(ctx, ignition.StageIgnitionFetched, "mode %s, registry %s", cfg.Mode, cfg.RegistryURL)
+	rep.stage(ctx, ignition.StageIgnitionFetched, "mode %s, registry %s%s", cfg.Mode, cfg.RegistryURL, from)
 
 	rep.stage(ctx, ignition.StageProbeRunning, "metalprobe %s", strings.Join(probeArgs, " "))
 	// After ProbeRunning, so that it stands (False) on the boot configuration until the report

@@ -12,9 +12,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
-	"os"
 	"slices"
-	"strings"
 	"time"
 
 	"github.com/insomniacslk/dhcp/dhcpv4"
@@ -131,12 +129,12 @@ func applyLease(name string, ack *dhcpv4.DHCPv4) (string, error) {
 		}
 	}
 	if dns := ack.DNS(); len(dns) > 0 {
-		var conf strings.Builder
-		for _, server := range dns {
-			fmt.Fprintf(&conf, "nameserver %s\n", server)
+		servers := make([]string, len(dns))
+		for i, server := range dns {
+			servers[i] = server.String()
 		}
-		if err := os.WriteFile("/etc/resolv.conf", []byte(conf.String()), 0o644); err != nil {
-			return "", fmt.Errorf("writing /etc/resolv.conf: %w", err)
+		if err := writeResolvConf(servers); err != nil {
+			return "", err
 		}
 	}
 	return addr.IPNet.String(), nil

@@ -64,6 +64,7 @@ func StartLoopbackFleet(n int, useTLS bool, template func(i int) Options) (*Loop
 			return nil, fmt.Errorf("BMC %d of %d: %w", i, n, err)
 		}
 		b := newBMC(m, nil, newAuth(opts.Username, opts.Password))
+		b.media = newMediaStore(opts)
 		addr := FleetAddr(i)
 		b.host = netip.AddrPortFrom(addr, uint16(f.port)).String()
 		b.url = "http://" + b.host

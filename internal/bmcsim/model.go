@@ -26,6 +26,9 @@ type system struct {
 	bootLog    []PowerOnEvent
 
 	hostShutsDown bool // GracefulShutdown is left to the host, which reports Off (SetHostShutsDown)
+
+	media             []*mediaSlot // VirtualMedia slots (media.go); none under NoVirtualMedia
+	mediaUnderManager bool         // the slots are listed under the Manager, not the System
 }
 
 // maxBootLog bounds the per-system boot log so a long-running lab does not grow without end.
@@ -47,6 +50,7 @@ type model struct {
 	mu          sync.Mutex // guards the mutable fields of systems and hooks
 	hooks       []func(PowerOnEvent)
 	actionHooks []func(PowerAction)
+	mediaHooks  []func(MediaEvent)
 	// ignoreResets starts as the IgnoresResets quirk; SetIgnoresResets turns it on and off,
 	// as a BMC whose firmware hangs and recovers.
 	ignoreResets bool
@@ -65,8 +69,8 @@ func newModel(opts Options) (*model, error) {
 		m.q = *opts.Quirks
 	}
 	m.ignoreResets = m.q.IgnoresResets
-	if m.q.PowerStateLag < 0 {
-		return nil, fmt.Errorf("PowerStateLag must not be negative")
+	if m.q.PowerStateLag < 0 || m.q.VirtualMediaInsertedLag < 0 {
+		return nil, fmt.Errorf("PowerStateLag and VirtualMediaInsertedLag must not be negative")
 	}
 	specs := opts.Systems
 	if len(specs) == 0 {
@@ -84,6 +88,7 @@ func newModel(opts Options) (*model, error) {
 			return nil, fmt.Errorf("system %d: duplicate Id %q", i, s.spec.ID)
 		}
 		seenSystem[key] = true
+		m.newMediaSlots(s, i == 0)
 		m.systems = append(m.systems, s)
 	}
 	m.id = identity{

@@ -37,6 +37,16 @@ type Quirks struct {
 	IgnoresResets              bool          // every Reset is accepted (204) and nothing happens: the power never changes
 	NoPowerState               bool          // ComputerSystem has no PowerState
 	MalformedResetType         bool          // the allowable ResetType values carry one malformed entry ("Force Off ") besides the real ones
+
+	// VirtualMedia (docs/bmc-virtual-media.md).
+	NoVirtualMedia                    bool          // no VirtualMedia under any System or Manager
+	VirtualMediaPatchOnly             bool          // slots have no InsertMedia/EjectMedia actions; media is inserted and ejected by PATCH (older iDRAC and iLO, XCC)
+	VirtualMediaRejectsInsertParams   bool          // InsertMedia with Inserted or WriteProtected is refused: 400 (Supermicro X11)
+	VirtualMediaInsertedLag           time.Duration // Inserted reads false this long after an insert (and true this long after an eject)
+	VirtualMediaConflictWhenInserted  bool          // InsertMedia into a slot with media in it is refused: 409, eject first (iDRAC)
+	VirtualMediaEjectNeedsBody        bool          // EjectMedia without a JSON body is refused: 415, it needs {} (iLO)
+	VirtualMediaNeedsTransferProtocol bool          // InsertMedia without TransferProtocolType is refused: 400 ActionParameterMissing
+	VirtualMediaEjectWhenEmptyFails   bool          // EjectMedia of an empty slot is refused: 400 (iLO)
 }
 
 // ParseQuirks reads a comma-separated list of Quirks field names, e.g.
@@ -113,7 +123,8 @@ type profileDef struct {
 	resetActionInfoLink       bool   // link the ActionInfo even when the values are inline
 	bootMode                  string // BootSourceOverrideMode reported until patched
 	uefiTargetNone            bool   // UefiTargetBootSourceOverride is the string "None"
-	managerUUIDUpper          bool   // manager UUID in upper case, system UUID in lower
+	media                     mediaLayout
+	managerUUIDUpper          bool // manager UUID in upper case, system UUID in lower
 }
 
 func numbered(prefix string) func(int) string {
@@ -140,7 +151,8 @@ var profiles = map[Profile]profileDef{
 		resetActionInfoLink: true, bootMode: "UEFI",
 	},
 	ProfileDell: {
-		quirks: Quirks{GPUsFirst: true, RejectBootModePatch: true, ResetConflictInState: true},
+		quirks: Quirks{GPUsFirst: true, RejectBootModePatch: true, ResetConflictInState: true,
+			VirtualMediaConflictWhenInserted: true, VirtualMediaInsertedLag: 500 * time.Millisecond},
 		vendor: "Dell", product: "Integrated Dell Remote Access Controller",
 		mgrManufacturer: "Dell Inc.", mgrModel: "16G Monolithic", mgrFirmware: "7.10.30.00", mgrID: "iDRAC.Embedded.1",
 		sysManufacturer: "Dell Inc.", sysModel: "PowerEdge R760", biosVersion: "2.3.5",
@@ -149,7 +161,8 @@ var profiles = map[Profile]profileDef{
 		bootMode:   "UEFI",
 	},
 	ProfileHPE: {
-		quirks: Quirks{TrailingSlashIDs: true, NICsWithoutMAC: true, AbsentDIMMs: true, PowerStateLag: time.Second},
+		quirks: Quirks{TrailingSlashIDs: true, NICsWithoutMAC: true, AbsentDIMMs: true, PowerStateLag: time.Second,
+			VirtualMediaEjectNeedsBody: true, VirtualMediaEjectWhenEmptyFails: true},
 		vendor: "HPE", product: "ProLiant DL380 Gen10",
 		mgrManufacturer: "HPE", mgrModel: "iLO 5", mgrFirmware: "iLO 5 v2.72", mgrID: "1",
 		sysManufacturer: "HPE", sysModel: "ProLiant DL380 Gen10", biosVersion: "U30 v2.80 (01/20/2024)",
@@ -158,7 +171,7 @@ var profiles = map[Profile]profileDef{
 		bootMode:   "UEFI", uefiTargetNone: true,
 	},
 	ProfileLenovo: {
-		quirks: Quirks{GPUsFirst: true, AbsentDIMMs: true, FloatMemoryGiB: true},
+		quirks: Quirks{GPUsFirst: true, AbsentDIMMs: true, FloatMemoryGiB: true, VirtualMediaPatchOnly: true},
 		vendor: "Lenovo", product: "Lenovo XClarity Controller",
 		mgrManufacturer: "Lenovo", mgrModel: "Lenovo XClarity Controller 2", mgrFirmware: "ESX322V 3.10", mgrID: "1",
 		sysManufacturer: "Lenovo", sysModel: "ThinkSystem SR650 V3", biosVersion: "ESE122T-3.10",
@@ -167,7 +180,7 @@ var profiles = map[Profile]profileDef{
 		resetActionInfoLink: true, bootMode: "UEFI", managerUUIDUpper: true,
 	},
 	ProfileSupermicro: {
-		quirks: Quirks{SameUUIDEverywhere: true, PlaceholderStrings: true, BootOnceOnly: true},
+		quirks: Quirks{SameUUIDEverywhere: true, PlaceholderStrings: true, BootOnceOnly: true, VirtualMediaRejectsInsertParams: true},
 		vendor: "Supermicro", product: "",
 		mgrManufacturer: "Supermicro", mgrModel: "ASPEED", mgrFirmware: "01.03.18", mgrID: "1",
 		sysManufacturer: "Supermicro", sysModel: "SYS-221H-TNR", biosVersion: "2.1",
@@ -202,6 +215,7 @@ func lookupProfile(p Profile) (profileDef, error) {
 	if !ok {
 		return profileDef{}, fmt.Errorf("unknown profile %q (known: %v)", p, Profiles())
 	}
+	def.media = mediaLayouts[Profile(strings.ToLower(string(p)))]
 	return def, nil
 }
 

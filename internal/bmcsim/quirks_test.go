@@ -423,6 +423,12 @@ var quirkCases = map[string]quirkCase{
 	},
 }
 
+func init() {
+	for name, qc := range mediaQuirkCases {
+		quirkCases[name] = qc
+	}
+}
+
 func TestEveryQuirkIsTested(t *testing.T) {
 	for _, name := range bmcsim.QuirkNames() {
 		assert.Contains(t, quirkCases, name, "quirk %s needs a case in quirkCases", name)

@@ -138,6 +138,9 @@ func (m *model) manager() obj {
 		servers[i], chassis[i] = s.path, m.chassisPathOf(s)
 	}
 	mgr["Links"] = obj{"ManagerForServers": m.refs(servers), "ManagerForChassis": m.refs(chassis)}
+	if len(m.managerMedia()) > 0 {
+		mgr["VirtualMedia"] = m.ref(m.managerPath() + "/VirtualMedia")
+	}
 	return mgr
 }
 

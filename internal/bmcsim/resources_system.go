@@ -63,6 +63,9 @@ func (m *model) computerSystem(s *system, now time.Time) obj {
 	cs["Memory"] = m.ref(s.path + "/Memory")
 	cs["Storage"] = m.ref(s.path + "/Storage")
 	cs["EthernetInterfaces"] = m.ref(s.path + "/EthernetInterfaces")
+	if len(s.systemMedia()) > 0 {
+		cs["VirtualMedia"] = m.ref(s.path + "/VirtualMedia")
+	}
 	cs["Links"] = obj{
 		"Chassis":   m.refs([]string{m.chassisPathOf(s)}),
 		"ManagedBy": m.refs([]string{m.managerPath()}),

@@ -25,6 +25,16 @@ const (
 	msgOperationNotAllow  = "Base.1.8.OperationNotAllowed"
 	msgInternalError      = "Base.1.8.InternalError"
 	msgUnavailable        = "Base.1.8.ServiceTemporarilyUnavailable"
+
+	msgActionParamUnknown      = "Base.1.8.ActionParameterUnknown"
+	msgActionParamNotSupported = "Base.1.8.ActionParameterNotSupported"
+	msgActionParamFormat       = "Base.1.8.ActionParameterValueFormatError"
+	msgPropertyMissing         = "Base.1.8.PropertyMissing"
+	msgResourceInUse           = "Base.1.8.ResourceInUse"
+	msgUnsupportedMedia        = "Base.1.8.UnsupportedMediaType"
+	msgCouldNotConnect         = "Base.1.8.CouldNotEstablishConnection"
+	msgResourceAtURIMissing    = "Base.1.8.ResourceAtUriInUnknownFormat"
+	msgResourceAtURIUnauth     = "Base.1.8.ResourceAtUriUnauthorized"
 )
 
 // writeJSON answers a Redfish resource with the headers every Redfish service sends.

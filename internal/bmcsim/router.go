@@ -120,6 +120,8 @@ func (b *BMC) route(path string) (endpoint, bool) {
 			return get(func() any { return m.managersCollection() }), true
 		case len(rest) == 2 && strings.EqualFold(rest[1], m.prof.mgrID):
 			return get(func() any { return m.manager() }), true
+		case len(rest) >= 3 && strings.EqualFold(rest[1], m.prof.mgrID) && rest[2] == "virtualmedia":
+			return b.routeMedia(m.managerPath()+"/VirtualMedia", m.managerMedia(), rest[3:])
 		}
 	case "chassis":
 		if len(rest) == 1 {
@@ -212,6 +214,8 @@ func (b *BMC) routeSystems(rest []string) (endpoint, bool) {
 				return get(func() any { return m.nic(s, nic) }), true
 			}
 		}
+	case sub == "virtualmedia":
+		return b.routeMedia(s.path+"/VirtualMedia", s.systemMedia(), rest[1:])
 	case sub == "resetactioninfo" && n == 1 && !m.q.NoResetAction:
 		return get(func() any { return m.resetActionInfo(s) }), true
 	case sub == "actions" && n == 2 && rest[1] == "computersystem.reset" && !m.q.NoResetAction:

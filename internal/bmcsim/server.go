@@ -22,6 +22,7 @@ type BMC struct {
 	auth   *auth
 	faults atomic.Pointer[faultState]
 	stats  counters
+	media  *mediaStore // fetched VirtualMedia images; nil for a static mockup
 
 	handler   http.Handler
 	closing   chan struct{} // closed by Close; ends injected hangs and latency waits
@@ -39,6 +40,7 @@ type BMC struct {
 
 type counters struct {
 	requests, sessionsCreated, sessionsDeleted, authFailures, resets, bootPatches atomic.Int64
+	mediaInserts, mediaEjects                                                     atomic.Int64
 }
 
 // maxBody bounds request bodies; Redfish requests are small JSON documents.
@@ -51,6 +53,7 @@ func Start(opts Options) (*BMC, error) {
 		return nil, err
 	}
 	b := newBMC(m, nil, newAuth(opts.Username, opts.Password))
+	b.media = newMediaStore(opts)
 	if err := b.listen(opts.Addr, opts.TLS); err != nil {
 		return nil, err
 	}
@@ -169,6 +172,9 @@ func (b *BMC) Close() error {
 			err = b.srv.Close()
 			<-b.serveDone
 		}
+		if b.media != nil {
+			b.media.close(b.model.mediaFiles())
+		}
 	})
 	if errors.Is(err, http.ErrServerClosed) {
 		err = nil
@@ -196,13 +202,15 @@ func (b *BMC) Stats() Stats {
 		AuthFailures:    b.stats.authFailures.Load(),
 		Resets:          b.stats.resets.Load(),
 		BootPatches:     b.stats.bootPatches.Load(),
+		MediaInserts:    b.stats.mediaInserts.Load(),
+		MediaEjects:     b.stats.mediaEjects.Load(),
 	}
 }
 
 // ResetStats zeroes the counters; ActiveSessions is state, not a counter, and stays.
 func (b *BMC) ResetStats() {
 	for _, c := range []*atomic.Int64{&b.stats.requests, &b.stats.sessionsCreated, &b.stats.sessionsDeleted,
-		&b.stats.authFailures, &b.stats.resets, &b.stats.bootPatches} {
+		&b.stats.authFailures, &b.stats.resets, &b.stats.bootPatches, &b.stats.mediaInserts, &b.stats.mediaEjects} {
 		c.Store(0)
 	}
 }

@@ -57,6 +57,16 @@ type Options struct {
 	Profile                                            Profile
 	Quirks                                             *Quirks      // overrides the profile's quirk set when non-nil
 	Systems                                            []SystemSpec // empty: one DefaultSystem(0)
+
+	// MediaDir is where VirtualMedia.InsertMedia stores the images it fetches (one file per
+	// inserted slot, removed on eject and by Close). Empty: a temporary directory made on
+	// the first insert and removed by Close.
+	MediaDir string
+	// MediaMaxBytes caps one fetched image (default DefaultMediaMaxBytes); MediaFetchTimeout
+	// bounds one fetch (default DefaultMediaFetchTimeout). A fetch over either fails the
+	// insert with a Redfish error.
+	MediaMaxBytes     int64
+	MediaFetchTimeout time.Duration
 }
 
 // BootTarget is what a system boots from at power-on.
@@ -91,7 +101,10 @@ type PowerAction struct {
 // SetCredentials or expiry leave it without counting as deleted); the rest are counters that
 // ResetStats zeroes. Requests includes faulted ones; AuthFailures counts requests refused for
 // missing or wrong credentials and failed logins, not injected 401s; Resets and BootPatches
-// count accepted actions and PATCHes.
+// count accepted actions and PATCHes. MediaInserts counts accepted VirtualMedia inserts (each
+// one an image fetched), MediaEjects accepted ejects (of an empty slot too), on any slot,
+// through the actions or PATCH.
 type Stats struct {
 	Requests, SessionsCreated, SessionsDeleted, ActiveSessions, AuthFailures, Resets, BootPatches int64
+	MediaInserts, MediaEjects                                                                     int64
 }

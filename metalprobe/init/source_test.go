@@ -80,7 +80,9 @@ func TestBootSourceFromTheMediaErrors(t *testing.T) {
 }
 
 // consoleLines splits what /init printed.
-func consoleLines(b *bytes.Buffer) []string { return strings.Split(strings.TrimSpace(b.String()), "\n") }
+func consoleLines(b *bytes.Buffer) []string {
+	return strings.Split(strings.TrimSpace(b.String()), "\n")
+}
 
 func TestStartBootFromTheMedia(t *testing.T) {
 	var console bytes.Buffer

@@ -28,6 +28,10 @@ const (
 	ModeProxy Mode = "proxy"
 	// ModeFull leases addresses from a range as well: a dedicated provisioning network.
 	ModeFull Mode = "full"
+	// ModeOff answers no DHCP at all: no DHCP socket is opened (a network without DHCP or PXE,
+	// whose servers boot the probe from virtual media). A Handler in this mode ignores every
+	// packet (IgnoredOff).
+	ModeOff Mode = "off"
 )
 
 // Port says where a request arrived: the DHCP port, or the PXE boot-server port 4011 where a
@@ -51,6 +55,7 @@ const (
 	IgnoredMessageType Reason = "unsupported_message"
 	IgnoredNoAddress   Reason = "no_free_address" // full mode: the range is exhausted
 	IgnoredReleased    Reason = "released"        // a RELEASE or DECLINE: recorded, nothing to answer
+	IgnoredOff         Reason = "dhcp_off"        // ModeOff: this service answers no DHCP
 )
 
 // Boot files the chain starts with, served by TFTP.
@@ -122,6 +127,9 @@ func (h *Handler) Handle(packet []byte, port Port) Decision {
 
 // HandleRequest is Handle for a decoded request.
 func (h *Handler) HandleRequest(req *dhcpv4.DHCPv4, port Port) Decision {
+	if h.Config.Mode != ModeProxy && h.Config.Mode != ModeFull {
+		return ignore(IgnoredOff)
+	}
 	c, ok := classify(req, port)
 	if !ok {
 		return ignore(IgnoredMalformed)

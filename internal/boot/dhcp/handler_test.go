@@ -162,6 +162,23 @@ func TestUnknownMACIsIgnoredInBothModes(t *testing.T) {
 	assert.Equal(t, IgnoredUnknownMAC, handle(h, discover(t, knownMAC), PortDHCP).Ignored)
 }
 
+// ModeOff answers nobody, a known PXE client included: the boot service runs no DHCP (and opens
+// no DHCP socket); a handler in this mode is only a guard.
+func TestModeOffAnswersNobody(t *testing.T) {
+	h := newHandler(ModeOff)
+	for _, req := range []*dhcpv4.DHCPv4{
+		discover(t, knownMAC, pxe(iana.INTEL_X86PC)...),
+		discover(t, knownMAC, ipxeClient()...),
+		discover(t, knownMAC),
+	} {
+		for _, port := range []Port{PortDHCP, PortPXE} {
+			d := handle(h, req, port)
+			assert.Nil(t, d.Reply)
+			assert.Equal(t, IgnoredOff, d.Ignored)
+		}
+	}
+}
+
 func TestMalformedIsIgnored(t *testing.T) {
 	h := newHandler(ModeFull)
 	good := discover(t, knownMAC, pxe(iana.INTEL_X86PC)...)

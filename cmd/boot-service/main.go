@@ -45,7 +45,7 @@ var flagOf = map[string]string{
 	"LeaseTime": "--dhcp-lease-time", "EFIBootFile": "--efi-boot-file", "ProbeDir": "--probe-dir",
 	"IPXEDir": "--ipxe-dir", "HTTPBindAddress": "--http-bind-address", "TFTPBindAddress": "--tftp-bind-address",
 	"URLKey": "--url-key-file", "RecheckInterval": "--recheck-interval", "Namespace": "--namespace",
-	"BootOperator": "--boot-operator",
+	"BootOperator": "--boot-operator", "MediaURL": "--media-url", "MediaBindAddress": "--media-bind-address",
 }
 
 type options struct {
@@ -53,15 +53,15 @@ type options struct {
 	leaseTime, recheck                                              time.Duration
 	efiBootFile, probeDir, ipxeDir, httpAddr, tftpAddr              string
 	metricsAddr, probeAddr, selector, namespace, urlKeyFile         string
-	urlKeySecret, bootOperator                                      string
+	urlKeySecret, bootOperator, mediaURL, mediaAddr                 string
 }
 
 func run(args []string) error {
 	var o options
 	zapOpts := zap.Options{}
 	fs := flag.NewFlagSet("boot-service", flag.ContinueOnError)
-	fs.StringVar(&o.mode, "mode", "proxy", "DHCP mode: proxy (next to the site's DHCP server; answers PXE/iPXE clients only, no addresses) or full (a dedicated provisioning network; leases addresses from --dhcp-range).")
-	fs.StringVar(&o.iface, "interface", "", "The provisioning network's interface; the DHCP sockets are bound to it (default: the interface that holds --server-ip).")
+	fs.StringVar(&o.mode, "mode", "proxy", "DHCP mode: proxy (next to the site's DHCP server; answers PXE/iPXE clients only, no addresses), full (a dedicated provisioning network; leases addresses from --dhcp-range) or off (no DHCP at all: servers boot the probe from virtual media).")
+	fs.StringVar(&o.iface, "interface", "", "The provisioning network's interface; the DHCP sockets are bound to it (default: the interface that holds --server-ip; unused with --mode off).")
 	fs.StringVar(&o.serverIP, "server-ip", "", "This host's IPv4 address on the provisioning network: TFTP next-server and DHCP server identifier (required).")
 	fs.StringVar(&o.publicURL, "public-url", "", "Base URL hosts reach this service's HTTP side at (default http://<server-ip>:<port of --http-bind-address>).")
 	fs.StringVar(&o.dhcpRange, "dhcp-range", "", "Full mode: the addresses to lease, start-end (e.g. 10.20.0.100-10.20.0.199).")
@@ -73,6 +73,8 @@ func run(args []string) error {
 	fs.StringVar(&o.ipxeDir, "ipxe-dir", "/usr/lib/ipxe", "Directory holding undionly.kpxe, ipxe.efi and snponly.efi (Debian's ipxe package).")
 	fs.StringVar(&o.httpAddr, "http-bind-address", "", "Address the HTTP side listens on (default <server-ip>:8080).")
 	fs.StringVar(&o.tftpAddr, "tftp-bind-address", "", "Address TFTP listens on (default <server-ip>:69).")
+	fs.StringVar(&o.mediaURL, "media-url", "", "Base URL BMCs reach this service's HTTP side at, for virtual-media ISOs (<media-url>/boot/<token>/probe.iso; default http://<media-bind-address> when that is set with a host, else --public-url).")
+	fs.StringVar(&o.mediaAddr, "media-bind-address", "", "A second address the HTTP side listens on, e.g. on the BMC network, for virtual-media ISOs (optional).")
 	fs.StringVar(&o.metricsAddr, "metrics-bind-address", ":8082", "Address of /metrics (0 disables).")
 	fs.StringVar(&o.probeAddr, "health-probe-bind-address", ":8083", "Address of /healthz and /readyz (0 disables).")
 	fs.StringVar(&o.bootOperator, "boot-operator", metalv1alpha1.BootOperatorIronfleet, "The name this service answers to: it serves the boot configurations labelled metal.ironfleet.dev/boot-operator=<name> (the manager's --boot-operator; unlabelled ones are ironfleet's).")
@@ -159,6 +161,10 @@ func run(args []string) error {
 	if err != nil {
 		return flagError(err)
 	}
+	if listeners.Media, err = boot.OpenMediaListener(svc.Config()); err != nil {
+		_ = listeners.Close()
+		return flagError(err)
+	}
 	if err := mgr.Add(manager.RunnableFunc(func(ctx context.Context) error { return svc.Serve(ctx, listeners) })); err != nil {
 		_ = listeners.Close()
 		return err
@@ -172,6 +178,7 @@ func configFrom(o options) (boot.Config, error) {
 		Mode: dhcp.Mode(o.mode), Interface: o.iface, PublicURL: o.publicURL, LeaseTime: o.leaseTime,
 		EFIBootFile: o.efiBootFile, ProbeDir: o.probeDir, IPXEDir: o.ipxeDir,
 		HTTPBindAddress: o.httpAddr, TFTPBindAddress: o.tftpAddr, Namespace: o.namespace, RecheckInterval: o.recheck,
+		MediaURL: o.mediaURL, MediaBindAddress: o.mediaAddr,
 	}
 	var err error
 	if cfg.ServerIP, err = parseAddr("--server-ip", o.serverIP, true); err != nil {
@@ -206,7 +213,7 @@ func configFrom(o options) (boot.Config, error) {
 	if o.namespace == "" {
 		return cfg, errors.New("--namespace: required: the namespace of the boot configurations served")
 	}
-	if cfg.Interface == "" {
+	if cfg.Interface == "" && cfg.Mode != dhcp.ModeOff {
 		if cfg.Interface, err = interfaceHolding(cfg.ServerIP); err != nil {
 			return cfg, fmt.Errorf("--interface: %w", err)
 		}

@@ -22,7 +22,10 @@ func TestBadFlagsAreRefusedByName(t *testing.T) {
 		args []string
 		want string
 	}{
-		{append([]string{"--mode", "relay"}, good...), `--mode: "relay" is not "proxy" or "full"`},
+		{append([]string{"--mode", "relay"}, good...), `--mode: "relay" is not "proxy", "full" or "off"`},
+		{append([]string{"--media-url", "ftp://bmc.example"}, good...), "--media-url:"},
+		{append([]string{"--media-url", "http://bmc.example/?x=1"}, good...), "--media-url:"},
+		{append([]string{"--media-bind-address", "no-port"}, good...), "--media-bind-address:"},
 		{[]string{"--server-ip", "192.0.2.1", "--probe-dir", dir}, "--interface: no interface of this host has 192.0.2.1 (--server-ip)"},
 		{[]string{"--interface", "eth1", "--probe-dir", dir}, "--server-ip: required"},
 		{[]string{"--interface", "eth1", "--server-ip", "fe80::1", "--probe-dir", dir}, "--server-ip:"},
@@ -60,4 +63,10 @@ func TestTheInterfaceDefaultsToTheOneHoldingTheServerIP(t *testing.T) {
 	cfg, err = configFrom(o)
 	require.NoError(t, err)
 	assert.Equal(t, "eth7", cfg.Interface, "a named interface is taken as it is")
+
+	// With DHCP off no interface is needed, nor looked for.
+	o = options{mode: "off", serverIP: "192.0.2.1", probeDir: t.TempDir(), namespace: "ironfleet-system", bootOperator: "ironfleet"}
+	cfg, err = configFrom(o)
+	require.NoError(t, err)
+	assert.Empty(t, cfg.Interface)
 }

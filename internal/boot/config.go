@@ -27,11 +27,12 @@ const MinURLKeyBytes = 32
 
 // Config is what the boot service serves and how. Validate names the field that is wrong.
 type Config struct {
-	// Mode is dhcp.ModeProxy (next to the site's DHCP server) or dhcp.ModeFull (a dedicated
-	// provisioning network where this service leases the addresses).
+	// Mode is dhcp.ModeProxy (next to the site's DHCP server), dhcp.ModeFull (a dedicated
+	// provisioning network where this service leases the addresses) or dhcp.ModeOff (no DHCP
+	// at all: servers boot the probe from virtual media; TFTP and HTTP still serve).
 	Mode dhcp.Mode
 	// Interface is the provisioning network's interface: OpenListeners binds the DHCP sockets
-	// to it. Only OpenListeners needs it.
+	// to it. Only OpenListeners needs it, and not in ModeOff.
 	Interface string
 	// ServerIP is this host's address on the provisioning network: next-server (TFTP) and DHCP
 	// server identifier.
@@ -51,13 +52,26 @@ type Config struct {
 	// firmware supports) or ipxe.efi (iPXE's own NIC drivers).
 	EFIBootFile string
 
-	// ProbeDir holds the probe's vmlinuz and initramfs.cpio.gz; IPXEDir the iPXE binaries.
+	// ProbeDir holds the probe's vmlinuz and initramfs.cpio.gz, and for virtual-media boots its
+	// template ISO (bootmedia.ISOFile and bootmedia.ManifestFile, loaded once by New); IPXEDir
+	// the iPXE binaries.
 	ProbeDir string
 	IPXEDir  string
 
 	// HTTPBindAddress and TFTPBindAddress are what OpenListeners listens on.
 	HTTPBindAddress string
 	TFTPBindAddress string
+
+	// MediaURL is the base of the ISO URLs handed to BMCs for virtual-media boots
+	// (<MediaURL>/boot/<token>/probe.iso), as BMCs reach this service: their network often
+	// differs from the hosts' (Ironic's external_http_url). http or https (behind a proxy that
+	// terminates TLS). Empty: http://<MediaBindAddress> when that names a host and a port,
+	// else PublicURL.
+	MediaURL string
+	// MediaBindAddress, when set, is a second HTTP listener (Listeners.Media, opened by
+	// OpenMediaListener, not by OpenListeners) serving the same handler, e.g. on the BMC
+	// network.
+	MediaBindAddress string
 
 	// URLKey signs the per-boot URLs (at least MinURLKeyBytes). It must survive restarts, or
 	// a host booting across a restart is refused its ignition: see LoadURLKeyFile and
@@ -127,15 +141,26 @@ func (c Config) withDefaults() Config {
 		}
 	}
 	c.PublicURL = strings.TrimRight(c.PublicURL, "/")
+	if c.MediaURL == "" && c.MediaBindAddress != "" {
+		if host, port, err := net.SplitHostPort(c.MediaBindAddress); err == nil && port != "" && port != "0" {
+			if ip, err := netip.ParseAddr(host); err == nil && !ip.IsUnspecified() {
+				c.MediaURL = "http://" + c.MediaBindAddress
+			}
+		}
+	}
+	if c.MediaURL == "" {
+		c.MediaURL = c.PublicURL
+	}
+	c.MediaURL = strings.TrimRight(c.MediaURL, "/")
 	return c
 }
 
 // Validate says what is wrong, naming the field. It checks a config with defaults applied.
 func (c Config) Validate() error {
 	switch c.Mode {
-	case dhcp.ModeProxy, dhcp.ModeFull:
+	case dhcp.ModeProxy, dhcp.ModeFull, dhcp.ModeOff:
 	default:
-		return fieldError("Mode", "%q is not %q or %q", c.Mode, dhcp.ModeProxy, dhcp.ModeFull)
+		return fieldError("Mode", "%q is not %q, %q or %q", c.Mode, dhcp.ModeProxy, dhcp.ModeFull, dhcp.ModeOff)
 	}
 	if !c.ServerIP.Is4() || c.ServerIP.IsUnspecified() {
 		return fieldError("ServerIP", "want this host's IPv4 address on the provisioning network, got %q", addrString(c.ServerIP))
@@ -144,6 +169,15 @@ func (c Config) Validate() error {
 	if c.PublicURL == "" || err != nil || u.Scheme != "http" || u.Host == "" || u.RawQuery != "" || u.Fragment != "" {
 		// http only: Debian's iPXE has no HTTPS (docs/boot.md, Security).
 		return fieldError("PublicURL", "want an http://host:port URL hosts reach this service at, got %q", c.PublicURL)
+	}
+	m, err := url.Parse(c.MediaURL)
+	if err != nil || (m.Scheme != "http" && m.Scheme != "https") || m.Host == "" || m.RawQuery != "" || m.Fragment != "" {
+		return fieldError("MediaURL", "want an http(s)://host:port URL BMCs reach this service at, got %q", c.MediaURL)
+	}
+	if c.MediaBindAddress != "" {
+		if _, _, err := net.SplitHostPort(c.MediaBindAddress); err != nil {
+			return fieldError("MediaBindAddress", "want host:port, got %q", c.MediaBindAddress)
+		}
 	}
 	if c.Mode == dhcp.ModeFull {
 		if err := c.validateRange(); err != nil {

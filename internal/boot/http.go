@@ -42,7 +42,7 @@ const (
 const requestTimeout = 10 * time.Second
 
 // Handler is the boot service's HTTP side: iPXE scripts, the probe's kernel and initramfs,
-// and each boot's ignition and progress, under the per-boot URL.
+// and each boot's ignition, progress and (virtual-media boots) ISO, under the per-boot URL.
 func (s *Service) Handler() http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /ipxe/{mac}", s.serveScriptByMAC)
@@ -50,6 +50,8 @@ func (s *Service) Handler() http.Handler {
 	mux.HandleFunc("GET /artifacts/{name}", s.serveArtifact)
 	mux.HandleFunc("GET /boot/{token}/ignition", s.serveIgnition)
 	mux.HandleFunc("POST /boot/{token}/progress", s.recordProgress)
+	mux.HandleFunc("GET /boot/{token}/"+MediaFile, s.serveMedia) // and HEAD
+
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		sw := &statusWriter{ResponseWriter: w}
 		mux.ServeHTTP(sw, r)
@@ -203,24 +205,8 @@ func (s *Service) serveIgnition(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	ref := t.sbc.Spec.IgnitionSecretRef
-	var secret corev1.Secret
-	if ref == nil {
-		s.fail(w, http.StatusNotFound, errNotFound)
-		return
-	}
-	if err := s.api.Get(ctx, client.ObjectKey{Namespace: t.sbc.Namespace, Name: ref.Name}, &secret); err != nil {
-		if client.IgnoreNotFound(err) != nil {
-			s.log.Error(err, "reading an ignition Secret", "bootConfiguration", t.sbc.Name)
-			s.fail(w, http.StatusInternalServerError, errInternal)
-			return
-		}
-		s.fail(w, http.StatusNotFound, errNotFound)
-		return
-	}
-	data := secret.Data[ignition.SecretKey]
-	if len(data) == 0 {
-		s.fail(w, http.StatusNotFound, errNotFound)
+	data, ok := s.ignitionData(ctx, w, t)
+	if !ok {
 		return
 	}
 	w.Header().Set("Content-Type", "application/json")
@@ -229,6 +215,32 @@ func (s *Service) serveIgnition(w http.ResponseWriter, r *http.Request) {
 	httpBytes.WithLabelValues(kindIgnition).Add(float64(n))
 	bootsServed.WithLabelValues(string(t.sbc.Spec.Purpose)).Inc()
 	s.events.Eventf(t.sbc, nil, corev1.EventTypeNormal, "IgnitionServed", "Boot", "ignition served to server %s", t.server.Name)
+}
+
+// ignitionData reads a boot's ignition from its Secret, from the API server; it answers 404
+// itself when there is none (500 when the API cannot be read).
+func (s *Service) ignitionData(ctx context.Context, w http.ResponseWriter, t *target) ([]byte, bool) {
+	ref := t.sbc.Spec.IgnitionSecretRef
+	if ref == nil {
+		s.fail(w, http.StatusNotFound, errNotFound)
+		return nil, false
+	}
+	var secret corev1.Secret
+	if err := s.api.Get(ctx, client.ObjectKey{Namespace: t.sbc.Namespace, Name: ref.Name}, &secret); err != nil {
+		if client.IgnoreNotFound(err) != nil {
+			s.log.Error(err, "reading an ignition Secret", "bootConfiguration", t.sbc.Name)
+			s.fail(w, http.StatusInternalServerError, errInternal)
+			return nil, false
+		}
+		s.fail(w, http.StatusNotFound, errNotFound)
+		return nil, false
+	}
+	data := secret.Data[ignition.SecretKey]
+	if len(data) == 0 {
+		s.fail(w, http.StatusNotFound, errNotFound)
+		return nil, false
+	}
+	return data, true
 }
 
 // recordProgress records a stage the booted host reports: as the BootProgress condition of its

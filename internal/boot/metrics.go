@@ -27,7 +27,7 @@ var (
 	}, []string{"kind"})
 	httpBytes = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "ironfleet_boot_http_sent_bytes_total",
-		Help: "Bytes sent over HTTP, by kind (script, artifact, ignition).",
+		Help: "Bytes sent over HTTP, by kind (script, artifact, ignition, media: virtual-media ISOs).",
 	}, []string{"kind"})
 	httpErrors = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "ironfleet_boot_http_errors_total",

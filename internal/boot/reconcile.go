@@ -10,6 +10,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -29,6 +30,9 @@ const (
 	ReasonArtifactMissing    = "ArtifactMissing"
 	ReasonIgnitionUnreadable = "IgnitionUnreadable"
 	ReasonImageNotSupported  = "ImageNotSupported"
+	// Virtual-media boots only.
+	ReasonIgnitionTooLarge        = "IgnitionTooLarge"
+	ReasonBootMediaSecretConflict = "BootMediaSecretConflict"
 )
 
 // verdict is whether a boot configuration can be served, and if not why.
@@ -38,6 +42,9 @@ type verdict struct {
 	message string
 	// recheck: the missing thing is a file, not watched; look again after this long.
 	recheck time.Duration
+	// setMedia: status.bootMediaSecretRef becomes mediaSecret ("": none).
+	setMedia    bool
+	mediaSecret string
 }
 
 func notReady(reason, format string, args ...any) verdict {
@@ -79,6 +86,12 @@ func (s *Service) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result,
 			return ctrl.Result{}, err
 		}
 	}
+	if !virtualMedia(&sbc) {
+		v.setMedia, v.mediaSecret = true, "" // a boot that was VirtualMedia has no ISO any more
+	}
+	if !v.ready {
+		s.media.embeds.drop(s.tokens.token(&sbc)) // its ISO is not served: nothing of it is kept
+	}
 	if err := s.writeVerdict(ctx, &sbc, v); err != nil {
 		return ctrl.Result{}, err
 	}
@@ -92,6 +105,9 @@ func (s *Service) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result,
 
 // check decides whether the boot can be served, in the order a person would fix things.
 func (s *Service) check(ctx context.Context, sbc *metalv1alpha1.ServerBootConfiguration, server *metalv1alpha1.Server) (verdict, error) {
+	if virtualMedia(sbc) {
+		return s.checkVirtualMedia(ctx, sbc, server)
+	}
 	macs := serverMACs(server)
 	if len(macs) == 0 {
 		return notReady(ReasonMACsUnknown, "server %s has no NIC MAC address in status.inventory.networkInterfaces (before its first probe report they come from its BMC's Redfish EthernetInterfaces): DHCP could not tell it from other hosts; check what the BMC reports, or serve it with another boot operator", server.Name), nil
@@ -103,20 +119,50 @@ func (s *Service) check(ctx context.Context, sbc *metalv1alpha1.ServerBootConfig
 			return v, nil
 		}
 	}
-	data, v, err := s.checkIgnition(ctx, sbc)
+	if _, v, err := s.checkProbeIgnition(ctx, sbc); err != nil || !v.ready {
+		return v, err
+	}
+	return verdict{ready: true, reason: ReasonReady,
+		message: fmt.Sprintf("serving the metalprobe (%s) to server %s over DHCP, TFTP and HTTP; MACs %s", strings.ToLower(string(sbc.Spec.Purpose)), server.Name, strings.Join(macs, ", "))}, nil
+}
+
+// checkVirtualMedia is check for a virtual-media boot: no MACs, DHCP, TFTP or iPXE needed, but
+// the template ISO, an ignition that fits in it, and the Secret publishing the ISO's URL, which
+// is written before the configuration is marked Ready so that whoever sees Ready finds it.
+func (s *Service) checkVirtualMedia(ctx context.Context, sbc *metalv1alpha1.ServerBootConfiguration, server *metalv1alpha1.Server) (verdict, error) {
+	data, v, err := s.checkProbeIgnition(ctx, sbc)
 	if err != nil || !v.ready {
 		return v, err
+	}
+	if v := s.checkMedia(sbc, data); !v.ready {
+		return v, nil
+	}
+	v, err = s.publishMedia(ctx, sbc)
+	if err != nil || !v.ready {
+		return v, err
+	}
+	v.reason = ReasonReady
+	v.message = fmt.Sprintf("serving the metalprobe (%s) to server %s as virtual media: the ISO's URL is in Secret %s/%s (key %s)",
+		strings.ToLower(string(sbc.Spec.Purpose)), server.Name, sbc.Namespace, v.mediaSecret, MediaURLKey)
+	return v, nil
+}
+
+// checkProbeIgnition checks the ignition, and for a Provisioning boot that it is the probe's
+// provision-mode one.
+func (s *Service) checkProbeIgnition(ctx context.Context, sbc *metalv1alpha1.ServerBootConfiguration) ([]byte, verdict, error) {
+	data, v, err := s.checkIgnition(ctx, sbc)
+	if err != nil || !v.ready {
+		return nil, v, err
 	}
 	if sbc.Spec.Purpose == metalv1alpha1.BootPurposeProvisioning {
 		// Images are installed by the probe, in provision mode: this boot service never
 		// network-boots an OS image itself.
 		if cfg, err := ignition.Decode(data); err != nil || cfg.Mode != ignition.ModeProvision || cfg.Install == nil {
-			return notReady(ReasonImageNotSupported, "purpose Provisioning: this boot service installs images with the metalprobe, and the ignition in Secret %s/%s is not the probe's provision-mode ignition (the operator makes it for a ServerClaim's image); it does not network-boot an OS image itself",
+			return nil, notReady(ReasonImageNotSupported, "purpose Provisioning: this boot service installs images with the metalprobe, and the ignition in Secret %s/%s is not the probe's provision-mode ignition (the operator makes it for a ServerClaim's image); it does not network-boot an OS image itself",
 				sbc.Namespace, sbc.Spec.IgnitionSecretRef.Name), nil
 		}
 	}
-	return verdict{ready: true, reason: ReasonReady,
-		message: fmt.Sprintf("serving the metalprobe (%s) to server %s over DHCP, TFTP and HTTP; MACs %s", strings.ToLower(string(sbc.Spec.Purpose)), server.Name, strings.Join(macs, ", "))}, nil
+	return data, v, nil
 }
 
 // requiredFiles are the files every probe boot needs.
@@ -178,11 +224,18 @@ func (s *Service) writeVerdict(ctx context.Context, sbc *metalv1alpha1.ServerBoo
 		state, status = metalv1alpha1.BootConfigurationStateReady, metav1.ConditionTrue
 	}
 	updated.Status.State = state
+	if v.setMedia {
+		updated.Status.BootMediaSecretRef = nil
+		if v.mediaSecret != "" {
+			updated.Status.BootMediaSecretRef = &metalv1alpha1.LocalObjectReference{Name: v.mediaSecret}
+		}
+	}
+	mediaChanged := !equality.Semantic.DeepEqual(updated.Status.BootMediaSecretRef, sbc.Status.BootMediaSecretRef)
 	changed := meta.SetStatusCondition(&updated.Status.Conditions, metav1.Condition{
 		Type: metalv1alpha1.ConditionReady, Status: status, Reason: v.reason, Message: v.message,
 		ObservedGeneration: sbc.Generation,
 	})
-	if !changed && sbc.Status.State == state {
+	if !changed && !mediaChanged && sbc.Status.State == state {
 		return nil
 	}
 	if err := s.client.Status().Patch(ctx, updated, client.MergeFromWithOptions(sbc, client.MergeFromWithOptimisticLock{})); err != nil {

@@ -2,7 +2,10 @@
 // ServerBootConfigurations and network-boots the servers they name. DHCP (proxy or full, in
 // dhcp/) hands a PXE ROM an iPXE binary over TFTP (tftp/); iPXE fetches a per-server script over
 // HTTP that boots the probe's kernel and initramfs with a per-boot URL; the probe's /init
-// fetches its ignition from that URL and reports its progress to it. See docs/boot.md.
+// fetches its ignition from that URL and reports its progress to it. A virtual-media boot
+// (spec.bootMethod VirtualMedia) gets instead a per-boot ISO under the same URL (media.go), the
+// template ISO with its ignition embedded, which the server's BMC mounts: no DHCP, TFTP or iPXE
+// (dhcp.ModeOff runs none). See docs/boot.md.
 package boot
 
 import (
@@ -42,6 +45,7 @@ type Service struct {
 	cfg    Config
 	tokens tokenSigner
 	leases *dhcp.LeaseTable // full mode; addresses only, nothing about boots
+	media  *bootMedia       // the template ISO and the embeds being served
 
 	// From the manager: client reads the cache, api reads the API server.
 	client client.Client
@@ -61,6 +65,7 @@ func New(cfg Config) (*Service, error) {
 	if cfg.Mode == dhcp.ModeFull {
 		s.leases = dhcp.NewLeaseTable(cfg.DHCPRangeStart, cfg.DHCPRangeEnd, cfg.ServerIP, cfg.LeaseTime, nil)
 	}
+	s.media = newBootMedia(cfg.ProbeDir, cfg.RecheckInterval)
 	return s, nil
 }
 
@@ -69,12 +74,13 @@ func (s *Service) Config() Config { return s.cfg }
 
 // What the boot service may do, generated into config/boot-service/role.yaml (make manifests):
 // read Servers (cluster-scoped); in its namespace only, read boot configurations and write their
-// status, read ignition Secrets and create the URL key's, record events about them.
+// status, read ignition Secrets, create the URL key's, create and update the boot media
+// Secrets (virtual-media boots' ISO URLs), record events about them.
 //
 // +kubebuilder:rbac:groups=metal.ironfleet.dev,resources=servers,verbs=get;list;watch
 // +kubebuilder:rbac:groups=metal.ironfleet.dev,namespace=ironfleet-system,resources=serverbootconfigurations,verbs=get;list;watch
 // +kubebuilder:rbac:groups=metal.ironfleet.dev,namespace=ironfleet-system,resources=serverbootconfigurations/status,verbs=get;patch;update
-// +kubebuilder:rbac:groups="",namespace=ironfleet-system,resources=secrets,verbs=get;list;watch;create
+// +kubebuilder:rbac:groups="",namespace=ironfleet-system,resources=secrets,verbs=get;list;watch;create;update
 // +kubebuilder:rbac:groups=events.k8s.io,namespace=ironfleet-system,resources=events,verbs=create;patch
 
 // SetupWithManager registers the indexes and the reconciler of boot configurations on mgr.
@@ -83,6 +89,11 @@ func (s *Service) SetupWithManager(mgr ctrl.Manager) error {
 	s.client, s.api, s.cache = mgr.GetClient(), mgr.GetAPIReader(), mgr.GetCache()
 	s.events = mgr.GetEventRecorder(s.cfg.Name)
 	s.log = mgr.GetLogger().WithName("boot-service")
+	// The template ISO is loaded now; when it cannot be, virtual-media boots are not Ready
+	// (ArtifactMissing) and it is tried again when they are re-checked.
+	if _, err := s.media.template(); err != nil {
+		s.log.Info("no template ISO: virtual-media boots are not served until it loads", "dir", s.cfg.ProbeDir, "error", err.Error())
+	}
 	if err := s.indexFields(context.Background(), mgr.GetFieldIndexer()); err != nil {
 		return err
 	}
@@ -92,6 +103,7 @@ func (s *Service) SetupWithManager(mgr ctrl.Manager) error {
 		Watches(&metalv1alpha1.Server{}, handler.EnqueueRequestsFromMapFunc(s.bootConfigsOfServer),
 			builder.WithPredicates(serverChanged())).
 		Watches(&corev1.Secret{}, handler.EnqueueRequestsFromMapFunc(s.bootConfigsOfSecret)).
+		Owns(&corev1.Secret{}). // the boot media Secrets: one changed or deleted is written again
 		WithOptions(controller.Options{
 			// The classic queue: v0.24's priority queue can hang a manager's shutdown
 			// (internal/controller/settings.go).
@@ -150,12 +162,16 @@ type Listeners struct {
 	TFTP net.PacketConn
 	// HTTP serves scripts, artifacts and the per-boot URLs.
 	HTTP net.Listener
+	// Media, when Config.MediaBindAddress is set, serves the same handler there: where BMCs
+	// fetch virtual-media ISOs (OpenMediaListener opens it; OpenListeners does not, so that
+	// it can be opened in another network namespace than the others). Required then.
+	Media net.Listener
 }
 
 // Close closes every socket that is open.
 func (l Listeners) Close() error {
 	var errs []error
-	for _, c := range []interface{ Close() error }{l.DHCP, l.PXE, l.TFTP, l.HTTP} {
+	for _, c := range []interface{ Close() error }{l.DHCP, l.PXE, l.TFTP, l.HTTP, l.Media} {
 		if c != nil {
 			errs = append(errs, c.Close())
 		}
@@ -164,8 +180,9 @@ func (l Listeners) Close() error {
 }
 
 // OpenListeners opens the sockets cfg asks for: DHCP on port 67 (and 4011 in proxy mode) bound
-// to cfg.Interface, TFTP on cfg.TFTPBindAddress, HTTP on cfg.HTTPBindAddress. It opens them in
-// the calling thread's network namespace. Errors name the Config field.
+// to cfg.Interface (none in dhcp.ModeOff), TFTP on cfg.TFTPBindAddress, HTTP on
+// cfg.HTTPBindAddress. It opens them in the calling thread's network namespace. It does not
+// open Listeners.Media: see OpenMediaListener. Errors name the Config field.
 func OpenListeners(cfg Config) (Listeners, error) {
 	cfg = cfg.withDefaults()
 	var l Listeners
@@ -173,20 +190,10 @@ func OpenListeners(cfg Config) (Listeners, error) {
 		_ = l.Close()
 		return Listeners{}, &ConfigError{Field: field, Problem: err.Error()}
 	}
-	if cfg.Interface == "" {
-		return fail("Interface", errors.New("required: the provisioning network's interface, for the DHCP sockets"))
-	}
-	conn, err := server4.NewIPv4UDPConn(cfg.Interface, &net.UDPAddr{Port: dhcpv4.ServerPort})
-	if err != nil {
-		return fail("Interface", fmt.Errorf("opening DHCP port 67 on %s: %w", cfg.Interface, err))
-	}
-	l.DHCP = conn
-	if cfg.Mode == dhcp.ModeProxy {
-		pxe, err := server4.NewIPv4UDPConn(cfg.Interface, &net.UDPAddr{Port: int(dhcp.PortPXE)})
-		if err != nil {
-			return fail("Interface", fmt.Errorf("opening PXE port 4011 on %s: %w", cfg.Interface, err))
+	if cfg.Mode != dhcp.ModeOff {
+		if err := openDHCP(cfg, &l); err != nil {
+			return fail("Interface", err)
 		}
-		l.PXE = pxe
 	}
 	t, err := net.ListenPacket("udp4", cfg.TFTPBindAddress)
 	if err != nil {
@@ -201,17 +208,58 @@ func OpenListeners(cfg Config) (Listeners, error) {
 	return l, nil
 }
 
+// OpenMediaListener opens the listener of cfg.MediaBindAddress (Listeners.Media) in the calling
+// thread's network namespace; nil, nil when it is not set. Errors name the Config field.
+func OpenMediaListener(cfg Config) (net.Listener, error) {
+	if cfg.MediaBindAddress == "" {
+		return nil, nil
+	}
+	m, err := net.Listen("tcp", cfg.MediaBindAddress)
+	if err != nil {
+		return nil, &ConfigError{Field: "MediaBindAddress", Problem: fmt.Sprintf("listening for HTTP (virtual media): %v", err)}
+	}
+	return m, nil
+}
+
+// openDHCP opens the DHCP sockets on cfg.Interface.
+func openDHCP(cfg Config, l *Listeners) error {
+	if cfg.Interface == "" {
+		return errors.New("required: the provisioning network's interface, for the DHCP sockets")
+	}
+	conn, err := server4.NewIPv4UDPConn(cfg.Interface, &net.UDPAddr{Port: dhcpv4.ServerPort})
+	if err != nil {
+		return fmt.Errorf("opening DHCP port 67 on %s: %w", cfg.Interface, err)
+	}
+	l.DHCP = conn
+	if cfg.Mode == dhcp.ModeProxy {
+		pxe, err := server4.NewIPv4UDPConn(cfg.Interface, &net.UDPAddr{Port: int(dhcp.PortPXE)})
+		if err != nil {
+			return fmt.Errorf("opening PXE port 4011 on %s: %w", cfg.Interface, err)
+		}
+		l.PXE = pxe
+	}
+	return nil
+}
+
 // Serve answers on l until ctx ends, then closes l and returns nil; it returns early with the
 // first socket's error. It waits for the manager's cache first: a request is only answered
 // from a synced cache.
 func (s *Service) Serve(ctx context.Context, l Listeners) error {
-	if s.cache == nil {
-		_ = l.Close()
-		return errors.New("boot service: SetupWithManager must be called before Serve")
-	}
 	if l.HTTP == nil {
 		_ = l.Close()
 		return errors.New("boot service: no HTTP listener")
+	}
+	if s.cfg.Mode == dhcp.ModeOff && (l.DHCP != nil || l.PXE != nil) {
+		_ = l.Close()
+		return errors.New("boot service: DHCP mode off, but a DHCP socket was given")
+	}
+	if s.cfg.MediaBindAddress != "" && l.Media == nil {
+		_ = l.Close()
+		return errors.New("boot service: MediaBindAddress is set but Listeners.Media is nil (open it with OpenMediaListener)")
+	}
+	if s.cache == nil {
+		_ = l.Close()
+		return errors.New("boot service: SetupWithManager must be called before Serve")
 	}
 	if !s.cache.WaitForCacheSync(ctx) {
 		_ = l.Close()
@@ -238,13 +286,22 @@ func (s *Service) Serve(ctx context.Context, l Listeners) error {
 		}()
 	}
 
+	// One server, one handler, on both HTTP listeners: Shutdown closes both.
 	srv := &http.Server{Handler: s.Handler(), ReadHeaderTimeout: 10 * time.Second}
-	run("HTTP", func() error {
-		if err := srv.Serve(l.HTTP); !errors.Is(err, http.ErrServerClosed) {
-			return err
+	for _, hl := range []struct {
+		name string
+		l    net.Listener
+	}{{"HTTP", l.HTTP}, {"HTTP (virtual media)", l.Media}} {
+		if hl.l == nil {
+			continue
 		}
-		return nil
-	})
+		run(hl.name, func() error {
+			if err := srv.Serve(hl.l); !errors.Is(err, http.ErrServerClosed) {
+				return err
+			}
+			return nil
+		})
+	}
 	go func() {
 		<-ctx.Done()
 		shutdown, done := context.WithTimeout(context.Background(), 5*time.Second)
@@ -265,7 +322,11 @@ func (s *Service) Serve(ctx context.Context, l Listeners) error {
 			run(fmt.Sprintf("DHCP port %d", sock.port), func() error { return ds.Serve(ctx, sock.conn, sock.port) })
 		}
 	}
-	s.log.Info("boot service serving", "mode", s.cfg.Mode, "publicURL", s.cfg.PublicURL, "http", l.HTTP.Addr().String())
+	kv := []any{"mode", s.cfg.Mode, "publicURL", s.cfg.PublicURL, "mediaURL", s.cfg.MediaURL, "http", l.HTTP.Addr().String()}
+	if l.Media != nil {
+		kv = append(kv, "media", l.Media.Addr().String())
+	}
+	s.log.Info("boot service serving", kv...)
 	wg.Wait()
 	return first
 }

@@ -2,6 +2,10 @@ package boot_test
 
 import (
 	"context"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
 	"fmt"
 	"net/netip"
 	"os"
@@ -27,6 +31,7 @@ import (
 	metalv1alpha1 "github.com/ironfleet/ironfleet/apis/metal/v1alpha1"
 	"github.com/ironfleet/ironfleet/internal/boot"
 	"github.com/ironfleet/ironfleet/internal/boot/dhcp"
+	"github.com/ironfleet/ironfleet/internal/bootmedia"
 	"github.com/ironfleet/ironfleet/internal/ignition"
 	"github.com/ironfleet/ironfleet/internal/testenv"
 )
@@ -40,9 +45,17 @@ var (
 	probeDir  string
 	ipxeDir   string
 	publicURL = "http://10.20.0.1:8080"
+	// mediaURL is where the BMCs reach the service: another network than the hosts'.
+	mediaURL = "http://192.0.2.10:9090"
+	// isoTemplate is the fake template ISO in probeDir (bootmedia.ISOFile): random bytes with a
+	// zero-filled embed area of isoEmbedSize at isoEmbedOffset.
+	isoTemplate []byte
 )
 
 const (
+	isoSize         = 256 << 10
+	isoEmbedOffset  = 64<<10 + 2048
+	isoEmbedSize    = 32 << 10
 	nsAll           = "boot-all"
 	nsFiltered      = "boot-filtered"
 	filterLabel     = "boot.ironfleet.dev/test-service"
@@ -93,6 +106,10 @@ func runSuite(m *testing.M) (int, error) {
 		}
 	}
 
+	if isoTemplate, err = writeTemplate(probeDir); err != nil {
+		return 0, err
+	}
+
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	for _, ns := range []string{nsAll, nsFiltered} {
@@ -115,11 +132,31 @@ func testConfig(ns string, filter func(*metalv1alpha1.Server) bool) boot.Config 
 		Mode: dhcp.ModeFull, ServerIP: netip.MustParseAddr("10.20.0.1"), PublicURL: publicURL,
 		DHCPRangeStart: netip.MustParseAddr("10.20.0.100"), DHCPRangeEnd: netip.MustParseAddr("10.20.0.199"),
 		SubnetMask: netip.MustParseAddr("255.255.255.0"),
-		ProbeDir:   probeDir, IPXEDir: ipxeDir,
+		ProbeDir:   probeDir, IPXEDir: ipxeDir, MediaURL: mediaURL,
 		URLKey:       []byte("0123456789abcdef0123456789abcdef"),
 		ServerFilter: filter, Namespace: ns, RecheckInterval: recheckInterval,
 		Name: "boot-service-" + ns,
 	}
+}
+
+// writeTemplate writes a fake template ISO and its manifest into dir, as make probe-image
+// does; bootmedia.LoadTemplate checks its size, SHA256 and zeroed embed area.
+func writeTemplate(dir string) ([]byte, error) {
+	iso := make([]byte, isoSize)
+	if _, err := rand.Read(iso); err != nil {
+		return nil, err
+	}
+	clear(iso[isoEmbedOffset : isoEmbedOffset+isoEmbedSize])
+	sum := sha256.Sum256(iso)
+	manifest, err := json.Marshal(bootmedia.Manifest{Size: isoSize, SHA256: hex.EncodeToString(sum[:]),
+		EmbedOffset: isoEmbedOffset, EmbedSize: isoEmbedSize})
+	if err != nil {
+		return nil, err
+	}
+	if err := os.WriteFile(filepath.Join(dir, bootmedia.ISOFile), iso, 0o644); err != nil {
+		return nil, err
+	}
+	return iso, os.WriteFile(filepath.Join(dir, bootmedia.ManifestFile), manifest, 0o644)
 }
 
 // startService runs a service in a manager of its own, as the binary does.

@@ -12,11 +12,12 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 )
 
 // sourceDigest hashes everything a build's bytes depend on: the Go toolchain, the kernel pin
-// (and an explicit package file's name and size), the probe version, and the sources of /init,
+// (and an explicit package file's name and size), the boot loaders' pins, the probe version, and the sources of /init,
 // metalprobe and this builder (WantedModules and the initramfs layout live here) with the
 // versions of every module they import. A build directory whose manifest records the same
 // digest holds what a new build would write, so Build can keep it.
@@ -27,6 +28,9 @@ func sourceDigest(ctx context.Context, opts Options) (string, error) {
 		return "", fmt.Errorf("asking go for its version: %w", err)
 	}
 	fmt.Fprintf(h, "go %s\nkernel %s\nversion %q\n", bytes.TrimSpace(goVersion), opts.Kernel, opts.ProbeVersion)
+	for _, pin := range opts.Bootloaders {
+		fmt.Fprintf(h, "bootloader %s\n", pin)
+	}
 	if opts.KernelDeb != "" {
 		fi, err := os.Stat(opts.KernelDeb)
 		if err != nil {
@@ -91,10 +95,10 @@ func current(dir, digest string) (*Manifest, bool) {
 		return nil, false
 	}
 	var m Manifest
-	if json.Unmarshal(data, &m) != nil || m.SourceDigest != digest || len(m.Files) == 0 {
+	if json.Unmarshal(data, &m) != nil || m.SourceDigest != digest || len(m.Files) == 0 || len(m.ISO) == 0 {
 		return nil, false
 	}
-	for _, f := range m.Files {
+	for _, f := range append(slices.Clone(m.Files), m.ISO...) {
 		data, err := os.ReadFile(filepath.Join(dir, f.Name))
 		if err != nil || digestOf(f.Name, data) != f {
 			return nil, false

@@ -20,6 +20,7 @@ import (
 
 // Output file names in the build directory.
 const (
+	// The template ISO and its bootmedia.Manifest are ISOFile and ISOManifestFile (iso.go).
 	KernelFile    = "vmlinuz"
 	InitramfsFile = "initramfs.cpio.gz"
 	ManifestFile  = "manifest.json"
@@ -41,13 +42,16 @@ const (
 
 // Options say what to build and where.
 type Options struct {
-	// OutDir receives vmlinuz, initramfs.cpio.gz and manifest.json.
+	// OutDir receives vmlinuz, initramfs.cpio.gz, probe.iso, probe-iso.json and manifest.json.
 	OutDir string
 	// Kernel is the kernel package; DefaultKernelPin() when zero.
 	Kernel KernelPin
 	// KernelDeb is the kernel package file; when empty it is downloaded into CacheDir.
 	KernelDeb string
-	// CacheDir keeps downloaded kernel packages; DefaultCacheDir() when empty.
+	// Bootloaders are the packages the ISO's boot loaders come from; DefaultBootloaderPins()
+	// when nil. They are downloaded into CacheDir like the kernel's.
+	Bootloaders []DebPin
+	// CacheDir keeps downloaded packages; DefaultCacheDir() when empty.
 	CacheDir string
 	// ProbeVersion is compiled into metalprobe (cli.Version).
 	ProbeVersion string
@@ -69,6 +73,9 @@ func Build(ctx context.Context, opts Options) (*Manifest, bool, error) {
 	}
 	if opts.Kernel == (KernelPin{}) {
 		opts.Kernel = DefaultKernelPin()
+	}
+	if opts.Bootloaders == nil {
+		opts.Bootloaders = DefaultBootloaderPins()
 	}
 	if opts.Log == nil {
 		opts.Log = io.Discard
@@ -113,6 +120,10 @@ func build(ctx context.Context, opts Options, srcDigest string) (*Manifest, erro
 	})
 	kernel, modules, files, kerr := prepareKernel(ctx, opts, filepath.Join(work, "kernel"))
 	_, _ = fmt.Fprintf(opts.Log, "prepared the kernel and %d modules in %s\n", len(modules), time.Since(start).Round(time.Millisecond))
+	var loaders bootloaders
+	if kerr == nil {
+		loaders, kerr = prepareBootloaders(ctx, opts, opts.Bootloaders, filepath.Join(work, "bootloaders"))
+	}
 	wg.Wait()
 	if kerr != nil {
 		return nil, kerr
@@ -137,8 +148,22 @@ func build(ctx context.Context, opts Options, srcDigest string) (*Manifest, erro
 	}
 	_, _ = fmt.Fprintf(opts.Log, "packed the initramfs in %s\n", time.Since(packed).Round(time.Millisecond))
 
+	mastered := time.Now()
+	iso, isoManifest, err := buildISO(work, kernel, initramfs.Bytes(), loaders)
+	if err != nil {
+		return nil, err
+	}
+	isoJSON, err := json.MarshalIndent(isoManifest, "", "  ")
+	if err != nil {
+		return nil, fmt.Errorf("encoding the ISO's manifest: %w", err)
+	}
+	isoJSON = append(isoJSON, '\n')
+	_, _ = fmt.Fprintf(opts.Log, "wrote the ISO in %s\n", time.Since(mastered).Round(time.Millisecond))
+
 	m := &Manifest{
 		Kernel:       opts.Kernel,
+		Bootloaders:  opts.Bootloaders,
+		ISO:          []FileDigest{digestOf(ISOFile, iso), digestOf(ISOManifestFile, isoJSON)},
 		ProbeVersion: opts.ProbeVersion,
 		Files:        []FileDigest{digestOf(KernelFile, kernel), digestOf(InitramfsFile, initramfs.Bytes())},
 		Modules:      modules,
@@ -163,7 +188,7 @@ func build(ctx context.Context, opts Options, srcDigest string) (*Manifest, erro
 	for _, out := range []struct {
 		name string
 		data []byte
-	}{{KernelFile, kernel}, {InitramfsFile, initramfs.Bytes()}, {ManifestFile, append(manifest, '\n')}} {
+	}{{KernelFile, kernel}, {InitramfsFile, initramfs.Bytes()}, {ISOFile, iso}, {ISOManifestFile, isoJSON}, {ManifestFile, append(manifest, '\n')}} {
 		if err := writeFileAtomic(filepath.Join(opts.OutDir, out.name), out.data); err != nil {
 			return nil, err
 		}

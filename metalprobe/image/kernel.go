@@ -66,7 +66,8 @@ func (p KernelPin) debName() string {
 	return p.Package + "_" + strings.ReplaceAll(p.Version, ":", "%3a") + "_amd64.deb"
 }
 
-// DefaultCacheDir is where downloaded kernel packages are kept between builds:
+// DefaultCacheDir is where downloaded packages (the kernel's, the boot loaders') are kept
+// between builds:
 // $XDG_CACHE_HOME/ironfleet/kernel, else ~/.cache/ironfleet/kernel.
 func DefaultCacheDir() (string, error) {
 	dir, err := os.UserCacheDir()
@@ -81,45 +82,7 @@ func DefaultCacheDir() (string, error) {
 // signed index; the download lands in a temporary directory and is renamed into the cache, so
 // an interrupted download never passes for a cached package.
 func FetchKernelDeb(ctx context.Context, pin KernelPin, cacheDir string, log io.Writer) (string, error) {
-	cached := filepath.Join(cacheDir, pin.debName())
-	if _, err := os.Stat(cached); err == nil {
-		return cached, nil
-	}
-	if err := os.MkdirAll(cacheDir, 0o755); err != nil {
-		return "", fmt.Errorf("creating the kernel cache: %w", err)
-	}
-	tmp, err := os.MkdirTemp(cacheDir, "download-")
-	if err != nil {
-		return "", fmt.Errorf("creating a download directory: %w", err)
-	}
-	defer func() { _ = os.RemoveAll(tmp) }()
-	// apt-get drops privileges to _apt for the download, which needs to write here; as root it
-	// otherwise downloads unsandboxed with a warning.
-	_ = os.Chmod(tmp, 0o777)
-	if err := aptDownload(ctx, pin, tmp, log); err != nil {
-		// A fresh machine has no package lists yet: fetch them once and try again.
-		_, _ = fmt.Fprintf(log, "apt-get download %s failed (%v); running apt-get update and retrying\n", pin, err)
-		if err := run(ctx, "", log, "apt-get", "update"); err != nil {
-			return "", fmt.Errorf("apt-get update: %w", err)
-		}
-		if err := aptDownload(ctx, pin, tmp, log); err != nil {
-			return "", err
-		}
-	}
-	if err := os.Rename(filepath.Join(tmp, pin.debName()), cached); err != nil {
-		return "", fmt.Errorf("caching the kernel package: %w", err)
-	}
-	return cached, nil
-}
-
-func aptDownload(ctx context.Context, pin KernelPin, dir string, log io.Writer) error {
-	if err := run(ctx, dir, log, "apt-get", "download", pin.String()); err != nil {
-		return fmt.Errorf("apt-get download %s: %w", pin, err)
-	}
-	if _, err := os.Stat(filepath.Join(dir, pin.debName())); err != nil {
-		return fmt.Errorf("apt-get download %s: no %s afterwards", pin, pin.debName())
-	}
-	return nil
+	return fetchDeb(ctx, pin.String(), pin.debName(), cacheDir, log)
 }
 
 // UnpackDeb extracts a package into dir with dpkg-deb -x (never installing it on this host).

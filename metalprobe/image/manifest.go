@@ -12,6 +12,11 @@ type Manifest struct {
 	ProbeVersion string `json:"probeVersion"`
 	// Files are vmlinuz and initramfs.cpio.gz.
 	Files []FileDigest `json:"files"`
+	// Bootloaders are the packages the ISO's boot loaders come from.
+	Bootloaders []DebPin `json:"bootloaders"`
+	// ISO are probe.iso, the template of virtual-media boots (internal/bootmedia), and its
+	// probe-iso.json; they are not part of what a network boot downloads (TotalBytes).
+	ISO []FileDigest `json:"iso"`
 	// TotalBytes is the kernel plus the initramfs: what a server downloads to boot.
 	TotalBytes int64 `json:"totalBytes"`
 	// Modules are the kernel modules in the initramfs, in the order /init loads them.

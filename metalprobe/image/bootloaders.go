@@ -1,0 +1,164 @@
+package image
+
+import (
+	"context"
+	_ "embed"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+)
+
+// bootloaderPinFile pins the packages the ISO's boot loaders come from.
+//
+//go:embed bootloaders.version
+var bootloaderPinFile string
+
+// DebPin is a Debian package at an exact version.
+type DebPin struct {
+	Package string `json:"package"`
+	Version string `json:"version"`
+}
+
+// String is the pin as apt-get spells it.
+func (p DebPin) String() string { return p.Package + "=" + p.Version }
+
+// debGlob matches the file apt-get download gives the package, whatever its architecture
+// (isolinux and syslinux-common are "all", grub-efi-amd64-bin "amd64").
+func (p DebPin) debGlob() string {
+	return p.Package + "_" + strings.ReplaceAll(p.Version, ":", "%3a") + "_*.deb"
+}
+
+// The files the ISO takes from the pinned packages, by package.
+var bootloaderFiles = map[string]string{
+	"isolinux":           "usr/lib/ISOLINUX/isolinux.bin",
+	"syslinux-common":    "usr/lib/syslinux/modules/bios/ldlinux.c32",
+	"grub-efi-amd64-bin": "usr/lib/grub/x86_64-efi/monolithic/gcdx64.efi",
+}
+
+// DefaultBootloaderPins are the pins in bootloaders.version.
+func DefaultBootloaderPins() []DebPin {
+	pins, err := ParseDebPins(bootloaderPinFile)
+	if err != nil {
+		panic(fmt.Sprintf("metalprobe/image/bootloaders.version: %v", err))
+	}
+	return pins
+}
+
+// ParseDebPins reads "<package> <version>" lines, skipping blank lines and comments; every
+// package whose files the ISO needs (isolinux, syslinux-common, grub-efi-amd64-bin) must be
+// pinned exactly once.
+func ParseDebPins(text string) ([]DebPin, error) {
+	var pins []DebPin
+	seen := map[string]bool{}
+	for _, line := range strings.Split(text, "\n") {
+		line = strings.TrimSpace(line)
+		if line == "" || strings.HasPrefix(line, "#") {
+			continue
+		}
+		fields := strings.Fields(line)
+		if len(fields) != 2 {
+			return nil, fmt.Errorf("want \"<package> <version>\", got %q", line)
+		}
+		pin := DebPin{Package: fields[0], Version: fields[1]}
+		if _, ok := bootloaderFiles[pin.Package]; !ok {
+			return nil, fmt.Errorf("package %q is not one the ISO takes a boot loader from", pin.Package)
+		}
+		if seen[pin.Package] {
+			return nil, fmt.Errorf("package %q is pinned twice", pin.Package)
+		}
+		seen[pin.Package] = true
+		pins = append(pins, pin)
+	}
+	for pkg := range bootloaderFiles {
+		if !seen[pkg] {
+			return nil, fmt.Errorf("package %q is not pinned", pkg)
+		}
+	}
+	return pins, nil
+}
+
+// bootloaders are the boot loader files of the ISO.
+type bootloaders struct {
+	isolinux, ldlinux, grubEFI []byte
+}
+
+// prepareBootloaders fetches the pinned packages (as the kernel's: apt-get download into the
+// cache, dpkg-deb -x into dir) and reads the boot loaders out of them.
+func prepareBootloaders(ctx context.Context, opts Options, pins []DebPin, dir string) (bootloaders, error) {
+	cache := opts.CacheDir
+	if cache == "" {
+		var err error
+		if cache, err = DefaultCacheDir(); err != nil {
+			return bootloaders{}, err
+		}
+	}
+	files := map[string][]byte{}
+	for _, pin := range pins {
+		deb, err := fetchDeb(ctx, pin.String(), pin.debGlob(), cache, opts.Log)
+		if err != nil {
+			return bootloaders{}, err
+		}
+		if err := UnpackDeb(ctx, deb, dir, opts.Log); err != nil {
+			return bootloaders{}, err
+		}
+		name := bootloaderFiles[pin.Package]
+		data, err := os.ReadFile(filepath.Join(dir, name))
+		if err != nil {
+			return bootloaders{}, fmt.Errorf("reading /%s from %s: %w", name, pin, err)
+		}
+		files[pin.Package] = data
+	}
+	return bootloaders{
+		isolinux: files["isolinux"],
+		ldlinux:  files["syslinux-common"],
+		grubEFI:  files["grub-efi-amd64-bin"],
+	}, nil
+}
+
+// fetchDeb returns the path of the package spec (<package>=<version>) in cacheDir, the file
+// matching glob, downloading it with apt-get download when it is not there yet: see
+// FetchKernelDeb.
+func fetchDeb(ctx context.Context, spec, glob, cacheDir string, log io.Writer) (string, error) {
+	if found, _ := filepath.Glob(filepath.Join(cacheDir, glob)); len(found) == 1 {
+		return found[0], nil
+	}
+	if err := os.MkdirAll(cacheDir, 0o755); err != nil {
+		return "", fmt.Errorf("creating the package cache: %w", err)
+	}
+	tmp, err := os.MkdirTemp(cacheDir, "download-")
+	if err != nil {
+		return "", fmt.Errorf("creating a download directory: %w", err)
+	}
+	defer func() { _ = os.RemoveAll(tmp) }()
+	// apt-get drops privileges to _apt for the download, which needs to write here; as root it
+	// otherwise downloads unsandboxed with a warning.
+	_ = os.Chmod(tmp, 0o777)
+	download := func() (string, error) {
+		if err := run(ctx, tmp, log, "apt-get", "download", spec); err != nil {
+			return "", fmt.Errorf("apt-get download %s: %w", spec, err)
+		}
+		found, _ := filepath.Glob(filepath.Join(tmp, glob))
+		if len(found) != 1 {
+			return "", fmt.Errorf("apt-get download %s: no single %s afterwards", spec, glob)
+		}
+		return found[0], nil
+	}
+	got, err := download()
+	if err != nil {
+		// A fresh machine has no package lists yet: fetch them once and try again.
+		_, _ = fmt.Fprintf(log, "%v; running apt-get update and retrying\n", err)
+		if err := run(ctx, "", log, "apt-get", "update"); err != nil {
+			return "", fmt.Errorf("apt-get update: %w", err)
+		}
+		if got, err = download(); err != nil {
+			return "", err
+		}
+	}
+	cached := filepath.Join(cacheDir, filepath.Base(got))
+	if err := os.Rename(got, cached); err != nil {
+		return "", fmt.Errorf("caching %s: %w", spec, err)
+	}
+	return cached, nil
+}

@@ -13,8 +13,6 @@ import (
 	"sync/atomic"
 	"syscall"
 	"time"
-
-	"github.com/digitalocean/go-qemu/qmp"
 )
 
 // run is one QEMU process, from start to exit.
@@ -27,7 +25,7 @@ type run struct {
 	stopping atomic.Bool   // this package is stopping it: the exit is not news
 
 	monMu sync.Mutex
-	mon   *qmp.SocketMonitor
+	mon   *qmpConn
 }
 
 // qmpConnectTimeout bounds how long Start waits for QEMU's monitor to answer; it answers
@@ -151,15 +149,12 @@ func (r *run) connect(socket string) error {
 	defer tick.Stop()
 	var lastErr error
 	for {
-		mon, err := qmp.NewSocketMonitor("unix", socket, time.Second)
+		mon, err := dialQMP(socket, time.Second)
 		if err == nil {
-			if err = mon.Connect(); err == nil {
-				r.monMu.Lock()
-				r.mon = mon
-				r.monMu.Unlock()
-				return nil
-			}
-			_ = mon.Disconnect()
+			r.monMu.Lock()
+			r.mon = mon
+			r.monMu.Unlock()
+			return nil
 		}
 		lastErr = err
 		if time.Now().After(deadline) {
@@ -177,7 +172,7 @@ func (r *run) disconnect() {
 	r.monMu.Lock()
 	defer r.monMu.Unlock()
 	if r.mon != nil {
-		_ = r.mon.Disconnect()
+		_ = r.mon.close()
 		r.mon = nil
 	}
 }
@@ -190,25 +185,11 @@ func (r *run) command(name string, args any) (json.RawMessage, error) {
 	if mon == nil {
 		return nil, ErrNotRunning
 	}
-	req := map[string]any{"execute": name}
-	if args != nil {
-		req["arguments"] = args
-	}
-	data, err := json.Marshal(req)
-	if err != nil {
-		return nil, fmt.Errorf("encode QMP %s: %w", name, err)
-	}
-	out, err := mon.Run(data)
+	out, err := mon.run(name, args)
 	if err != nil {
 		return nil, fmt.Errorf("QMP %s: %w", name, err)
 	}
-	var resp struct {
-		Return json.RawMessage `json:"return"`
-	}
-	if err := json.Unmarshal(out, &resp); err != nil {
-		return nil, fmt.Errorf("QMP %s: read the answer %q: %w", name, out, err)
-	}
-	return resp.Return, nil
+	return out, nil
 }
 
 // QMP runs a QMP command on the running QEMU (args may be nil) and returns its "return"

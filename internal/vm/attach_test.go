@@ -30,11 +30,15 @@ type vmBehindBMC struct {
 	odataID string
 }
 
-func startVMBehindBMC(t *testing.T, def vm.Definition) *vmBehindBMC {
+func startVMBehindBMC(t *testing.T, def vm.Definition, options ...func(*bmcsim.Options)) *vmBehindBMC {
 	t.Helper()
 	n := newNetwork(t)
 	m := newVM(t, def, n)
-	b, err := bmcsim.Start(bmcsim.Options{Username: bmcUser, Password: bmcPass, Systems: []bmcsim.SystemSpec{vm.SystemSpec(def)}})
+	opts := bmcsim.Options{Username: bmcUser, Password: bmcPass, Systems: []bmcsim.SystemSpec{vm.SystemSpec(def)}}
+	for _, o := range options {
+		o(&opts)
+	}
+	b, err := bmcsim.Start(opts)
 	require.NoError(t, err)
 	t.Cleanup(func() { require.NoError(t, b.Close()) })
 	c, err := gofish.Connect(gofish.ClientConfig{Endpoint: b.URL(), Username: bmcUser, Password: bmcPass, BasicAuth: true})

@@ -85,17 +85,13 @@ func Attach(bmc *bmcsim.BMC, systemID string, machine *VM) (*Binding, error) {
 // VM's CD/DVD drive holds a medium (false without a drive). Cd boots the CD when it does;
 // otherwise, and for Usb, the disk, as a server without that media falls through to it.
 func BootDeviceFor(target bmcsim.BootTarget, cdMedium bool) BootDevice {
-	switch target {
-	case bmcsim.BootPxe, "UefiHttp":
+	switch {
+	case target == bmcsim.BootPxe || target == "UefiHttp":
 		return BootNetwork
-	case bmcsim.BootCd:
-		if cdMedium {
-			return BootCD
-		}
-		return BootDisk
-	default:
-		return BootDisk
+	case target == bmcsim.BootCd && cdMedium:
+		return BootCD
 	}
+	return BootDisk
 }
 
 func (b *Binding) enqueuePower(a bmcsim.PowerAction) {

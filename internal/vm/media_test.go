@@ -145,21 +145,28 @@ func TestMediaControlsNeedACDROM(t *testing.T) {
 	assert.ErrorContains(t, m.Start(vm.BootCD), "CD/DVD drive")
 }
 
-// probeISO is the probe's bootable ISO the image builder makes (make probe), if it is there.
-const probeISO = "../../bin/probe/probe.iso"
+// probeISO is the probe's bootable ISO the image builder makes (make probe-image), in
+// IRONFLEET_PROBE_DIR as the lab finds it, else in the repository's bin/probe.
+func probeISO() string {
+	dir := os.Getenv("IRONFLEET_PROBE_DIR")
+	if dir == "" {
+		dir = "../../bin/probe" // go test runs in the package's directory
+	}
+	return filepath.Join(dir, "probe.iso")
+}
 
 // TestCDBootsTheProbeISO boots the probe's ISO from the CD drive, on both firmwares, when the
 // image has been built: the boot loader starts the kernel and the probe's /init speaks on the
 // console. Without an embedded ignition /init only complains, which is enough here; the image
 // tests prove the rest. The ISO is built elsewhere, so this test skips without it.
 func TestCDBootsTheProbeISO(t *testing.T) {
-	if _, err := os.Stat(probeISO); err != nil {
-		t.Skipf("no probe ISO to boot (%v): make probe builds it", err)
+	if _, err := os.Stat(probeISO()); err != nil {
+		t.Skipf("no probe ISO to boot (%v): make probe-image builds it", err)
 	}
 	for _, fw := range []vm.Firmware{vm.BIOS, vm.UEFI} {
 		t.Run(string(fw), func(t *testing.T) {
 			iso := filepath.Join(t.TempDir(), "probe.iso")
-			data, err := os.ReadFile(probeISO)
+			data, err := os.ReadFile(probeISO())
 			require.NoError(t, err)
 			require.NoError(t, os.WriteFile(iso, data, 0o600)) // a copy: a rebuild meanwhile does not matter
 			def := cdDefinition("probe-cd-"+strings.ToLower(string(fw)), fw)
@@ -169,7 +176,13 @@ func TestCDBootsTheProbeISO(t *testing.T) {
 			start := time.Now()
 			require.NoError(t, m.Start(vm.BootCD))
 			waitFor(t, 240*time.Second, "the probe's /init on the console", func() bool { return consoleHas(m, "ironfleet-init:") })
-			t.Logf("%s: /init on the console %s after start", fw, time.Since(start))
+			lines, _ := vm.ReadConsole(m.ConsoleLog())
+			for _, l := range lines {
+				if strings.Contains(l, "ironfleet-init:") {
+					t.Logf("%s: /init on the console %s after start: %s", fw, time.Since(start), l)
+					break
+				}
+			}
 		})
 	}
 }

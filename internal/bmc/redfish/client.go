@@ -15,6 +15,7 @@ import (
 	"net/url"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/stmcginnis/gofish"
@@ -32,12 +33,20 @@ type Options struct {
 	RootCAs *x509.CertPool
 	// MaxConcurrentRequests per BMC (default 2): BMCs are small computers.
 	MaxConcurrentRequests int64
+	// MediaPollInterval is how often a virtual-media change is polled for (default 1s);
+	// MediaInsertTimeout (default 60s) and MediaEjectTimeout (default 30s) bound how long
+	// InsertMedia and EjectMedia wait for the BMC to report the change.
+	MediaPollInterval, MediaInsertTimeout, MediaEjectTimeout time.Duration
 }
 
 // Client is a bmc.Client over one gofish session.
 type Client struct {
 	api        *gofish.APIClient
 	systemPath string
+	media      mediaTiming
+
+	mediaMu sync.Mutex
+	slots   map[string]string // system URI -> its CD/DVD slot's URI, once found
 }
 
 var _ bmc.Client = (*Client)(nil)
@@ -117,7 +126,7 @@ func connect(ctx context.Context, t bmc.Target, opts Options, transport http.Rou
 	if err != nil {
 		return nil, classify("connecting to "+t.Address.Endpoint, err)
 	}
-	return &Client{api: api, systemPath: t.Address.SystemPath}, nil
+	return &Client{api: api, systemPath: t.Address.SystemPath, media: opts.mediaTiming()}, nil
 }
 
 // idleConnTimeout closes a BMC connection nobody used for this long.

@@ -255,8 +255,8 @@ func (s *Service) serveMedia(w http.ResponseWriter, r *http.Request) {
 }
 
 // checkMedia is the part of a virtual-media boot's verdict that is about its ISO: the template
-// is loaded (and unchanged on disk since), and the boot's embed fits it. The ignition is data, from the
-// Secret checkIgnition read.
+// is loaded (and unchanged on disk since), and the boot's embed fits it. The ignition is data,
+// from the Secret checkIgnition read.
 func (s *Service) checkMedia(sbc *metalv1alpha1.ServerBootConfiguration, data []byte) verdict {
 	tmpl, err := s.media.template()
 	if err != nil {

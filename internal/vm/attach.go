@@ -3,6 +3,8 @@ package vm
 import (
 	"errors"
 	"fmt"
+	"io/fs"
+	"os"
 	"strings"
 	"sync"
 
@@ -166,6 +168,7 @@ func (b *Binding) apply(a bmcsim.PowerAction) error {
 	m := b.machine
 	switch {
 	case a.Boot != "":
+		b.dropVanishedMedia()
 		return m.Reset(BootDeviceFor(a.Boot, m.Media() != "")) // starts an off VM; restarts a running one
 	case a.From == "On" && a.To == "Off":
 		return m.Kill()
@@ -188,13 +191,32 @@ func (b *Binding) applyMedia(e bmcsim.MediaEvent) error {
 			return nil // the same insert twice (see Attach): no tray movement
 		}
 		b.lastMedia = e
-		return b.machine.InsertMedia(e.Path)
+		err := b.machine.InsertMedia(e.Path)
+		if errors.Is(err, fs.ErrNotExist) && b.bmc.Media(b.systemID) != e {
+			// The BMC has ejected or replaced this medium (and removed its copy) since: the
+			// change that did is further down the queue.
+			return nil
+		}
+		return err
 	}
 	b.lastMedia = e
 	if b.machine.Media() == "" {
 		return nil
 	}
 	return b.machine.EjectMedia()
+}
+
+// dropVanishedMedia empties the VM's drive when the BMC has removed the medium's file, which
+// it does when the medium is ejected or replaced: that change is still queued behind the
+// power action at hand, and QEMU cannot start with a file that is gone. A host powered on
+// just before its virtual media was ejected boots without it, as a server would.
+func (b *Binding) dropVanishedMedia() {
+	m := b.machine
+	if p := m.Media(); p != "" {
+		if _, err := os.Stat(p); errors.Is(err, fs.ErrNotExist) {
+			_ = m.EjectMedia() // only fails for a closed VM, which the start reports
+		}
+	}
 }
 
 // MediaApplied counts the media changes carried out so far (the media found at Attach

@@ -178,3 +178,41 @@ func TestAttachTakesTheMediaAlreadyInserted(t *testing.T) {
 	assert.Equal(t, cdState{File: want, ReadOnly: true}, queryCD(t, h.vm))
 	assert.Empty(t, b.Errors())
 }
+
+// TestMediaTheBMCRemovedMeanwhile covers changes that overtake the binding's queue: the BMC
+// removes its copy of a medium when it is ejected or replaced, possibly before the binding
+// has got to an earlier power action or insert.
+func TestMediaTheBMCRemovedMeanwhile(t *testing.T) {
+	isoDir := t.TempDir()
+	makeISO(t, isoDir, "alpha")
+	base := serveISOs(t, isoDir)
+	h := startVMBehindBMC(t, cdDefinition("vanished", vm.BIOS))
+	id := h.system(t).ID
+
+	// Insert and eject right behind a power-on: however far the binding has got, the VM ends
+	// up running with an empty drive, and nothing failed.
+	before := h.binding.MediaApplied()
+	require.NoError(t, h.system(t).Reset(redfish.OnResetType))
+	cd := h.virtualCD(t)
+	require.NoError(t, cd.InsertMedia(base+"/alpha.iso", true, true))
+	require.NoError(t, cd.EjectMedia())
+	waitFor(t, 60*time.Second, "the power-on, the insert and the eject carried out", func() bool {
+		return h.binding.Applied() >= 1 && h.binding.MediaApplied() >= before+2
+	})
+	require.True(t, h.vm.Running())
+	assert.Equal(t, "", h.vm.Media())
+	assert.Equal(t, "", queryCD(t, h.vm).File, "no medium in QEMU's drive")
+	assert.Empty(t, h.binding.Errors())
+
+	// A medium whose file is gone when the VM powers on (the BMC removed it for an eject still
+	// in the queue) is not booted: the Cd override falls through to the disk.
+	h.reset(t, redfish.ForceOffResetType)
+	require.NoError(t, h.virtualCD(t).InsertMedia(base+"/alpha.iso", true, true))
+	waitFor(t, 30*time.Second, "the VM has the medium", func() bool { return h.vm.Media() != "" })
+	require.NoError(t, os.Remove(h.bmc.Media(id).Path))
+	h.bootOnceFromCD(t)
+	h.reset(t, redfish.OnResetType)
+	assert.Equal(t, vm.BootDisk, h.vm.BootDevice())
+	assert.Equal(t, "", h.vm.Media())
+	assert.Empty(t, h.binding.Errors())
+}

@@ -316,3 +316,18 @@ func TestEveryProfileHasItsVendorsSlots(t *testing.T) {
 		})
 	}
 }
+
+func TestVirtualMediaQuirksParseByName(t *testing.T) {
+	q, err := bmcsim.ParseQuirks("NoVirtualMedia,VirtualMediaPatchOnly,virtualmediarejectsinsertparams,VirtualMediaInsertedLag=1500ms," +
+		"VirtualMediaConflictWhenInserted,VirtualMediaEjectNeedsBody,VirtualMediaNeedsTransferProtocol,VirtualMediaEjectWhenEmptyFails")
+	require.NoError(t, err)
+	assert.Equal(t, bmcsim.Quirks{NoVirtualMedia: true, VirtualMediaPatchOnly: true, VirtualMediaRejectsInsertParams: true,
+		VirtualMediaInsertedLag: 1500 * time.Millisecond, VirtualMediaConflictWhenInserted: true, VirtualMediaEjectNeedsBody: true,
+		VirtualMediaNeedsTransferProtocol: true, VirtualMediaEjectWhenEmptyFails: true}, q)
+	_, err = bmcsim.Start(bmcsim.Options{Quirks: &bmcsim.Quirks{VirtualMediaInsertedLag: -time.Second}})
+	assert.Error(t, err)
+
+	generic, err := bmcsim.ProfileQuirks(bmcsim.ProfileGeneric)
+	require.NoError(t, err)
+	assert.Equal(t, bmcsim.Quirks{}, generic, "the generic profile stays well-behaved")
+}

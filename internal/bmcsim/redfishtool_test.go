@@ -1,8 +1,10 @@
 package bmcsim_test
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
+	"os"
 	"os/exec"
 	"testing"
 	"time"
@@ -83,4 +85,49 @@ func TestRedfishtoolIsRefusedWithAWrongPassword(t *testing.T) {
 	assert.Equal(t, "Off", b.PowerState("1"))
 	assert.Positive(t, b.Stats().AuthFailures)
 	assert.Zero(t, b.Stats().Resets)
+}
+
+// TestRedfishtoolInsertsAndEjectsVirtualMedia drives the CD slot with redfishtool's raw
+// requests, following the action targets the BMC links (HPE's under its Manager, with
+// trailing slashes).
+func TestRedfishtoolInsertsAndEjectsVirtualMedia(t *testing.T) {
+	for _, tc := range []struct {
+		profile bmcsim.Profile
+		slot    string
+	}{
+		{bmcsim.ProfileGeneric, "/redfish/v1/Systems/1/VirtualMedia/CD"},
+		{bmcsim.ProfileHPE, "/redfish/v1/Managers/1/VirtualMedia/2/"},
+	} {
+		t.Run(string(tc.profile), func(t *testing.T) {
+			t.Parallel()
+			im := imageServer(t)
+			b := start(t, bmcsim.Options{TLS: true, Profile: tc.profile})
+			events := watchMedia(b)
+			id := b.SystemIDs()[0]
+
+			out, err := redfishtool(t, b, testPass, "raw", "GET", tc.slot)
+			require.NoError(t, err, out)
+			var slot struct {
+				MediaTypes []string
+				Actions    map[string]struct {
+					Target string `json:"target"`
+				}
+			}
+			require.NoError(t, json.Unmarshal([]byte(out), &slot), out)
+			assert.Contains(t, slot.MediaTypes, "CD")
+
+			out, err = redfishtool(t, b, testPass, "raw", "POST", slot.Actions["#VirtualMedia.InsertMedia"].Target, "-d", `{"Image": "`+im.url("a")+`"}`)
+			require.NoError(t, err, out)
+			require.True(t, b.Media(id).Inserted)
+			require.Len(t, events.all(), 1)
+			got, err := os.ReadFile(b.Media(id).Path)
+			require.NoError(t, err)
+			assert.True(t, bytes.Equal(im.data("a"), got))
+
+			out, err = redfishtool(t, b, testPass, "raw", "POST", slot.Actions["#VirtualMedia.EjectMedia"].Target, "-d", `{}`)
+			require.NoError(t, err, out)
+			assert.False(t, b.Media(id).Inserted)
+			assert.Len(t, events.all(), 2)
+		})
+	}
 }

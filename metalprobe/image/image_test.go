@@ -113,7 +113,7 @@ func readInitramfs(t *testing.T, gz []byte) []cpio.Record {
 }
 
 // TestInitramfsBuildsBitIdentically builds the whole image twice into fresh directories and
-// compares the bytes, then checks what the initramfs holds and that it fits the budget.
+// compares the bytes (the ISO's too), then checks what the initramfs holds and that it fits the budget.
 func TestInitramfsBuildsBitIdentically(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
@@ -125,6 +125,7 @@ func TestInitramfsBuildsBitIdentically(t *testing.T) {
 	require.True(t, built)
 	t.Logf("second build in %s", time.Since(start).Round(10*time.Millisecond))
 	assert.Equal(t, first.Files, second.Files, "two builds of the same sources differ")
+	assert.Equal(t, first.ISO, second.ISO, "two builds of the same sources give different ISOs")
 	assert.Equal(t, first.SourceDigest, second.SourceDigest)
 
 	assert.LessOrEqual(t, second.TotalBytes, int64(MaxImageBytes), "kernel + initramfs over budget: %s", sizes(second))

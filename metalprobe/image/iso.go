@@ -286,7 +286,8 @@ const (
 	pvdRootRecord = 156
 )
 
-// normalizeISO overwrites what go-diskfs v1.9.4 takes from the clock and the build host: the
+// normalizeISO overwrites what go-diskfs v1.9.4 takes from the clock and the build host (and
+// pads the volume descriptor's identifiers as ECMA-119 says): the
 // primary volume descriptor's dates (time.Now()), every directory record's recording date and
 // Rock Ridge TF time stamps (the workspace's times; a file's change time cannot be set), and
 // Rock Ridge PX owner, group and link count (the builder's uid/gid, the workspace
@@ -298,6 +299,16 @@ func normalizeISO(iso []byte) error {
 		return errors.New("normalizing the ISO: no primary volume descriptor at sector 16")
 	}
 	pvd := iso[isoPVDOffset : isoPVDOffset+isoBlock]
+	// The identifiers (system, volume, volume set, publisher, preparer, application, copyright,
+	// abstract and bibliographic files) are padded with spaces in ECMA-119; go-diskfs pads with
+	// NULs, which BMCs and blkid would show or cut differently.
+	for _, field := range [][2]int{{8, 40}, {40, 72}, {190, 318}, {318, 446}, {446, 574}, {574, 702}, {702, 739}, {739, 776}, {776, 813}} {
+		for i := field[0]; i < field[1]; i++ {
+			if pvd[i] == 0 {
+				pvd[i] = ' '
+			}
+		}
+	}
 	stamp := []byte(isoEpoch.Format("20060102150405") + "00\x00")
 	copy(pvd[813:830], stamp)                  // creation
 	copy(pvd[830:847], stamp)                  // modification

@@ -5,7 +5,7 @@
 //   - manager: the manager, run as a non-root user, with CA certificates.
 //   - capi-provider: the Cluster API infrastructure provider (cmd/capi-provider), the same way.
 //   - boot-service: the boot service with the iPXE binaries (Debian's ipxe) and the probe's
-//     kernel and initramfs (make probe-image) inside.
+//     kernel, initramfs and template ISO (make probe-image) inside.
 //   - bundle: the OLM bundle (bundle/), labelled with its metadata's annotations.
 //   - pause: the pod sandbox image of internal/node's containerd (internal/node/pause).
 //   - olm: OLM's olm and catalog operators, package-server and cpb, built from the pinned
@@ -24,6 +24,7 @@ import (
 	"path/filepath"
 	"strings"
 
+	"github.com/ironfleet/ironfleet/internal/bootmedia"
 	"github.com/ironfleet/ironfleet/internal/ociimage"
 )
 
@@ -216,7 +217,9 @@ func bootServiceSpec(o options, tmp string) (ociimage.Spec, error) {
 	for _, f := range []string{"undionly.kpxe", "ipxe.efi", "snponly.efi"} {
 		files = append(files, ociimage.File{Path: "/usr/lib/ipxe/" + f, Source: filepath.Join(o.ipxeDir, f)})
 	}
-	for _, f := range []string{"vmlinuz", "initramfs.cpio.gz", "manifest.json"} {
+	// The kernel and initramfs for network boots; probe.iso and probe-iso.json, the template
+	// of virtual-media boots' ISOs (internal/bootmedia).
+	for _, f := range []string{"vmlinuz", "initramfs.cpio.gz", "manifest.json", bootmedia.ISOFile, bootmedia.ManifestFile} {
 		src := filepath.Join(o.probeDir, f)
 		if _, err := os.Stat(src); err != nil {
 			return ociimage.Spec{}, fmt.Errorf("the probe's %s (make probe-image): %w", f, err)

@@ -65,7 +65,7 @@ func TestImagesAreReproducible(t *testing.T) {
 	}{
 		"manager":       {[]string{"manager", "etc/ssl/certs/ca-certificates.crt", "etc/passwd"}, "65532:65532"},
 		"capi-provider": {[]string{"capi-provider", "etc/ssl/certs/ca-certificates.crt", "etc/passwd"}, "65532:65532"},
-		"boot-service":  {[]string{"boot-service", "usr/lib/ipxe/undionly.kpxe", "usr/lib/ipxe/snponly.efi", "probe/vmlinuz", "probe/initramfs.cpio.gz"}, "65532:65532"},
+		"boot-service":  {[]string{"boot-service", "usr/lib/ipxe/undionly.kpxe", "usr/lib/ipxe/snponly.efi", "probe/vmlinuz", "probe/initramfs.cpio.gz", "probe/probe.iso", "probe/probe-iso.json"}, "65532:65532"},
 		"bundle":        {[]string{"manifests/ironfleet.clusterserviceversion.yaml", "metadata/annotations.yaml"}, ""},
 		"pause":         {[]string{"pause"}, "65535:65535"},
 		"olm":           {[]string{"bin/olm", "bin/catalog", "bin/cpb", "bin/cp"}, "65532:65532"},

@@ -170,19 +170,6 @@ func (c *Client) findSlot(systemURI string) (*slot, error) {
 			managers = append(managers, m.ID)
 		}
 	}
-	var root struct{ Managers *link }
-	if _, err := c.getJSON(c.serviceRoot(), &root); err == nil && root.Managers != nil && root.Managers.ID != "" {
-		var coll struct{ Members []link }
-		if _, err := c.getJSON(root.Managers.ID, &coll); err != nil && !missing(err) {
-			return nil, classify("listing managers", err)
-		}
-		for _, m := range coll.Members {
-			if m.ID != "" && !slices.ContainsFunc(managers, func(seen string) bool { return sameURI(seen, m.ID) }) {
-				managers = append(managers, m.ID)
-			}
-		}
-	}
-
 	var notCD, notUsable []string
 	search := func(collection string) (*slot, error) {
 		var coll struct{ Members []link }
@@ -218,7 +205,40 @@ func (c *Client) findSlot(systemURI string) (*slot, error) {
 			return s, err
 		}
 	}
-	for _, mgr := range managers {
+	// Every Manager, after those of the System: listed only when those had no slot.
+	allManagers := func() ([]string, error) {
+		var root struct{ Managers *link }
+		if _, err := c.getJSON(c.serviceRoot(), &root); err != nil || root.Managers == nil || root.Managers.ID == "" {
+			return nil, nil //nolint:nilerr // a root without Managers has none to search
+		}
+		var coll struct{ Members []link }
+		if _, err := c.getJSON(root.Managers.ID, &coll); err != nil && !missing(err) {
+			return nil, classify("listing managers", err)
+		}
+		var more []string
+		for _, m := range coll.Members {
+			if m.ID != "" && !slices.ContainsFunc(managers, func(seen string) bool { return sameURI(seen, m.ID) }) {
+				more = append(more, m.ID)
+			}
+		}
+		return more, nil
+	}
+	listedAll := false
+	for i := 0; ; i++ {
+		if i == len(managers) {
+			if listedAll {
+				break
+			}
+			listedAll = true
+			more, err := allManagers()
+			if err != nil {
+				return nil, err
+			}
+			if managers = append(managers, more...); i == len(managers) {
+				break
+			}
+		}
+		mgr := managers[i]
 		var m struct{ VirtualMedia *link }
 		if _, err := c.getJSON(mgr, &m); err != nil {
 			if missing(err) {

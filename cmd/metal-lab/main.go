@@ -36,6 +36,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	fs.IntVar(&opts.VMs, "vms", 2, "number of real QEMU virtual machines network-booted by the boot service (needs root; 0 turns them off)")
 	fs.StringVar(&opts.Dir, "dir", "lab", "directory for the lab's kubeconfig, logs and host trees (recreated)")
 	scenario := fs.String("scenario", "", "run a scenario and exit: tour (enroll → discover → claim → release → wipe → available; with VMs, a VM installs the tenant image and boots it from disk); capi (Cluster API: a Cluster and a MachineDeployment of 2 whose Machines get lab servers; exits 0 once both are provisioned)")
+	fs.BoolVar(&opts.VirtualMedia, "virtual-media", false, "boot the VMs' probes from virtual media (a per-boot ISO their BMCs insert) with the boot service's DHCP off: each VM behind a BMC of its own with bootMethod VirtualMedia and a static probe network (docs/virtual-media.md)")
 	fs.BoolVar(&opts.ClusterAPI, "cluster-api", false, "run Cluster API's core controllers and Ironfleet's infrastructure provider too (docs/capi.md); --scenario=capi implies it")
 	if err := fs.Parse(args); err != nil {
 		return 2

@@ -95,8 +95,11 @@ func runSuite(m *testing.M) (int, error) {
 		// Discovery: hosts with hardware trees; a silent one; one held mid-discovery.
 		"discovery": {testSystem(10), testSystem(11)}, "silent": {testSystem(12)}, "restart": {testSystem(13)},
 		"probetrouble": {testSystem(14)},
+		// Virtual media: a BMC with none, and one with a virtual CD.
+		"novmedia": {testSystem(15)}, "vmedia": {testSystem(16)},
 	}
-	for _, name := range []string{"good", "allwrong", "direct", "reuse", "deleteme", "discovery", "silent", "restart", "probetrouble"} {
+	quirks := map[string]*bmcsim.Quirks{"novmedia": {NoVirtualMedia: true}}
+	for _, name := range []string{"good", "allwrong", "direct", "reuse", "deleteme", "discovery", "silent", "restart", "probetrouble", "novmedia", "vmedia"} {
 		specs, ok := systems[name]
 		if !ok {
 			specs = []bmcsim.SystemSpec{testSystem(0), testSystem(1)}
@@ -104,7 +107,7 @@ func runSuite(m *testing.M) (int, error) {
 		sim, err := bmcsim.Start(bmcsim.Options{
 			TLS: true, Username: goodUser, Password: goodPassword,
 			Manufacturer: "Contoso", Model: "BMC-9000", FirmwareVersion: "1.2.3", SerialNumber: "BMC-" + name,
-			Systems: specs,
+			Systems: specs, Quirks: quirks[name],
 		})
 		if err != nil {
 			return 0, err

@@ -64,6 +64,10 @@ type Options struct {
 	// VMRegistryClosed starts the lab with the registry out of the VMs' reach, until
 	// OpenVMRegistry: a probe that cannot report, on purpose.
 	VMRegistryClosed bool
+	// VirtualMedia boots the VMs' probes from virtual media on a network without DHCP: each VM
+	// behind a BMC of its own that boots by VirtualMedia, with a static probe network; the
+	// boot service's DHCP off (vmedia.go).
+	VirtualMedia bool
 	// ClusterAPI runs Cluster API's core controllers and Ironfleet's infrastructure provider
 	// too, with their CRDs (capi.go).
 	ClusterAPI bool
@@ -413,10 +417,16 @@ func (l *Lab) startFleet() error {
 		l.Hosts = append(l.Hosts, host)
 		perBMC[i%l.Opts.BMCs] = append(perBMC[i%l.Opts.BMCs], spec)
 	}
-	if l.vms != nil {
+	bmcs := l.Opts.BMCs
+	if l.vms != nil && l.Opts.VirtualMedia {
+		bmcs += l.Opts.VMs // a BMC of its own for each VM, after the fleet's
+	} else if l.vms != nil {
 		l.vmSystemSpecs(perBMC)
 	}
-	fleet, err := bmcsim.StartLoopbackFleet(l.Opts.BMCs, true, func(i int) bmcsim.Options {
+	fleet, err := bmcsim.StartLoopbackFleet(bmcs, true, func(i int) bmcsim.Options {
+		if i >= l.Opts.BMCs {
+			return l.vmBMCOptions(i - l.Opts.BMCs)
+		}
 		return bmcsim.Options{
 			Username: labUser, Password: Password,
 			SerialNumber: fmt.Sprintf("LAB-BMC-%02d", i),
@@ -426,7 +436,7 @@ func (l *Lab) startFleet() error {
 	if err != nil {
 		return err
 	}
-	l.fleet, l.BMCs = fleet, fleet.BMCs
+	l.fleet, l.BMCs = fleet, fleet.BMCs[:l.Opts.BMCs]
 	// Server i is the (i / BMCs)-th system of its BMC, which named it.
 	for i := range l.Hosts {
 		l.Hosts[i].SystemID = l.BMCs[i%len(l.BMCs)].SystemIDs()[i/len(l.BMCs)]
@@ -485,6 +495,9 @@ func (l *Lab) writeVendorFiles() (macdbPath, caPath string, err error) {
 // CreateEndpoints creates one Endpoint per simulated BMC, as the out-of-band network's DHCP
 // would report them, from several workers so that ten thousand take seconds.
 func (l *Lab) CreateEndpoints(ctx context.Context) error {
+	if err := l.createVMBMCs(ctx); err != nil {
+		return fmt.Errorf("creating the VMs' BMCs: %w", err)
+	}
 	return Parallel(8, len(l.BMCs), func(i int) error {
 		_, mac := bmcMAC(i)
 		ep := &metalv1alpha1.Endpoint{ObjectMeta: metav1.ObjectMeta{Name: labBMCName(i)},

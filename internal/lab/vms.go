@@ -85,6 +85,7 @@ func VMDefinition(i int) vm.Definition {
 // vmDefinition is VMDefinition(i) with the lab's options applied: VMDiskBytes shrinks its disks.
 func (l *Lab) vmDefinition(i int) vm.Definition {
 	def := VMDefinition(i)
+	def.CDROM = l.Opts.VirtualMedia // the drive its BMC's virtual media appears in
 	if l.Opts.VMDiskBytes > 0 {
 		for j := range def.Disks {
 			def.Disks[j].SizeBytes = l.Opts.VMDiskBytes >> j // the second disk is the smaller one, as ever
@@ -145,10 +146,15 @@ func (l *Lab) startVMNetwork() error {
 // ones, with Ids of their own.
 func (l *Lab) vmSystemSpecs(perBMC [][]bmcsim.SystemSpec) {
 	for i := range l.Opts.VMs {
-		spec := vm.SystemSpec(l.vmDefinition(i))
-		spec.ID = fmt.Sprintf("VM%d", i)
-		perBMC[i%len(perBMC)] = append(perBMC[i%len(perBMC)], spec)
+		perBMC[i%len(perBMC)] = append(perBMC[i%len(perBMC)], l.vmSystemSpec(i))
 	}
+}
+
+// vmSystemSpec is VM i's system as its BMC shows it, with an Id of its own.
+func (l *Lab) vmSystemSpec(i int) bmcsim.SystemSpec {
+	spec := vm.SystemSpec(l.vmDefinition(i))
+	spec.ID = fmt.Sprintf("VM%d", i)
+	return spec
 }
 
 // startVMs makes each VM and binds it to its system, once the fleet runs.
@@ -164,6 +170,9 @@ func (l *Lab) startVMs() error {
 			return fmt.Errorf("making VM %s: %w", def.Name, err)
 		}
 		sim := l.BMCs[i%len(l.BMCs)]
+		if l.Opts.VirtualMedia {
+			sim = l.fleet.BMCs[l.Opts.BMCs+i]
+		}
 		id := fmt.Sprintf("VM%d", i)
 		binding, err := vm.Attach(sim, id, machine)
 		if err != nil {
@@ -240,6 +249,14 @@ func (l *Lab) startVMBootService() error {
 	if err != nil {
 		return err
 	}
+	if l.Opts.VirtualMedia {
+		// No DHCP on the VMs' network; the BMCs, on the host's loopback, fetch the ISOs from
+		// a listener of their own there.
+		cfg.Mode, cfg.DHCPRangeStart, cfg.DHCPRangeEnd = dhcp.ModeOff, netip.Addr{}, netip.Addr{}
+		if cfg.MediaBindAddress, err = FreeLoopbackAddr(); err != nil {
+			return err
+		}
+	}
 	svc, err := boot.New(cfg)
 	if err != nil {
 		return err
@@ -258,6 +275,11 @@ func (l *Lab) startVMBootService() error {
 		return err
 	}); err != nil {
 		return fmt.Errorf("opening the boot service's sockets on the VMs' network: %w", err)
+	}
+	if cfg.MediaBindAddress != "" {
+		if listeners.Media, err = boot.OpenMediaListener(cfg); err != nil {
+			return fmt.Errorf("opening the boot service's media listener: %w", err)
+		}
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	l.vms.service, l.vms.stop, l.vms.done = svc, cancel, make(chan error, 2)

@@ -1,0 +1,132 @@
+package e2e
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	m "github.com/ironfleet/ironfleet/apis/metal/v1alpha1"
+	"github.com/ironfleet/ironfleet/internal/bootmedia"
+	"github.com/ironfleet/ironfleet/internal/ignition"
+	"github.com/ironfleet/ironfleet/internal/lab"
+	"github.com/ironfleet/ironfleet/internal/tenantimage"
+)
+
+// TestAVirtualMediaVMIsDiscoveredInstalledAndWipedWithoutDHCP: a real VM whose BMC boots by
+// VirtualMedia, with a static probe network, on a network where the boot service's DHCP is
+// off. Its BMC fetches each boot's ISO from the boot service and the VM boots it from its CD
+// drive through its own firmware: it is discovered (inventory exact), provisioned (the
+// installed OS reports the claim's ignition byte for byte) and wiped (its disk read back), and
+// the bridge sees not one DHCP packet from it over the whole run. The ISO is ejected at the end
+// of every boot.
+func TestAVirtualMediaVMIsDiscoveredInstalledAndWipedWithoutDHCP(t *testing.T) {
+	requireVMs(t)
+	requireTenantImage(t)
+	requireProbeISO(t)
+	ctx := context.Background()
+	l, err := lab.Start(ctx, lab.Options{Dir: filepath.Join(t.TempDir(), "lab"), Servers: 1, BMCs: 1, VMs: 1,
+		VirtualMedia: true, DiscoveryTimeout: 5 * time.Minute, VMDiskBytes: 256 << 20, ManualStart: true})
+	require.NoError(t, err)
+	t.Cleanup(l.Stop)
+	require.Len(t, l.VMs, 1)
+	h := l.VMs[0]
+	t.Cleanup(func() {
+		if t.Failed() {
+			logConsole(t, h)
+		}
+	})
+	mac := h.Def.NICs[0].MAC
+	// Watching from before anything boots: any DHCP packet from the VM, ever, is seen.
+	dhcpSeen, err := l.VMNetwork().WatchDHCP()
+	require.NoError(t, err)
+	t.Cleanup(dhcpSeen.Close)
+	require.NoError(t, l.StartManager())
+	require.NoError(t, l.CreateEndpoints(ctx))
+
+	name := strings.ToLower(h.Def.SMBIOS.UUID)
+	require.NoError(t, l.WaitForServers(ctx, 2, m.ServerStateAvailable, 8*time.Minute))
+	var server m.Server
+	require.NoError(t, l.Client.Get(ctx, client.ObjectKey{Name: name}, &server))
+	assertInventoryIsTheDefinition(t, h.Def, &server)
+	console := func() string {
+		b, err := os.ReadFile(h.Machine.ConsoleLog())
+		require.NoError(t, err)
+		return string(b)
+	}
+	assert.Contains(t, console(), ignition.MediaConsoleLine, "the probe took its ignition from the ISO")
+	assert.Contains(t, console(), "static", "the probe configured its static network")
+	assert.False(t, h.BMC.Media(h.SystemID).Inserted, "the discovery ISO is ejected once the probe reported")
+	stats := h.BMC.Stats()
+	assert.GreaterOrEqual(t, stats.MediaInserts, int64(1), "the BMC was asked to insert the ISO")
+	assert.GreaterOrEqual(t, stats.MediaEjects, int64(1), "and to eject it")
+	assert.Empty(t, dhcpSeen.Seen(mac), "no DHCP from the VM during discovery")
+
+	// Provisioned: the claim's image installed by a probe booted from its ISO.
+	tenants, err := l.ServeTenants()
+	require.NoError(t, err)
+	checksum, err := tenants.Checksum(tenantimage.DiskGzFile)
+	require.NoError(t, err)
+	userData, err := tenants.UserData(map[string]any{"tenant": "vmedia-tenant"}, []byte("\n# \x00\xff virtual media\n"))
+	require.NoError(t, err)
+	secret := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "vmedia-tenant-ignition"},
+		Data: map[string][]byte{m.IgnitionSecretKey: userData}}
+	require.NoError(t, l.Client.Create(ctx, secret))
+	claim := &m.ServerClaim{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "vmedia-tenant"},
+		Spec: m.ServerClaimSpec{
+			ServerSelector:    &m.ServerSelector{MatchLabels: map[string]m.LabelValue{lab.LabelVM: "true"}},
+			Power:             m.PowerOn,
+			Image:             tenants.URL(tenantimage.DiskGzFile),
+			ImageChecksum:     checksum,
+			RootDeviceHints:   &m.RootDeviceHints{SerialNumber: h.Def.Disks[0].Serial},
+			IgnitionSecretRef: &m.LocalObjectReference{Name: secret.Name},
+		}}
+	require.NoError(t, l.Client.Create(ctx, claim))
+	waitForClaim(t, l, claim, 8*time.Minute, func(c *m.ServerClaim) bool {
+		return meta.IsStatusConditionTrue(c.Status.Conditions, m.ConditionProvisioned)
+	})
+	require.NoError(t, l.Client.Get(ctx, client.ObjectKey{Name: name}, &server))
+	require.NotNil(t, server.Status.LastInstall)
+	assert.True(t, server.Status.LastInstall.Succeeded, "%+v", server.Status.LastInstall)
+	report := nextReport(t, tenants)
+	assert.Equal(t, userData, report.UserData, "the installed OS reads the claim's ignition from its config drive")
+	assert.Contains(t, report.Cmdline, "BOOT_IMAGE=", "booted by the disk's boot loader")
+	assert.False(t, h.BMC.Media(h.SystemID).Inserted, "the install ISO is ejected before the disk boots")
+
+	// Wiped: the claim goes, a wipe probe boots from its ISO, the disk is read back.
+	require.NoError(t, l.Client.Delete(ctx, claim))
+	waitWipedAndOff(t, l, name)
+	disks := h.Machine.DiskFiles()
+	assertZero(t, disks[0], 0, 1<<20, "the first MiB of the installed disk")
+	assertZero(t, disks[0], fileSize(t, disks[0])-1<<20, 1<<20, "its last MiB")
+	assert.False(t, h.BMC.Media(h.SystemID).Inserted, "the wipe ISO is ejected")
+	assert.GreaterOrEqual(t, h.BMC.Stats().MediaInserts, int64(3), "three boots, each from its own ISO: discovery, install, wipe")
+
+	assert.Empty(t, dhcpSeen.Seen(mac), "not one DHCP packet from the VM over the whole run")
+}
+
+// requireProbeISO fails the test in CI, or skips it outside, when make probe-image has not
+// built the probe's ISO.
+func requireProbeISO(t *testing.T) {
+	t.Helper()
+	dir, err := lab.ProbeDir()
+	if err == nil {
+		_, err = os.Stat(filepath.Join(dir, bootmedia.ISOFile))
+	}
+	if err == nil {
+		return
+	}
+	if os.Getenv("CI") != "" {
+		t.Fatalf("the probe's ISO is missing in CI (%v): make test builds it with make probe-image", err)
+	}
+	t.Skipf("the probe's ISO is missing (%v): run make probe-image", err)
+}

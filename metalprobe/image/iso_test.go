@@ -5,6 +5,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/binary"
+	"encoding/json"
 	"io"
 	"os"
 	"path/filepath"
@@ -237,4 +238,39 @@ func lookupRR(t *testing.T, iso []byte, p string) (int64, int64) {
 		rec = found
 	}
 	return int64(binary.LittleEndian.Uint32(rec[2:6])) * isoBlock, int64(binary.LittleEndian.Uint32(rec[10:14]))
+}
+
+// TestABuildIsKeptOnlyWithItsISO: a build directory counts as current only when its manifest
+// lists the ISO's files and they are intact, as the kernel's and initramfs's.
+func TestABuildIsKeptOnlyWithItsISO(t *testing.T) {
+	dir := t.TempDir()
+	files := map[string][]byte{KernelFile: []byte("k"), InitramfsFile: []byte("i"), ISOFile: []byte("iso"), ISOManifestFile: []byte("{}")}
+	for name, data := range files {
+		require.NoError(t, os.WriteFile(filepath.Join(dir, name), data, 0o644))
+	}
+	m := Manifest{SourceDigest: "d",
+		Files: []FileDigest{digestOf(KernelFile, files[KernelFile]), digestOf(InitramfsFile, files[InitramfsFile])},
+		ISO:   []FileDigest{digestOf(ISOFile, files[ISOFile]), digestOf(ISOManifestFile, files[ISOManifestFile])},
+	}
+	write := func(m Manifest) {
+		data, err := json.Marshal(m)
+		require.NoError(t, err)
+		require.NoError(t, os.WriteFile(filepath.Join(dir, ManifestFile), data, 0o644))
+	}
+	write(m)
+	_, ok := current(dir, "d")
+	assert.True(t, ok)
+
+	require.NoError(t, os.WriteFile(filepath.Join(dir, ISOFile), []byte("isx"), 0o644))
+	_, ok = current(dir, "d")
+	assert.False(t, ok, "a changed probe.iso is rebuilt")
+	require.NoError(t, os.WriteFile(filepath.Join(dir, ISOFile), files[ISOFile], 0o644))
+	require.NoError(t, os.Remove(filepath.Join(dir, ISOManifestFile)))
+	_, ok = current(dir, "d")
+	assert.False(t, ok, "a missing probe-iso.json is rebuilt")
+
+	m.ISO = nil
+	write(m)
+	_, ok = current(dir, "d")
+	assert.False(t, ok, "a build from before the ISO is rebuilt")
 }

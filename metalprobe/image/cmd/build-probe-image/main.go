@@ -1,5 +1,6 @@
-// Command build-probe-image builds metalprobe's boot image (vmlinuz, initramfs.cpio.gz,
-// manifest.json) into a directory. `make probe-image` runs it into bin/probe.
+// Command build-probe-image builds metalprobe's boot image (vmlinuz, initramfs.cpio.gz, the
+// virtual-media template probe.iso with its probe-iso.json, manifest.json) into a directory.
+// `make probe-image` runs it into bin/probe.
 package main
 
 import (
@@ -15,8 +16,8 @@ import (
 )
 
 func main() {
-	out := flag.String("out", "", "write vmlinuz, initramfs.cpio.gz and manifest.json into this `dir`ectory (required)")
-	deb := flag.String("kernel-deb", "", "use this kernel package `file` instead of downloading it with apt-get download (cached in ~/.cache/ironfleet/kernel)")
+	out := flag.String("out", "", "write vmlinuz, initramfs.cpio.gz, probe.iso, probe-iso.json and manifest.json into this `dir`ectory (required)")
+	deb := flag.String("kernel-deb", "", "use this kernel package `file` instead of downloading it with apt-get download (cached in ~/.cache/ironfleet/kernel, with the boot loaders' packages)")
 	version := flag.String("version", "dev", "the metalprobe `version` to compile in")
 	printPin := flag.Bool("print-kernel-pin", false, "print the pinned kernel package as <package>=<version> and exit")
 	verbose := flag.Bool("v", false, "show the output of go build, apt-get and dpkg-deb")
@@ -42,7 +43,7 @@ func main() {
 		fmt.Fprintf(os.Stderr, "build-probe-image: %v\n", err)
 		os.Exit(1)
 	}
-	for _, f := range m.Files {
+	for _, f := range append(m.Files, m.ISO...) {
 		fmt.Printf("%s/%s  %.1f MiB  sha256:%s\n", *out, f.Name, float64(f.Size)/(1<<20), f.SHA256)
 	}
 	what := "built in " + time.Since(start).Round(100*time.Millisecond).String()

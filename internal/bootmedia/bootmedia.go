@@ -1,7 +1,7 @@
 // Package bootmedia makes the probe's per-boot ISO for virtual-media boots: the template ISO
 // that metalprobe/image builds (probe.iso, bootable on BIOS through isolinux and on UEFI
 // through GRUB, with the probe's kernel and initramfs) carries a zero-filled embed area, the
-// file /IGNITION.IMG that both boot loaders load as a second initrd. A boot's ISO is the
+// file /ignition.img that both boot loaders load as a second initrd. A boot's ISO is the
 // template with that area holding a gzip newc cpio of the boot's ignition and boot URL
 // (EmbedIgnitionPath, EmbedBootURLPath): nothing is written to disk, and a BMC's range reads
 // see the same bytes for the whole boot.
@@ -39,7 +39,7 @@ const (
 	ManifestFile = "probe-iso.json"
 )
 
-// DefaultEmbedSize is the size of the template's embed area, /IGNITION.IMG: 1 MiB, the
+// DefaultEmbedSize is the size of the template's embed area, /ignition.img: 1 MiB, the
 // largest ignition the probe accepts, plus 64 KiB for the cpio headers, the boot URL and
 // gzip's worst case on incompressible input (5 bytes per 16 KiB block and its framing).
 const DefaultEmbedSize = 1<<20 + 64<<10
@@ -56,12 +56,13 @@ type Manifest struct {
 	// Size of probe.iso in bytes, and its SHA256 (hex).
 	Size   int64  `json:"size"`
 	SHA256 string `json:"sha256"`
-	// EmbedOffset and EmbedSize locate /IGNITION.IMG's bytes in probe.iso (zeros in the template).
+	// EmbedOffset and EmbedSize locate /ignition.img's bytes in probe.iso (zeros in the template).
 	EmbedOffset int64 `json:"embedOffset"`
 	EmbedSize   int64 `json:"embedSize"`
 }
 
-// Template is a loaded probe.iso and its manifest.
+// Template is a loaded probe.iso and its manifest. It is never changed after LoadTemplate, so
+// one Template serves every boot, concurrently; each Open has its own file.
 type Template struct {
 	Manifest Manifest
 	path     string
@@ -185,7 +186,9 @@ func renderEmbed(ign []byte, bootURL string, size int64) ([]byte, error) {
 
 // Open is the boot's ISO: the template with embed (Embed's result) in its area, Size() bytes,
 // for http.ServeContent. Reads outside the area come from the template's file, reads inside it
-// from embed: the ISO is never copied. Close releases the template's file.
+// from embed: the ISO is never copied. The result is also an io.ReaderAt. It is not safe for
+// concurrent use (it has one position): open one per request. Close releases the template's
+// file. Open fails when probe.iso no longer has the loaded size (it was rebuilt: load again).
 func (t *Template) Open(embed []byte) (io.ReadSeekCloser, error) {
 	if int64(len(embed)) != t.Manifest.EmbedSize {
 		return nil, fmt.Errorf("an embed of %d bytes for an area of %d (use Template.Embed)", len(embed), t.Manifest.EmbedSize)

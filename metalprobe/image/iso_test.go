@@ -186,6 +186,23 @@ func TestTemplateISOLayout(t *testing.T) {
 	require.NoError(t, err)
 	assert.True(t, bytes.Equal(bl.grubEFI, boot), "BOOTX64.EFI is gcdx64.efi")
 	assert.Equal(t, []byte("FAT16   "), espImage[54:62], "FAT16 file system type")
+	var espNames []string
+	for _, dir := range []string{".", "EFI", "EFI/BOOT"} {
+		entries, err := esp.ReadDir(dir)
+		require.NoError(t, err, dir)
+		for _, e := range entries {
+			espNames = append(espNames, e.Name())
+			info, err := e.Info()
+			require.NoError(t, err)
+			assert.True(t, info.ModTime().Equal(isoEpoch), "ESP %s/%s: %s", dir, e.Name(), info.ModTime())
+		}
+	}
+	assert.Subset(t, espNames, []string{"EFI", "BOOT", "BOOTX64.EFI"})
+	// The root directory (the volume label's entry included) holds no FAT date of today.
+	rootDir := (int(binary.LittleEndian.Uint16(espImage[14:])) + int(espImage[16])*int(binary.LittleEndian.Uint16(espImage[22:]))) * 512
+	fatToday := make([]byte, 2)
+	binary.LittleEndian.PutUint16(fatToday, uint16((now.Year()-1980)<<9|int(now.Month())<<5|now.Day()))
+	assert.False(t, bytes.Contains(espImage[rootDir:rootDir+512*32], fatToday), "the build's date in the ESP's root directory")
 }
 
 // TestTheBuildWritesTheTemplateISO checks the build directory's probe.iso against its

@@ -22,56 +22,68 @@ import (
 	"github.com/ironfleet/ironfleet/internal/tenantimage"
 )
 
-// TestAVirtualMediaVMIsDiscoveredInstalledAndWipedWithoutDHCP: a real VM whose BMC boots by
-// VirtualMedia, with a static probe network, on a network where the boot service's DHCP is
-// off. Its BMC fetches each boot's ISO from the boot service and the VM boots it from its CD
-// drive through its own firmware: it is discovered (inventory exact), provisioned (the
-// installed OS reports the claim's ignition byte for byte) and wiped (its disk read back), and
-// the bridge sees not one DHCP packet from it over the whole run. The ISO is ejected at the end
-// of every boot.
+// TestAVirtualMediaVMIsDiscoveredInstalledAndWipedWithoutDHCP: real VMs whose BMCs boot by
+// VirtualMedia, with static probe networks, on a network where the boot service's DHCP is off.
+// Each BMC fetches each boot's ISO from the boot service and its VM boots it from its CD drive
+// through its own firmware (SeaBIOS and isolinux; OVMF and GRUB): both are discovered
+// (inventory exact); the BIOS one is provisioned (the installed OS reports the claim's ignition
+// byte for byte) and wiped (its disk read back); and the bridge sees not one DHCP packet from
+// either over the whole run. The ISO is ejected at the end of every boot.
 func TestAVirtualMediaVMIsDiscoveredInstalledAndWipedWithoutDHCP(t *testing.T) {
 	requireVMs(t)
 	requireTenantImage(t)
 	requireProbeISO(t)
 	ctx := context.Background()
-	l, err := lab.Start(ctx, lab.Options{Dir: filepath.Join(t.TempDir(), "lab"), Servers: 1, BMCs: 1, VMs: 1,
+	l, err := lab.Start(ctx, lab.Options{Dir: filepath.Join(t.TempDir(), "lab"), Servers: 1, BMCs: 1, VMs: 2,
 		VirtualMedia: true, DiscoveryTimeout: 5 * time.Minute, VMDiskBytes: 256 << 20, ManualStart: true})
 	require.NoError(t, err)
 	t.Cleanup(l.Stop)
-	require.Len(t, l.VMs, 1)
+	require.Len(t, l.VMs, 2)
 	h := l.VMs[0]
 	t.Cleanup(func() {
 		if t.Failed() {
-			logConsole(t, h)
+			for _, h := range l.VMs {
+				logConsole(t, h)
+			}
 		}
 	})
-	mac := h.Def.NICs[0].MAC
 	// Watching from before anything boots: any DHCP packet from the VM, ever, is seen.
 	dhcpSeen, err := l.VMNetwork().WatchDHCP()
 	require.NoError(t, err)
 	t.Cleanup(dhcpSeen.Close)
+	noDHCP := func(when string) {
+		t.Helper()
+		for _, h := range l.VMs {
+			for _, nic := range h.Def.NICs {
+				assert.Empty(t, dhcpSeen.Seen(nic.MAC), "no DHCP from VM %s's NIC %s %s", h.Def.Name, nic.MAC, when)
+			}
+		}
+	}
 	require.NoError(t, l.StartManager())
 	require.NoError(t, l.CreateEndpoints(ctx))
 
-	name := strings.ToLower(h.Def.SMBIOS.UUID)
-	require.NoError(t, l.WaitForServers(ctx, 2, m.ServerStateAvailable, 8*time.Minute))
-	var server m.Server
-	require.NoError(t, l.Client.Get(ctx, client.ObjectKey{Name: name}, &server))
-	assertInventoryIsTheDefinition(t, h.Def, &server)
-	console := func() string {
-		b, err := os.ReadFile(h.Machine.ConsoleLog())
+	require.NoError(t, l.WaitForServers(ctx, 3, m.ServerStateAvailable, 8*time.Minute))
+	for _, h := range l.VMs {
+		var server m.Server
+		require.NoError(t, l.Client.Get(ctx, client.ObjectKey{Name: strings.ToLower(h.Def.SMBIOS.UUID)}, &server))
+		assertInventoryIsTheDefinition(t, h.Def, &server)
+		console, err := os.ReadFile(h.Machine.ConsoleLog())
 		require.NoError(t, err)
-		return string(b)
+		assert.Contains(t, string(console), ignition.MediaConsoleLine, "VM %s's probe took its ignition from the ISO", h.Def.Name)
+		assert.Contains(t, string(console), " static ", "VM %s's probe configured its static network", h.Def.Name)
+		assert.False(t, h.BMC.Media(h.SystemID).Inserted, "VM %s's discovery ISO is ejected once the probe reported", h.Def.Name)
+		stats := h.BMC.Stats()
+		assert.GreaterOrEqual(t, stats.MediaInserts, int64(1), "VM %s's BMC was asked to insert the ISO", h.Def.Name)
+		assert.GreaterOrEqual(t, stats.MediaEjects, int64(1), "and to eject it")
 	}
-	assert.Contains(t, console(), ignition.MediaConsoleLine, "the probe took its ignition from the ISO")
-	assert.Contains(t, console(), "static", "the probe configured its static network")
-	assert.False(t, h.BMC.Media(h.SystemID).Inserted, "the discovery ISO is ejected once the probe reported")
-	stats := h.BMC.Stats()
-	assert.GreaterOrEqual(t, stats.MediaInserts, int64(1), "the BMC was asked to insert the ISO")
-	assert.GreaterOrEqual(t, stats.MediaEjects, int64(1), "and to eject it")
-	assert.Empty(t, dhcpSeen.Seen(mac), "no DHCP from the VM during discovery")
+	noDHCP("during discovery")
+	name := strings.ToLower(h.Def.SMBIOS.UUID)
+	var server m.Server
 
-	// Provisioned: the claim's image installed by a probe booted from its ISO.
+	// Provisioned: the claim's image installed by a probe booted from its ISO, on the BIOS VM
+	// (labelled for the claim to pick it).
+	label := client.RawPatch("application/merge-patch+json", []byte(`{"metadata":{"labels":{"e2e.ironfleet.dev/vmedia":"install"}}}`))
+	require.NoError(t, l.Client.Patch(ctx, &m.Server{ObjectMeta: metav1.ObjectMeta{Name: name}}, label))
 	tenants, err := l.ServeTenants()
 	require.NoError(t, err)
 	checksum, err := tenants.Checksum(tenantimage.DiskGzFile)
@@ -83,7 +95,7 @@ func TestAVirtualMediaVMIsDiscoveredInstalledAndWipedWithoutDHCP(t *testing.T) {
 	require.NoError(t, l.Client.Create(ctx, secret))
 	claim := &m.ServerClaim{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "vmedia-tenant"},
 		Spec: m.ServerClaimSpec{
-			ServerSelector:    &m.ServerSelector{MatchLabels: map[string]m.LabelValue{lab.LabelVM: "true"}},
+			ServerSelector:    &m.ServerSelector{MatchLabels: map[string]m.LabelValue{"e2e.ironfleet.dev/vmedia": "install"}},
 			Power:             m.PowerOn,
 			Image:             tenants.URL(tenantimage.DiskGzFile),
 			ImageChecksum:     checksum,
@@ -111,7 +123,7 @@ func TestAVirtualMediaVMIsDiscoveredInstalledAndWipedWithoutDHCP(t *testing.T) {
 	assert.False(t, h.BMC.Media(h.SystemID).Inserted, "the wipe ISO is ejected")
 	assert.GreaterOrEqual(t, h.BMC.Stats().MediaInserts, int64(3), "three boots, each from its own ISO: discovery, install, wipe")
 
-	assert.Empty(t, dhcpSeen.Seen(mac), "not one DHCP packet from the VM over the whole run")
+	noDHCP("over the whole run")
 }
 
 // requireProbeISO fails the test in CI, or skips it outside, when make probe-image has not

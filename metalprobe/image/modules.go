@@ -27,6 +27,8 @@ var WantedModules = []string{
 	"virtio_blk", "virtio_scsi", "sd_mod", "nvme", "ahci", "megaraid_sas", "mpt3sas", "smartpqi",
 	// buses, entropy, sockets
 	"virtio_pci", "virtio_rng", "af_packet",
+	// 802.1Q tagging, for a static probe network with a vlanID (virtual-media boots)
+	"8021q",
 }
 
 // Module is one kernel module as the image ships it.

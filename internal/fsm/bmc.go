@@ -40,7 +40,8 @@ var BMC = Machine[metalv1alpha1.BMCState, BMCEvent, struct{}]{
 		{Event: BMCEventFailed, From: BMCStates, To: metalv1alpha1.BMCStateError,
 			When: "Ready=False says why: AuthenticationFailed (fix the BMCSecret or point spec.bmcSecretRef at a new one), " +
 				"Unreachable (the address, the network, or an Endpoint without an IP), ProtocolError (the BMC answered wrongly), " +
-				"UnsupportedProtocol (change spec.access.address: not retried until the spec changes). Retried with backoff; " +
+				"UnsupportedProtocol (change spec.access.address: not retried until the spec changes), " +
+				"VirtualMediaUnsupported (bootMethod is VirtualMedia but a system has no virtual CD/DVD). Retried with backoff; " +
 				"its Servers stay"},
 	},
 	Intro: `A BMC's state says whether Ironfleet can manage it: the outcome of its latest poll. The

@@ -81,9 +81,7 @@ func TestAVirtualMediaVMIsDiscoveredInstalledAndWipedWithoutDHCP(t *testing.T) {
 	var server m.Server
 
 	// Provisioned: the claim's image installed by a probe booted from its ISO, on the BIOS VM
-	// (labelled for the claim to pick it).
-	label := client.RawPatch("application/merge-patch+json", []byte(`{"metadata":{"labels":{"e2e.ironfleet.dev/vmedia":"install"}}}`))
-	require.NoError(t, l.Client.Patch(ctx, &m.Server{ObjectMeta: metav1.ObjectMeta{Name: name}}, label))
+	// (whose SeaBIOS boots the tenant image's syslinux from the disk the hints name).
 	tenants, err := l.ServeTenants()
 	require.NoError(t, err)
 	checksum, err := tenants.Checksum(tenantimage.DiskGzFile)
@@ -95,7 +93,7 @@ func TestAVirtualMediaVMIsDiscoveredInstalledAndWipedWithoutDHCP(t *testing.T) {
 	require.NoError(t, l.Client.Create(ctx, secret))
 	claim := &m.ServerClaim{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "vmedia-tenant"},
 		Spec: m.ServerClaimSpec{
-			ServerSelector:    &m.ServerSelector{MatchLabels: map[string]m.LabelValue{"e2e.ironfleet.dev/vmedia": "install"}},
+			ServerRef:         &m.LocalObjectReference{Name: name},
 			Power:             m.PowerOn,
 			Image:             tenants.URL(tenantimage.DiskGzFile),
 			ImageChecksum:     checksum,

@@ -120,7 +120,7 @@ func (r *ServerReconciler) bootMediaURL(ctx context.Context, sbc *metalv1alpha1.
 // it is on; with a media URL, the URL is inserted as the virtual CD first. The power state is
 // read now: the last poll may be minutes old.
 func bootOnce(uri string, target bmc.BootTarget, media string) effect {
-	return effect{powering: metalv1alpha1.PowerStatePoweringOn, run: func(ctx context.Context, c bmc.Client) error {
+	return effect{powering: metalv1alpha1.PowerStatePoweringOn, insertsMedia: media != "", run: func(ctx context.Context, c bmc.Client) error {
 		if media != "" {
 			if err := c.InsertMedia(ctx, uri, media); err != nil {
 				return err
@@ -141,20 +141,67 @@ func bootOnce(uri string, target bmc.BootTarget, media string) effect {
 	}}
 }
 
-// ejectingMedia makes eff, which ends a probe boot, eject the boot's ISO first on a
-// VirtualMedia server: the kernel and initrds have long been read, the ISO's URL dies with the
-// boot configuration, and the server must never boot it again. A BMC without virtual media has
-// nothing to eject.
-func ejectingMedia(via probeMedium, uri string, eff effect) effect {
-	if !via.virtualMedia() || eff.run == nil {
-		return eff
+// trackProbeMedia keeps status.probeMediaInserted: set in the status write before a probe
+// boot inserts its ISO, and, while it is set, every step outside a probe boot ejects the ISO
+// before its own BMC action (or as its only one), clearing it once the eject succeeded. A failed
+// eject leaves it set, and the next step tries again. Inside a probe boot the steps that only
+// wait leave the ISO alone: the boot's loaders may not have read it yet. The steps that end a
+// boot (report received, timed out, installed, failed, released, reprovisioned) all act on the
+// power, and eject first; a server that came to rest without one (wipe attempts used up, taken
+// into maintenance) ejects at its next look.
+func trackProbeMedia(server *metalv1alpha1.Server, st *step) {
+	if st.effect.insertsMedia {
+		server.Status.ProbeMediaInserted = true
+		return
 	}
-	run := eff.run
-	eff.run = func(ctx context.Context, c bmc.Client) error {
+	if !server.Status.ProbeMediaInserted || (st.effect.run == nil && !probeMediaMayGo(server)) {
+		return
+	}
+	uri := server.Spec.SystemURI
+	run, done := st.effect.run, st.effect.done
+	st.effect.run = func(ctx context.Context, c bmc.Client) error {
 		if err := c.EjectMedia(ctx, uri); err != nil && !errors.Is(err, bmc.ErrUnsupported) {
-			return err
+			return fmt.Errorf("ejecting the probe's ISO: %w", err)
 		}
-		return run(ctx, c)
+		if run != nil {
+			return run(ctx, c)
+		}
+		return nil
 	}
-	return eff
+	st.effect.done = func(s *metalv1alpha1.Server) {
+		s.Status.ProbeMediaInserted = false
+		if done != nil {
+			done(s)
+		}
+	}
+}
+
+// probeMediaMayGo says whether no probe boot is under way on the server, so that a step that
+// only waits may eject a probe ISO left inserted: in Initial (between discovery attempts),
+// Available, Maintenance and Error, and in Reserved once the claim's image is installed.
+func probeMediaMayGo(server *metalv1alpha1.Server) bool {
+	switch server.Status.State {
+	case metalv1alpha1.ServerStateInitial, metalv1alpha1.ServerStateAvailable, metalv1alpha1.ServerStateMaintenance, metalv1alpha1.ServerStateError:
+		return true
+	case metalv1alpha1.ServerStateReserved:
+		return meta.IsStatusConditionTrue(server.Status.Conditions, metalv1alpha1.ConditionProvisioned)
+	}
+	return false
+}
+
+// ejectBeforeGoing ejects the probe ISO of a server that goes (its finalizer is about to be
+// removed) while one may be inserted: nothing would eject it afterwards. A BMC that cannot be
+// reached does not hold the deletion up: an event says the ISO may still be in.
+func (r *ServerReconciler) ejectBeforeGoing(ctx context.Context, server *metalv1alpha1.Server) {
+	if !server.Status.ProbeMediaInserted {
+		return
+	}
+	c, err := connectBMC(ctx, r.Client, r.Clients, bmcName(server))
+	if err == nil {
+		err = c.EjectMedia(ctx, server.Spec.SystemURI)
+	}
+	if err != nil && !errors.Is(err, bmc.ErrUnsupported) {
+		r.Events.Eventf(server, nil, corev1.EventTypeWarning, reasonOf(err), "Delete",
+			"deleted with a probe ISO that may still be inserted in its BMC's virtual CD (the eject failed: %v): eject it on BMC %s before the machine boots again", err, bmcName(server))
+	}
 }

@@ -40,18 +40,14 @@ func (r *ServerReconciler) cleanup(ctx context.Context, server *metalv1alpha1.Se
 		if err := deleteProbeBoot(ctx, r.Client, r.Probe, server, metalv1alpha1.BootPurposeCleanup); err != nil {
 			return step{}, err
 		}
-		via, err := r.probeMediumOf(ctx, server)
-		if err != nil {
-			return step{}, err
-		}
 		if failed != "" {
-			return step{event: fsm.EventFail, reason: ReasonWipeFailed, message: failed, effect: ejectingMedia(via, server.Spec.SystemURI, setPower(server.Spec.SystemURI, bmc.PowerOff)), apply: func(s *metalv1alpha1.Server) {
+			return step{event: fsm.EventFail, reason: ReasonWipeFailed, message: failed, effect: setPower(server.Spec.SystemURI, bmc.PowerOff), apply: func(s *metalv1alpha1.Server) {
 				setCondition(&s.Status.Conditions, s.Generation, metalv1alpha1.ConditionCleaned, metav1.ConditionFalse, ReasonWipeFailed, failed)
 			}}, nil
 		}
 		const off = "powered off, wiped, back in the pool"
 		return step{event: fsm.EventCleaned, reason: ReasonWipeVerified, message: "every disk reported wiped as the policy asks",
-			effect: ejectingMedia(via, server.Spec.SystemURI, sendPower(server.Spec.SystemURI, metalv1alpha1.PowerOff, off)),
+			effect: sendPower(server.Spec.SystemURI, metalv1alpha1.PowerOff, off),
 			apply: func(s *metalv1alpha1.Server) {
 				markClean(s)
 				requestPower(s, metalv1alpha1.PowerOff, off)

@@ -85,6 +85,8 @@ type effect struct {
 	run      func(ctx context.Context, c bmc.Client) error
 	powering metalv1alpha1.PowerState
 	done     func(*metalv1alpha1.Server)
+	// insertsMedia marks a probe boot that inserts its ISO as virtual media (trackProbeMedia).
+	insertsMedia bool
 }
 
 // wait is a step that fires nothing and says what the server waits for.
@@ -174,6 +176,9 @@ func (r *ServerReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctr
 		}
 	}
 	showReady(&server, st, err)
+	if err == nil {
+		trackProbeMedia(&server, &st)
+	}
 	server.Status.ObservedGeneration = server.Generation
 
 	// Nothing changed and nothing to do: no write (a waiting or resting server costs no API

@@ -67,6 +67,7 @@ func (r *ServerReconciler) deleting(ctx context.Context, server *metalv1alpha1.S
 		metalv1alpha1.BootPurposeCleanup, metalv1alpha1.BootPurposeProvisioning); err != nil {
 		return false, err
 	}
+	r.ejectBeforeGoing(ctx, server)
 	before := server.DeepCopy()
 	controllerutil.RemoveFinalizer(server, ServerFinalizer)
 	if err := r.Client.Patch(ctx, server, client.MergeFromWithOptions(before, client.MergeFromWithOptimisticLock{})); client.IgnoreNotFound(err) != nil {

@@ -156,23 +156,19 @@ func (r *ServerReconciler) discovery(ctx context.Context, server *metalv1alpha1.
 		wiped, failed = r.wipeVerdict(server, started)
 		haveReport = wiped || failed != ""
 	}
-	via, err := r.probeMediumOf(ctx, server)
-	if err != nil {
-		return step{}, err
-	}
 	if haveReport {
 		if err := deleteProbeBoot(ctx, r.Client, r.Probe, server, discoveryPurpose(server)); err != nil {
 			return step{}, err
 		}
 		if failed != "" {
-			return step{event: fsm.EventFail, reason: ReasonWipeFailed, message: failed, effect: ejectingMedia(via, server.Spec.SystemURI, setPower(server.Spec.SystemURI, bmc.PowerOff)),
+			return step{event: fsm.EventFail, reason: ReasonWipeFailed, message: failed, effect: setPower(server.Spec.SystemURI, bmc.PowerOff),
 				apply: func(s *metalv1alpha1.Server) {
 					setCondition(&s.Status.Conditions, s.Generation, metalv1alpha1.ConditionCleaned, metav1.ConditionFalse, ReasonWipeFailed, failed)
 				}}, nil
 		}
 		inv := server.Status.Inventory
 		const off = "powered off after discovery"
-		return step{event: fsm.EventDiscovered, reason: ReasonReportReceived, effect: ejectingMedia(via, server.Spec.SystemURI, sendPower(server.Spec.SystemURI, metalv1alpha1.PowerOff, off)),
+		return step{event: fsm.EventDiscovered, reason: ReasonReportReceived, effect: sendPower(server.Spec.SystemURI, metalv1alpha1.PowerOff, off),
 			message: fmt.Sprintf("probe reported %d CPU cores, %v memory, %d disks, %d NICs", inv.CPU.Cores, inv.Memory.Total.String(), len(inv.Storage), len(inv.NetworkInterfaces)),
 			apply: func(s *metalv1alpha1.Server) {
 				s.Status.DiscoveryAttempts = 0
@@ -194,7 +190,7 @@ func (r *ServerReconciler) discovery(ctx context.Context, server *metalv1alpha1.
 		return awaitReport(remaining), nil
 	}
 	// Power off but keep the boot configuration: the next attempt reuses it.
-	return step{event: fsm.EventDiscoveryTimedOut, reason: ReasonDiscoveryTimedOut, effect: ejectingMedia(via, server.Spec.SystemURI, setPower(server.Spec.SystemURI, bmc.PowerOff)),
+	return step{event: fsm.EventDiscoveryTimedOut, reason: ReasonDiscoveryTimedOut, effect: setPower(server.Spec.SystemURI, bmc.PowerOff),
 		message: fmt.Sprintf("no report within %v (attempt %d of %d)", r.Discovery.Timeout, server.Status.DiscoveryAttempts, r.Discovery.Attempts),
 		apply: func(s *metalv1alpha1.Server) {
 			setCondition(&s.Status.Conditions, s.Generation, metalv1alpha1.ConditionDiscovered, metav1.ConditionFalse, ReasonDiscoveryTimedOut, "the probe did not report in time")

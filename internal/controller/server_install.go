@@ -144,14 +144,14 @@ func (r *ServerReconciler) install(ctx context.Context, server *metalv1alpha1.Se
 			}
 		}
 		if last.Succeeded {
-			return r.afterInstallBoot(ctx, server, r.bootFromDisk(server, claim, last))
+			return r.bootFromDisk(server, claim, last), false, nil
 		}
 		failure := fmt.Sprintf("%s: %s", last.Reason, last.Message)
 		if last.WipedAfterFailure && !strings.Contains(last.Message, "wiped again") {
 			failure += " (the disk was wiped again)"
 		}
 		if server.Status.ProvisionAttempts >= max {
-			return r.afterInstallBoot(ctx, server, r.installFailed(server, ReasonInstallFailed, fmt.Sprintf("install failed after %d attempt(s): %s; %s", server.Status.ProvisionAttempts, failure, installRetryHint)))
+			return r.installFailed(server, ReasonInstallFailed, fmt.Sprintf("install failed after %d attempt(s): %s; %s", server.Status.ProvisionAttempts, failure, installRetryHint)), false, nil
 		}
 		return r.bootInstall(ctx, server, claim, fmt.Sprintf("attempt %d failed: %s", server.Status.ProvisionAttempts, failure))
 	}
@@ -164,23 +164,12 @@ func (r *ServerReconciler) install(ctx context.Context, server *metalv1alpha1.Se
 			if err := deleteProbeBoot(ctx, r.Client, r.Probe, server, metalv1alpha1.BootPurposeProvisioning); err != nil {
 				return step{}, false, err
 			}
-			return r.afterInstallBoot(ctx, server, r.installFailed(server, ReasonInstallTimedOut, fmt.Sprintf("no install report after %d boot(s) of %v each: the image may download too slowly for --install-timeout, or the probe did not boot or reach the registry (an admin can look at the server's console and the events of boot configuration %s/%s); %s",
-				server.Status.ProvisionAttempts, r.installTimeout(), r.Probe.Namespace, probeBootName(server, metalv1alpha1.BootPurposeProvisioning), installRetryHint)))
+			return r.installFailed(server, ReasonInstallTimedOut, fmt.Sprintf("no install report after %d boot(s) of %v each: the image may download too slowly for --install-timeout, or the probe did not boot or reach the registry (an admin can look at the server's console and the events of boot configuration %s/%s); %s",
+				server.Status.ProvisionAttempts, r.installTimeout(), r.Probe.Namespace, probeBootName(server, metalv1alpha1.BootPurposeProvisioning), installRetryHint)), false, nil
 		}
 		return r.bootInstall(ctx, server, claim, fmt.Sprintf("attempt %d did not report within %v", server.Status.ProvisionAttempts, r.installTimeout()))
 	}
 	return r.bootInstall(ctx, server, claim, "")
-}
-
-// afterInstallBoot is st, the step that ends the install's probe boots, ejecting the boot's ISO
-// first on a VirtualMedia server (ejectingMedia).
-func (r *ServerReconciler) afterInstallBoot(ctx context.Context, server *metalv1alpha1.Server, st step) (step, bool, error) {
-	via, err := r.probeMediumOf(ctx, server)
-	if err != nil {
-		return step{}, false, err
-	}
-	st.effect = ejectingMedia(via, server.Spec.SystemURI, st.effect)
-	return st, false, nil
 }
 
 // reprovision starts the claim's install over: attempts reset, the server off.

@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
+	eventsv1 "k8s.io/api/events/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -134,8 +135,33 @@ func TestAVirtualMediaServersProbeBootInsertsItsISO(t *testing.T) {
 	}, "the ISO inserted, then powered on booting the CD")
 	assert.Equal(t, url, inserted.Image)
 	assert.NotEmpty(t, inserted.Path, "the BMC fetched the ISO")
+	var server m.Server
+	require.NoError(t, k8s.Get(ctx, client.ObjectKey{Name: name}, &server))
+	assert.True(t, server.Status.ProbeMediaInserted, "the server records the insert")
+
 	// Nothing reports (no probe runs here): the attempt times out, and the step that ends it
-	// ejects the ISO.
-	eventually(t, 30*time.Second, func() bool { return sim.Stats().MediaEjects > 0 && !sim.Media(system).Inserted },
-		"the ISO is ejected when the boot is over")
+	// ejects the ISO first. The BMC fails every request just then: the eject is not lost, the
+	// server keeps saying the ISO is in, and ejects it once the BMC answers again.
+	sim.SetFaults(bmcsim.Faults{ErrorRate: 1})
+	eventually(t, 30*time.Second, func() bool {
+		var evs eventsv1.EventList
+		if k8s.List(ctx, &evs) != nil {
+			return false
+		}
+		for _, e := range evs.Items {
+			if e.Regarding.Name == name && strings.Contains(e.Note, "ejecting the probe's ISO") {
+				return true
+			}
+		}
+		return false
+	}, "the attempt times out, and its eject fails (an event says so)")
+	require.NoError(t, k8s.Get(ctx, client.ObjectKey{Name: name}, &server))
+	assert.Equal(t, controller.ReasonDiscoveryTimedOut, server.Status.LastTransitionReason)
+	assert.True(t, sim.Media(system).Inserted, "the eject failed: the ISO is still in")
+	assert.True(t, server.Status.ProbeMediaInserted, "and the server still says so")
+	sim.SetFaults(bmcsim.Faults{})
+	eventually(t, 60*time.Second, func() bool {
+		return sim.Stats().MediaEjects > 0 && !sim.Media(system).Inserted &&
+			k8s.Get(ctx, client.ObjectKey{Name: name}, &server) == nil && !server.Status.ProbeMediaInserted
+	}, "the ISO is ejected once the BMC answers, and the server records it")
 }

@@ -136,6 +136,13 @@ type ServerStatus struct {
 	// LastProbeBootTime is when Ironfleet last network-booted the probe on this server.
 	// +optional
 	LastProbeBootTime *metav1.Time `json:"lastProbeBootTime,omitempty"`
+	// ProbeMediaInserted says that Ironfleet inserted a probe boot's ISO into the server's
+	// virtual CD (bootMethod VirtualMedia) and has not yet seen it ejected: set in the status
+	// write before the insert, cleared once an eject succeeded. While it is set, every step
+	// outside a probe boot ejects first, so an installed OS, a maintenance or a pooled server
+	// never boots a stale probe.
+	// +optional
+	ProbeMediaInserted bool `json:"probeMediaInserted,omitempty"`
 
 	// ProbeBoot names the server's current probe boot (its boot configuration carries the same
 	// name in the metal.ironfleet.dev/probe-boot annotation): the registry takes reports only

@@ -163,6 +163,40 @@ func TestInvalidObjectsAreRejectedWithAReadableMessage(t *testing.T) {
 		requireInvalid(t, env.Client.Create(ctx, bmc), "exactly one of endpointRef or access")
 	})
 
+	t.Run("probe networks the probe could not use", func(t *testing.T) {
+		for name, tc := range map[string]struct {
+			network m.ProbeNetwork
+			want    string
+		}{
+			"no prefix":         {m.ProbeNetwork{Address: "10.0.0.21"}, "address must be an address with a prefix length"},
+			"gateway elsewhere": {m.ProbeNetwork{Address: "10.0.0.21/24", Gateway: "10.0.1.1"}, "gateway must be inside address's subnet"},
+			"gateway is itself": {m.ProbeNetwork{Address: "10.0.0.21/24", Gateway: "10.0.0.21"}, "gateway must not be the probe's own address"},
+			"gateway not an IP": {m.ProbeNetwork{Address: "10.0.0.21/24", Gateway: "router"}, "gateway must be an IPv4 or IPv6 address"},
+			"DNS not an IP":     {m.ProbeNetwork{Address: "10.0.0.21/24", DNS: []string{"dns.example"}}, "every dns entry must be an IP address"},
+			"bad MAC":           {m.ProbeNetwork{Address: "10.0.0.21/24", InterfaceMAC: "3c-ec-ef-01-02-03"}, "interfaceMAC must be six colon-separated hex octets"},
+			"VLAN too high":     {m.ProbeNetwork{Address: "10.0.0.21/24", VLANID: 4095}, "vlanID"},
+		} {
+			bmc := validBMC("probe-net-" + strings.ReplaceAll(name, " ", "-"))
+			bmc.Spec.ProbeNetwork = &tc.network
+			requireInvalid(t, env.Client.Create(ctx, bmc), tc.want)
+		}
+		for _, ok := range []m.ProbeNetwork{
+			{Address: "10.0.0.21/24", Gateway: "10.0.0.1", DNS: []string{"10.0.0.2"}, VLANID: 42, InterfaceMAC: "3c:ec:ef:01:02:03"},
+			{Address: "10.0.0.7/32"}, {Address: "2001:db8::21/64", Gateway: "2001:db8::1"},
+		} {
+			bmc := validBMC("probe-net-ok")
+			bmc.Spec.ProbeNetwork = &ok
+			require.NoError(t, env.Client.Create(ctx, bmc), "%+v", ok)
+			require.NoError(t, env.Client.Delete(ctx, bmc))
+		}
+	})
+
+	t.Run("unknown boot method", func(t *testing.T) {
+		bmc := validBMC("bad-boot-method")
+		bmc.Spec.BootMethod = "USB"
+		requireInvalid(t, env.Client.Create(ctx, bmc), "spec.bootMethod", `Unsupported value: "USB"`)
+	})
+
 	t.Run("BMC address without a scheme", func(t *testing.T) {
 		bmc := validBMC("no-scheme")
 		bmc.Spec.Access.Address = "10.0.0.5"
@@ -279,7 +313,7 @@ func TestPrinterColumns(t *testing.T) {
 	base := "/apis/metal.ironfleet.dev/v1alpha1/"
 	want := map[string]string{
 		"endpoints":                "Name MAC IP Manufacturer Protocol Matched BMC Age",
-		"bmcs":                     "Name State Address Manufacturer Model Firmware Ready Serial Last Seen Age",
+		"bmcs":                     "Name State Address Manufacturer Model Firmware Boot Ready Serial Last Seen Age",
 		"bmcsecrets":               "Name Age",
 		"servers":                  "Name State Power Claim CPUs Memory Disk Model UUID BMC Reason Age",
 		"serverclaims":             "Name Phase Server Power Provisioned Progress Image Reason Age",

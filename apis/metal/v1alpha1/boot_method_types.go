@@ -15,6 +15,8 @@ const (
 
 // ProbeNetwork is a static network configuration for the probe, for networks without DHCP
 // (virtual-media boots). Without one the probe asks DHCP for an address.
+// +kubebuilder:validation:XValidation:rule="!has(self.gateway) || !isCIDR(self.address) || !isIP(self.gateway) || cidr(self.address).masked().containsIP(self.gateway)",message="gateway must be inside address's subnet"
+// +kubebuilder:validation:XValidation:rule="!has(self.gateway) || !self.address.startsWith(self.gateway + '/')",message="gateway must not be the probe's own address"
 type ProbeNetwork struct {
 	// InterfaceMAC chooses the NIC by its MAC address (six colon-separated hex octets).
 	// Empty: the first NIC with a link.

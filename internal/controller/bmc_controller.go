@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sort"
 	"strings"
 	"sync"
 	"time"
@@ -218,16 +219,42 @@ func (r *BMCReconciler) checkVirtualMedia(ctx context.Context, b *metalv1alpha1.
 	if b.Spec.BootMethod != metalv1alpha1.BootMethodVirtualMedia || !needsManagerInfo(b) {
 		return pollOutcome{}, nil
 	}
+	slots := make(map[string]string, len(systems)) // system URI → its slot's URI
 	for _, sys := range systems {
-		if _, err := c.VirtualMedia(ctx, sys.URI); err != nil {
+		slot, err := c.VirtualMedia(ctx, sys.URI)
+		if err != nil {
 			if errors.Is(err, bmc.ErrUnsupported) {
 				return pollOutcome{event: fsm.BMCEventFailed, reason: metalv1alpha1.BMCReasonVirtualMediaUnsupported,
 					message: fmt.Sprintf("bootMethod is VirtualMedia, but system %s: %v; its servers are not booted until the BMC offers a virtual CD/DVD or bootMethod is PXE", sys.URI, err)}, nil
 			}
 			return r.callFailed(b, err), err
 		}
+		slots[sys.URI] = slot.URI
+	}
+	if a, b, slot := sharedSlot(slots); slot != "" {
+		return pollOutcome{event: fsm.BMCEventFailed, reason: metalv1alpha1.BMCReasonVirtualMediaUnsupported,
+			message: fmt.Sprintf("bootMethod is VirtualMedia, but systems %s and %s share one virtual CD (%s): one system's boot would eject the other's ISO, or boot it; use PXE on this BMC", a, b, slot)}, nil
 	}
 	return pollOutcome{}, nil
+}
+
+// sharedSlot finds two systems whose virtual CD is the same slot (a BMC whose only CD is its
+// Manager's, on a chassis of several systems), in a stable order; slot is "" when there are none.
+func sharedSlot(slots map[string]string) (a, b, slot string) {
+	systems := make([]string, 0, len(slots))
+	for sys := range slots {
+		systems = append(systems, sys)
+	}
+	sort.Strings(systems)
+	seen := map[string]string{}
+	for _, sys := range systems {
+		s := slots[sys]
+		if first, ok := seen[s]; ok && s != "" {
+			return first, sys, s
+		}
+		seen[s] = sys
+	}
+	return "", "", ""
 }
 
 // lastSeenEvery is how stale a healthy BMC's LastSeen may grow before a poll rewrites it. A poll

@@ -22,6 +22,7 @@ import (
 
 	metalv1alpha1 "github.com/ironfleet/ironfleet/apis/metal/v1alpha1"
 	"github.com/ironfleet/ironfleet/internal/bootmedia"
+	"github.com/ironfleet/ironfleet/internal/ignition"
 )
 
 // Virtual-media boots (spec.bootMethod VirtualMedia): the boot's ISO is served at
@@ -255,7 +256,8 @@ func (s *Service) serveMedia(w http.ResponseWriter, r *http.Request) {
 }
 
 // checkMedia is the part of a virtual-media boot's verdict that is about its ISO: the template
-// is loaded (and unchanged on disk since), and the boot's embed fits it. The ignition is data,
+// is loaded (and unchanged on disk since), the ignition is no larger than the probe accepts
+// (ignition.MaxIgnitionBytes), and the boot's embed fits the template. The ignition is data,
 // from the Secret checkIgnition read.
 func (s *Service) checkMedia(sbc *metalv1alpha1.ServerBootConfiguration, data []byte) verdict {
 	tmpl, err := s.media.template()
@@ -264,6 +266,11 @@ func (s *Service) checkMedia(sbc *metalv1alpha1.ServerBootConfiguration, data []
 			bootmedia.ISOFile, bootmedia.ManifestFile, s.cfg.ProbeDir, err)
 		v.recheck = s.cfg.RecheckInterval
 		return v
+	}
+	if len(data) > ignition.MaxIgnitionBytes {
+		// It may well fit compressed, but the probe's /init would refuse it on the host.
+		return notReady(ReasonIgnitionTooLarge, "the ignition in Secret %s/%s (%d bytes) is larger than the probe accepts (%d bytes, uncompressed)",
+			sbc.Namespace, sbc.Spec.IgnitionSecretRef.Name, len(data), ignition.MaxIgnitionBytes)
 	}
 	if _, err := tmpl.Embed(data, s.bootURL(s.tokens.token(sbc))); err != nil {
 		if errors.Is(err, bootmedia.ErrTooLarge) {

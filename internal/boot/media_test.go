@@ -395,6 +395,32 @@ func TestIgnitionTooLargeForTheISO(t *testing.T) {
 	assert.Contains(t, c.Message, "does not fit")
 }
 
+// An ignition larger than the probe's /init accepts (ignition.MaxIgnitionBytes, uncompressed)
+// is not Ready either, though it fits the embed area compressed. At the limit it is Ready; over
+// it, a Secret cannot hold it today (the API server's limit is the same 1 MiB), so the check is
+// called directly, as the reconciler calls it with the Secret's data.
+func TestIgnitionTooLargeForTheProbe(t *testing.T) {
+	padded := func(n int) []byte {
+		head := `{"registryURL":"https://registry.test","token":"probe-secret-token","systemUUID":"x","mode":"discovery","pad":"`
+		data := []byte(head + strings.Repeat("x", n-len(head)-2) + `"}`)
+		require.Len(t, data, n)
+		return data
+	}
+	createServer(t, "vm-8", nil)
+	createSecret(t, nsAll, "vm-8-ignition", padded(ignition.MaxIgnitionBytes))
+	createVMSBC(t, "vm-8-discovery", "vm-8", "vm-8-ignition")
+	waitFor(t, nsAll, "vm-8-discovery", metalv1alpha1.BootConfigurationStateReady, boot.ReasonReady)
+
+	sbc := getSBC(t, nsAll, "vm-8-discovery")
+	ready, _, _ := svc.CheckMedia(sbc, padded(ignition.MaxIgnitionBytes))
+	assert.True(t, ready, "at the limit")
+	ready, reason, message := svc.CheckMedia(sbc, padded(ignition.MaxIgnitionBytes+1))
+	assert.False(t, ready, "over the limit, though it compresses to a few KiB")
+	assert.Equal(t, boot.ReasonIgnitionTooLarge, reason)
+	assert.Contains(t, message, fmt.Sprintf("(%d bytes) is larger than the probe accepts (%d bytes", ignition.MaxIgnitionBytes+1, ignition.MaxIgnitionBytes))
+	assert.Contains(t, message, "vm-8-ignition")
+}
+
 // The media listener serves the same handler: the ISO as the BMCs fetch it.
 func TestServeOnTheMediaListener(t *testing.T) {
 	isoURL := readyVMBoot(t, "vm-7")

@@ -39,10 +39,11 @@ const (
 	ManifestFile = "probe-iso.json"
 )
 
-// DefaultEmbedSize is the size of the template's embed area, /ignition.img: 1 MiB, the
-// largest ignition the probe accepts, plus 64 KiB for the cpio headers, the boot URL and
-// gzip's worst case on incompressible input (5 bytes per 16 KiB block and its framing).
-const DefaultEmbedSize = 1<<20 + 64<<10
+// DefaultEmbedSize is the size of the template's embed area, /ignition.img:
+// ignition.MaxIgnitionBytes, the largest ignition the probe accepts, plus 64 KiB for the cpio
+// headers, the boot URL and gzip's worst case on incompressible input (5 bytes per 16 KiB
+// block and its framing).
+const DefaultEmbedSize = ignition.MaxIgnitionBytes + 64<<10
 
 // Paths in the embedded initrd (relative, as in a cpio archive), which the probe's /init reads:
 // ignition.MediaIgnitionFile and ignition.MediaBootURLFile.

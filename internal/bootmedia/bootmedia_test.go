@@ -20,6 +20,8 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"github.com/u-root/u-root/pkg/cpio"
+
+	"github.com/ironfleet/ironfleet/internal/ignition"
 )
 
 // fakeTemplate writes a probe.iso of random bytes with a zero-filled embed area of embedSize
@@ -110,7 +112,7 @@ func TestEmbedTooLarge(t *testing.T) {
 	assert.True(t, errors.Is(err, ErrTooLarge), "%v", err)
 
 	// The real area takes the largest ignition the probe accepts, incompressible.
-	huge := make([]byte, 1<<20)
+	huge := make([]byte, ignition.MaxIgnitionBytes)
 	_, err = rand.Read(huge)
 	require.NoError(t, err)
 	_, err = renderEmbed(huge, "http://boot.example:8080/boot/"+string(bytes.Repeat([]byte("x"), 64)), DefaultEmbedSize)

@@ -212,8 +212,11 @@ func Parse(data []byte) (Config, error) {
 	return c, nil
 }
 
-// maxFileBytes bounds an ignition file; a real one is well under a few kilobytes of PEM.
-const maxFileBytes = 1 << 20
+// MaxIgnitionBytes bounds a rendered ignition, uncompressed: the probe's /init refuses a larger
+// one, downloaded from /ignition or read from the boot media, and Load a larger file; the boot
+// service does not mark a virtual-media boot with a larger one Ready (IgnitionTooLarge). A real
+// one is a few kilobytes of PEM.
+const MaxIgnitionBytes = 1 << 20
 
 // Load reads and parses an ignition file.
 func Load(path string) (Config, error) {
@@ -221,8 +224,8 @@ func Load(path string) (Config, error) {
 	if err != nil {
 		return Config{}, fmt.Errorf("reading ignition: %w", err)
 	}
-	if len(data) > maxFileBytes {
-		return Config{}, fmt.Errorf("ignition %s: larger than %d bytes", path, maxFileBytes)
+	if len(data) > MaxIgnitionBytes {
+		return Config{}, fmt.Errorf("ignition %s: larger than %d bytes", path, MaxIgnitionBytes)
 	}
 	c, err := Decode(data)
 	if err != nil {

@@ -17,9 +17,6 @@ import (
 // ignitionFile is where /init writes the ignition for metalprobe's --ignition.
 const ignitionFile = "/run/ignition.json"
 
-// maxIgnitionBytes bounds the ignition download; a real one is a few kilobytes of PEM.
-const maxIgnitionBytes = 1 << 20
-
 // fetchIgnition GETs <base>/ignition, retrying with backoff until ctx ends (the boot service
 // may be restarting), and checks that it is a complete config. The token in it is never
 // printed.
@@ -55,12 +52,12 @@ func getIgnition(ctx context.Context, client *http.Client, base string) ([]byte,
 	if resp.StatusCode != http.StatusOK {
 		return nil, fmt.Errorf("boot service answered %s", resp.Status)
 	}
-	data, err := io.ReadAll(io.LimitReader(resp.Body, maxIgnitionBytes+1))
+	data, err := io.ReadAll(io.LimitReader(resp.Body, ignition.MaxIgnitionBytes+1))
 	if err != nil {
 		return nil, fmt.Errorf("reading the ignition: %w", err)
 	}
-	if len(data) > maxIgnitionBytes {
-		return nil, fmt.Errorf("the ignition is larger than %d bytes", maxIgnitionBytes)
+	if len(data) > ignition.MaxIgnitionBytes {
+		return nil, fmt.Errorf("the ignition is larger than %d bytes", ignition.MaxIgnitionBytes)
 	}
 	return data, nil
 }

@@ -69,7 +69,7 @@ func readBootSource(root, cmdline string) (bootSource, error) {
 // readMediaIgnition reads and parses the media's ignition. The errors name the file, never
 // the token.
 func readMediaIgnition(root string) ([]byte, ignition.Config, error) {
-	data, err := readSmallFile(filepath.Join(root, ignition.MediaIgnitionFile), maxIgnitionBytes)
+	data, err := readSmallFile(filepath.Join(root, ignition.MediaIgnitionFile), ignition.MaxIgnitionBytes)
 	if err != nil {
 		return nil, ignition.Config{}, fmt.Errorf("the boot media's ignition %s: %w", ignition.MediaIgnitionFile, err)
 	}

@@ -123,7 +123,7 @@ func TestStartBootRefusesABadMediaIgnition(t *testing.T) {
 		"incomplete":      {`{"registryURL": "https://r", "mode": "discovery"}`, "parsing ignition: token is required"},
 		"bad network":     {strings.Replace(mediaIgnition, `"gateway": "10.0.0.1"`, `"gateway": "10.0.1.1"`, 1), "network.gateway 10.0.1.1 is not in network.address's subnet 10.0.0.0/24"},
 		"network no addr": {`{"registryURL": "https://r", "token": "s3cr3t", "mode": "discovery", "network": {"gateway": "10.0.0.1"}}`, "network.address is required"},
-		"too large":       {`{"token": "` + strings.Repeat("x", maxIgnitionBytes) + `"}`, "the boot media's ignition /ironfleet/ignition.json: larger than 1048576 bytes"},
+		"too large":       {`{"token": "` + strings.Repeat("x", ignition.MaxIgnitionBytes) + `"}`, "the boot media's ignition /ironfleet/ignition.json: larger than 1048576 bytes"},
 	} {
 		t.Run(name, func(t *testing.T) {
 			var console bytes.Buffer

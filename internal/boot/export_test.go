@@ -1,0 +1,10 @@
+package boot
+
+import metalv1alpha1 "github.com/ironfleet/ironfleet/apis/metal/v1alpha1"
+
+// CheckMedia is checkMedia for tests: whether an ignition the API server cannot hold (a
+// Secret's data is at most 1 MiB) would make a virtual-media boot Ready.
+func (s *Service) CheckMedia(sbc *metalv1alpha1.ServerBootConfiguration, data []byte) (ready bool, reason, message string) {
+	v := s.checkMedia(sbc, data)
+	return v.ready, v.reason, v.message
+}

@@ -4,7 +4,9 @@ import (
 	"bytes"
 	"context"
 	"crypto/rand"
+	"crypto/sha256"
 	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"fmt"
 
@@ -111,7 +113,9 @@ func ensureProbeBoot(ctx context.Context, c client.Client, api client.Reader, pb
 		sbc = fresh
 	}
 	if err == nil {
-		if !disagree(server, &sbc) {
+		network := networkDigest(via.network)
+		networkNow := sbc.Annotations[AnnotationProbeNetwork] == network
+		if !disagree(server, &sbc) && networkNow {
 			return &sbc, nil
 		}
 		boot := sbc.Annotations[metalv1alpha1.AnnotationProbeBoot]
@@ -131,6 +135,15 @@ func ensureProbeBoot(ctx context.Context, c client.Client, api client.Reader, pb
 		if err != nil || !bytes.Equal(have.Data[ignition.SecretKey], secret.Data[ignition.SecretKey]) {
 			if err := writeProbeIgnition(ctx, c, secret); err != nil {
 				return nil, err
+			}
+		}
+		if !networkNow {
+			// The probe network changed (an admin fixed it after a boot that never came up):
+			// the same boot's next attempt takes the new one, and the boot service renders its
+			// ISO anew.
+			patch := client.RawPatch(types.MergePatchType, fmt.Appendf(nil, `{"metadata":{"annotations":{%q:%q}}}`, AnnotationProbeNetwork, network))
+			if err := c.Patch(ctx, &sbc, patch); err != nil {
+				return nil, fmt.Errorf("recording the probe network of %s: %w", name, err)
 			}
 		}
 		server.Status.ProbeBoot = boot
@@ -153,6 +166,9 @@ func ensureProbeBoot(ctx context.Context, c client.Client, api client.Reader, pb
 		return nil, err
 	}
 	image, annotations := pb.Image, map[string]string{metalv1alpha1.AnnotationProbeBoot: boot}
+	if network := networkDigest(via.network); network != "" {
+		annotations[AnnotationProbeNetwork] = network
+	}
 	if in != nil {
 		image, annotations[AnnotationInstallTarget] = in.Image, installTarget(in.Image, in.ImageChecksum)
 	}
@@ -186,6 +202,21 @@ func ensureProbeBoot(ctx context.Context, c client.Client, api client.Reader, pb
 	}
 	server.Status.ProbeBoot = boot
 	return &sbc, nil
+}
+
+// AnnotationProbeNetwork, on a probe boot configuration, is a digest of the probe network its
+// ignition carries (none: no network), so that a changed one is rendered into the same boot
+// without reading its Secret at every look.
+const AnnotationProbeNetwork = "metal.ironfleet.dev/probe-network"
+
+// networkDigest is AnnotationProbeNetwork's value for a probe network ("" for none).
+func networkDigest(n *metalv1alpha1.ProbeNetwork) string {
+	if n == nil {
+		return ""
+	}
+	b, _ := json.Marshal(n)
+	sum := sha256.Sum256(b)
+	return hex.EncodeToString(sum[:8])
 }
 
 // setBootMethod makes an existing probe boot configuration boot by method (it was made when its

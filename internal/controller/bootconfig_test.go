@@ -210,3 +210,42 @@ func TestAProbeBootNamedInAnAnnotationMovesToStatus(t *testing.T) {
 	require.NoError(t, c.Get(ctx, client.ObjectKeyFromObject(server), &stored))
 	assert.Equal(t, server.ResourceVersion, stored.ResourceVersion)
 }
+
+// A probe network changed while its boot configuration exists (an admin fixed an address after
+// a boot that never came up) goes into the same boot's ignition, with the same token; the
+// boot method follows the BMC's.
+func TestEnsureProbeBootRendersAChangedProbeNetwork(t *testing.T) {
+	ctx := context.Background()
+	server := &m.Server{ObjectMeta: metav1.ObjectMeta{Name: "s9", UID: "uid-s9"}}
+	c := fake.NewClientBuilder().WithScheme(testenv.Scheme()).WithObjects(server).Build()
+	ignitionOf := func(sbc *m.ServerBootConfiguration) ignition.Config {
+		t.Helper()
+		var secret corev1.Secret
+		require.NoError(t, c.Get(ctx, client.ObjectKey{Namespace: sbc.Namespace, Name: sbc.Spec.IgnitionSecretRef.Name}, &secret))
+		cfg, err := ignition.Parse(secret.Data[ignition.SecretKey])
+		require.NoError(t, err)
+		return cfg
+	}
+	first := &m.ProbeNetwork{Address: "10.0.0.21/24", Gateway: "10.0.0.254"}
+	via := probeMedium{method: m.BootMethodVirtualMedia, network: first}
+	sbc, err := ensureProbeBoot(ctx, c, c, testProbeBoot, server, m.BootPurposeDiscovery, nil, via)
+	require.NoError(t, err)
+	assert.Equal(t, m.BootMethodVirtualMedia, sbc.Spec.BootMethod)
+	before := ignitionOf(sbc)
+	assert.Equal(t, first, before.Network)
+
+	fixed := &m.ProbeNetwork{Address: "10.0.0.21/24", Gateway: "10.0.0.1"}
+	via.network = fixed
+	sbc, err = ensureProbeBoot(ctx, c, c, testProbeBoot, server, m.BootPurposeDiscovery, nil, via)
+	require.NoError(t, err)
+	after := ignitionOf(sbc)
+	assert.Equal(t, fixed, after.Network, "the fixed network is the boot's now")
+	assert.Equal(t, before.Token, after.Token, "the same boot")
+	assert.Equal(t, networkDigest(fixed), sbc.Annotations[AnnotationProbeNetwork])
+
+	via = probeMedium{method: m.BootMethodPXE}
+	sbc, err = ensureProbeBoot(ctx, c, c, testProbeBoot, server, m.BootPurposeDiscovery, nil, via)
+	require.NoError(t, err)
+	assert.Nil(t, ignitionOf(sbc).Network, "no network: DHCP")
+	assert.Equal(t, m.BootMethodPXE, sbc.Spec.BootMethod)
+}

@@ -43,8 +43,8 @@ const (
 	kindMedia = "media"
 
 	// mediaCacheSize bounds the rendered embeds kept (each the size of the embed area, about
-	// 1 MiB): one per boot in progress, so that a BMC's range reads of one boot all see the same
-	// bytes even if the ignition Secret is rewritten meanwhile.
+	// 1 MiB): one per boot in progress, so that a BMC's range reads of one boot are not each
+	// rendered again.
 	mediaCacheSize = 16
 )
 
@@ -129,7 +129,10 @@ type embed struct {
 	etag string
 }
 
-// embedCache is a small LRU of rendered embeds by boot token.
+// embedCache is a small LRU of rendered embeds, by boot token and the SHA-256 of the ignition
+// rendered: a render is found only for the ignition it was made of, so an ignition Secret
+// rewritten during a boot gets a new render (and ETag). It holds one render per token, the last
+// one made: the renders of an ignition since replaced are of no use.
 type embedCache struct {
 	max     int
 	mu      sync.Mutex
@@ -138,8 +141,9 @@ type embedCache struct {
 }
 
 type embedEntry struct {
-	token string
-	embed embed
+	token    string
+	ignition [sha256.Size]byte
+	embed    embed
 }
 
 // clear forgets every render.
@@ -160,30 +164,36 @@ func (c *embedCache) drop(token string) {
 	}
 }
 
-func (c *embedCache) get(token string) (embed, bool) {
+// get is token's render of the ignition whose SHA-256 is sum, if kept.
+func (c *embedCache) get(token string, sum [sha256.Size]byte) (embed, bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	e, ok := c.byToken[token]
-	if !ok {
+	if !ok || e.Value.(*embedEntry).ignition != sum {
 		return embed{}, false
 	}
 	c.order.MoveToFront(e)
 	return e.Value.(*embedEntry).embed, true
 }
 
-// add keeps v for token unless a render for token is there already (two first requests of a
-// boot racing), and returns the one kept.
-func (c *embedCache) add(token string, v embed) embed {
+// add keeps v, token's render of the ignition whose SHA-256 is sum, unless a render of that
+// ignition for token is there already (two first requests of a boot racing), and returns the
+// one kept. A render of another ignition for token is replaced.
+func (c *embedCache) add(token string, sum [sha256.Size]byte, v embed) embed {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if e, ok := c.byToken[token]; ok {
 		c.order.MoveToFront(e)
-		return e.Value.(*embedEntry).embed
+		entry := e.Value.(*embedEntry)
+		if entry.ignition != sum {
+			entry.ignition, entry.embed = sum, v
+		}
+		return entry.embed
 	}
 	if c.byToken == nil {
 		c.byToken = map[string]*list.Element{}
 	}
-	c.byToken[token] = c.order.PushFront(&embedEntry{token: token, embed: v})
+	c.byToken[token] = c.order.PushFront(&embedEntry{token: token, ignition: sum, embed: v})
 	for c.order.Len() > c.max {
 		last := c.order.Back()
 		c.order.Remove(last)
@@ -201,9 +211,11 @@ func (s *Service) mediaURL(token string) string {
 }
 
 // serveMedia serves a virtual-media boot's ISO (GET and HEAD, Range and If-Range included: BMCs
-// read it in ranges, some many times over). The boot is resolved as /ignition resolves it; the
-// embed is rendered from the ignition Secret (read from the API server) on the boot's first
-// request and kept, so every later range of the boot has the same bytes.
+// read it in ranges, some many times over). The boot is resolved as /ignition resolves it, and
+// its ignition read from the Secret as /ignition reads it (from the API server, on every
+// request); the embed is rendered from it on the first request for that ignition and kept, so
+// every later range of the boot has the same bytes (and ETag) as long as the Secret holds the
+// same ignition, and a rewritten one is served from the next request on.
 func (s *Service) serveMedia(w http.ResponseWriter, r *http.Request) {
 	ctx, cancel := context.WithTimeout(r.Context(), requestTimeout)
 	defer cancel()
@@ -222,12 +234,13 @@ func (s *Service) serveMedia(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, http.StatusNotFound, errNotFound)
 		return
 	}
-	e, ok := s.media.embeds.get(token)
+	data, ok := s.ignitionData(ctx, w, t)
 	if !ok {
-		data, ok := s.ignitionData(ctx, w, t)
-		if !ok {
-			return
-		}
+		return
+	}
+	ignitionSum := sha256.Sum256(data)
+	e, ok := s.media.embeds.get(token, ignitionSum)
+	if !ok {
 		rendered, err := tmpl.Embed(data, s.bootURL(token))
 		if err != nil {
 			s.log.Error(err, "rendering a boot's ISO", "bootConfiguration", t.sbc.Name)
@@ -237,7 +250,7 @@ func (s *Service) serveMedia(w http.ResponseWriter, r *http.Request) {
 		sum := sha256.New()
 		sum.Write([]byte(tmpl.Manifest.SHA256))
 		sum.Write(rendered)
-		e = s.media.embeds.add(token, embed{data: rendered, etag: `"` + hex.EncodeToString(sum.Sum(nil))[:32] + `"`})
+		e = s.media.embeds.add(token, ignitionSum, embed{data: rendered, etag: `"` + hex.EncodeToString(sum.Sum(nil))[:32] + `"`})
 		s.events.Eventf(t.sbc, nil, corev1.EventTypeNormal, "BootMediaServed", "Boot", "ISO with the ignition embedded served for server %s", t.server.Name)
 	}
 	iso, err := tmpl.Open(e.data)

@@ -219,18 +219,40 @@ func TestVirtualMediaBootServesItsISO(t *testing.T) {
 	assert.Equal(t, http.StatusOK, resp.StatusCode)
 	assert.Len(t, part, isoSize)
 
-	// The ignition rewritten during the boot: the boot's reads still see the bytes it started
-	// with (the render is kept per boot).
-	ign := ignitionSecret(t, "vm-1-ignition")
-	ign.Data[ignition.SecretKey] = []byte(`{"registryURL":"https://registry.test","token":"rotated","systemUUID":"x","mode":"discovery"}`)
-	require.NoError(t, k8s.Update(context.Background(), ign))
-	code, served := get(t, srv.URL+"/boot/"+token+"/ignition")
-	require.Equal(t, http.StatusOK, code)
-	require.Contains(t, served, "rotated", "the ignition URL serves the Secret as it is now")
+	// The Secret unchanged: the same bytes and ETag again, request after request.
 	resp, again := fetch(t, http.MethodGet, at, nil)
 	assert.Equal(t, http.StatusOK, resp.StatusCode)
 	assert.Equal(t, etag, resp.Header.Get("ETag"))
 	assert.Equal(t, iso, again)
+
+	// The ignition rewritten while the boot stays Ready (say, its probe network fixed): the
+	// next request serves the new one, under a new ETag, so a read resumed with If-Range and
+	// the old ETag gets the whole new ISO rather than a mix of both.
+	rotated := []byte(`{"registryURL":"https://registry.test","token":"rotated","systemUUID":"x","mode":"discovery"}`)
+	ign := ignitionSecret(t, "vm-1-ignition")
+	ign.Data[ignition.SecretKey] = rotated
+	require.NoError(t, k8s.Update(context.Background(), ign))
+	code, served := get(t, srv.URL+"/boot/"+token+"/ignition")
+	require.Equal(t, http.StatusOK, code)
+	require.Contains(t, served, "rotated", "the ignition URL serves the Secret as it is now")
+	resp, again = fetch(t, http.MethodGet, at, nil)
+	require.Equal(t, http.StatusOK, resp.StatusCode)
+	newETag := resp.Header.Get("ETag")
+	assert.Regexp(t, `^"[0-9a-f]{32}"$`, newETag)
+	assert.NotEqual(t, etag, newETag)
+	require.Len(t, again, isoSize)
+	files = embedded(t, again[isoEmbedOffset:isoEmbedOffset+isoEmbedSize])
+	assert.Equal(t, rotated, files[bootmedia.EmbedIgnitionPath], "the new ignition")
+	assert.Equal(t, publicURL+"/boot/"+token, string(files[bootmedia.EmbedBootURLPath]))
+	assert.Equal(t, isoTemplate[:isoEmbedOffset], again[:isoEmbedOffset])
+	resp, part = fetch(t, http.MethodGet, at, map[string]string{"Range": fmt.Sprintf("bytes=%d-%d", isoEmbedOffset, isoEmbedOffset+99), "If-Range": etag})
+	assert.Equal(t, http.StatusOK, resp.StatusCode, "the old ETag: the whole ISO")
+	assert.Equal(t, again, part)
+	resp, part = fetch(t, http.MethodGet, at, map[string]string{"Range": fmt.Sprintf("bytes=%d-%d", isoEmbedOffset, isoEmbedOffset+99), "If-Range": newETag})
+	assert.Equal(t, http.StatusPartialContent, resp.StatusCode, "the new ETag: the range")
+	assert.Equal(t, again[isoEmbedOffset:isoEmbedOffset+100], part)
+	resp, _ = fetch(t, http.MethodHead, at, nil)
+	assert.Equal(t, newETag, resp.Header.Get("ETag"))
 
 	// Neither the token nor the ignition in events.
 	require.Eventually(t, func() bool {

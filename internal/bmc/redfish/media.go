@@ -87,8 +87,8 @@ func (c *Client) getJSON(uri string, v any) (http.Header, error) {
 	return resp.Header, nil
 }
 
-// readSlot reads one VirtualMedia resource.
-func (c *Client) readSlot(uri string) (*slot, error) {
+// readSlot reads one VirtualMedia resource, noting the image it holds in seen (which may be nil).
+func (c *Client) readSlot(uri string, seen *images) (*slot, error) {
 	var raw struct {
 		ODataID    string `json:"@odata.id"`
 		MediaTypes []string
@@ -110,6 +110,7 @@ func (c *Client) readSlot(uri string) (*slot, error) {
 	s := &slot{uri: uri, mediaTypes: raw.MediaTypes, etag: header.Get("ETag")}
 	if raw.Image != nil {
 		s.image = *raw.Image
+		seen.add(s.image)
 	}
 	if raw.Inserted != nil {
 		s.inserted = *raw.Inserted
@@ -180,7 +181,7 @@ func (c *Client) findSlot(systemURI string) (*slot, error) {
 			return nil, classify("reading "+collection, err)
 		}
 		for _, m := range coll.Members {
-			s, err := c.readSlot(m.ID)
+			s, err := c.readSlot(m.ID, nil)
 			if err != nil {
 				if missing(err) {
 					continue
@@ -304,7 +305,7 @@ func (c *Client) slot(systemURI string) (*slot, error) {
 	known := c.slots[systemURI]
 	c.mediaMu.Unlock()
 	if known != "" {
-		if s, err := c.readSlot(known); err == nil && s.cd() && s.usable() {
+		if s, err := c.readSlot(known, nil); err == nil && s.cd() && s.usable() {
 			return s, nil
 		} else if err != nil && !missing(err) {
 			return nil, classify("reading "+known, err)
@@ -339,8 +340,8 @@ func (c *Client) VirtualMedia(ctx context.Context, systemURI string) (bmc.MediaS
 // the BMC reports it (Inserted, with that Image). Media already inserted with this URL is left
 // alone; other media is ejected first. The request is the one most BMCs take ({"Image"} to
 // the InsertMedia action), adjusted by what a refusal names, or a PATCH of the slot where
-// the BMC has no action (older iDRAC and iLO, XCC). The image URL is never put in an error
-// whole: it is a boot's secret.
+// the BMC has no action (older iDRAC and iLO, XCC). No image URL is put in an error whole,
+// neither this one nor one the slot held (another boot's): each is a boot's secret.
 func (c *Client) InsertMedia(ctx context.Context, systemURI, imageURL string) error {
 	if err := ctx.Err(); err != nil {
 		return err
@@ -352,32 +353,35 @@ func (c *Client) InsertMedia(ctx context.Context, systemURI, imageURL string) er
 	if err != nil {
 		return err
 	}
+	seen := &images{}
+	seen.add(imageURL)
+	seen.add(s.image)
 	doing := fmt.Sprintf("inserting %s into %s", redact(imageURL), s.uri)
-	fail := func(err error) error { return classifyMedia(doing, err, imageURL) }
+	fail := func(err error) error { return classifyMedia(doing, err, seen.urls...) }
 	if sameImage(s.image, imageURL) {
 		if s.inserted {
 			return nil
 		}
 		// Ours, not reported inserted yet (a BMC that lags, a previous call that gave up
 		// waiting): wait for it rather than insert it again.
-		if err := c.waitSlot(ctx, s.uri, c.media.insertWait, func(s *slot) bool { return s.inserted && sameImage(s.image, imageURL) }); err == nil {
+		if err := c.waitSlot(ctx, s.uri, c.media.insertWait, func(s *slot) bool { return s.inserted && sameImage(s.image, imageURL) }, seen); err == nil {
 			return nil
 		} else if !isTimeout(err) {
 			return fail(err)
 		}
-		if s, err = c.readSlot(s.uri); err != nil {
+		if s, err = c.readSlot(s.uri, seen); err != nil {
 			return fail(err)
 		}
 	}
 	if !s.empty() {
-		if err := c.ejectAndWait(ctx, s); err != nil {
+		if err := c.ejectAndWait(ctx, s, seen); err != nil {
 			return fail(err)
 		}
 	}
-	if err := c.insert(ctx, s, imageURL); err != nil {
+	if err := c.insert(ctx, s, imageURL, seen); err != nil {
 		return fail(err)
 	}
-	err = c.waitSlot(ctx, s.uri, c.media.insertWait, func(s *slot) bool { return s.inserted && sameImage(s.image, imageURL) })
+	err = c.waitSlot(ctx, s.uri, c.media.insertWait, func(s *slot) bool { return s.inserted && sameImage(s.image, imageURL) }, seen)
 	if err != nil {
 		return fail(err)
 	}
@@ -390,13 +394,14 @@ var insertParams = []string{"TransferProtocolType", "TransferMethod", "Inserted"
 // insert sends the insert request: POST to the action, adjusting the payload as refusals
 // ask (sushy's way: start with {"Image"} only, as Supermicro X11 refuses Inserted and
 // WriteProtected; add TransferProtocolType or TransferMethod when a BMC names them missing),
-// ejecting once when the BMC says the slot is in use; or PATCH with If-Match.
-func (c *Client) insert(ctx context.Context, s *slot, imageURL string) error {
+// ejecting once when the BMC says the slot is in use; or PATCH with If-Match. The images the
+// slot shows meanwhile are noted in seen.
+func (c *Client) insert(ctx context.Context, s *slot, imageURL string, seen *images) error {
 	if s.insertTarget == "" {
 		if !s.patch {
 			return bmc.Classify(metalv1alpha1.BMCReasonVirtualMediaUnsupported, fmt.Errorf("%s has no InsertMedia action and does not allow PATCH: %w", s.uri, bmc.ErrUnsupported))
 		}
-		return c.patchSlot(s, map[string]any{"Image": imageURL, "Inserted": true, "WriteProtected": true})
+		return c.patchSlot(s, map[string]any{"Image": imageURL, "Inserted": true, "WriteProtected": true}, seen)
 	}
 	payload := map[string]any{"Image": imageURL}
 	toggled := map[string]bool{}
@@ -421,11 +426,11 @@ func (c *Client) insert(ctx context.Context, s *slot, imageURL string) error {
 				return err
 			}
 			ejected = true
-			fresh, rerr := c.readSlot(s.uri)
+			fresh, rerr := c.readSlot(s.uri, seen)
 			if rerr != nil {
 				return rerr
 			}
-			if eerr := c.ejectAndWait(ctx, fresh); eerr != nil {
+			if eerr := c.ejectAndWait(ctx, fresh, seen); eerr != nil {
 				return eerr
 			}
 			continue
@@ -481,8 +486,8 @@ func names(e *common.Error, param string) bool {
 }
 
 // patchSlot PATCHes the slot with its ETag in If-Match, once more with a fresh ETag when the
-// BMC says it changed meanwhile.
-func (c *Client) patchSlot(s *slot, body map[string]any) error {
+// BMC says it changed meanwhile (noting its image in seen).
+func (c *Client) patchSlot(s *slot, body map[string]any, seen *images) error {
 	etag := s.etag
 	for attempt := 0; ; attempt++ {
 		headers := map[string]string{}
@@ -498,7 +503,7 @@ func (c *Client) patchSlot(s *slot, body map[string]any) error {
 		if attempt > 0 || !errors.As(err, &re) || re.HTTPReturnedStatusCode != http.StatusPreconditionFailed {
 			return err
 		}
-		fresh, rerr := c.readSlot(s.uri)
+		fresh, rerr := c.readSlot(s.uri, seen)
 		if rerr != nil {
 			return err
 		}
@@ -519,25 +524,28 @@ func (c *Client) EjectMedia(ctx context.Context, systemURI string) error {
 	if s.empty() {
 		return nil
 	}
-	if err := c.ejectAndWait(ctx, s); err != nil {
-		return classifyMedia("ejecting the media of "+s.uri, err, s.image)
+	seen := &images{}
+	seen.add(s.image)
+	if err := c.ejectAndWait(ctx, s, seen); err != nil {
+		return classifyMedia("ejecting the media of "+s.uri, err, seen.urls...)
 	}
 	return nil
 }
 
 // ejectAndWait ejects and waits until the slot reads not inserted (iDRAC keeps saying
 // inserted for a while after an eject).
-// The errors are unclassified (the callers classify them) unless already classified.
-func (c *Client) ejectAndWait(ctx context.Context, s *slot) error {
-	if err := c.eject(s); err != nil {
+// The errors are unclassified (the callers classify them) unless already classified. The
+// images the slot shows are noted in seen.
+func (c *Client) ejectAndWait(ctx context.Context, s *slot, seen *images) error {
+	if err := c.eject(s, seen); err != nil {
 		// Refused, but perhaps because nothing is in (iLO refuses to eject an empty slot).
-		fresh, rerr := c.readSlot(s.uri)
+		fresh, rerr := c.readSlot(s.uri, seen)
 		if rerr != nil || fresh.inserted {
 			return fmt.Errorf("ejecting the media of %s: %w", s.uri, err)
 		}
 		return nil
 	}
-	if err := c.waitSlot(ctx, s.uri, c.media.ejectWait, func(s *slot) bool { return !s.inserted }); err != nil {
+	if err := c.waitSlot(ctx, s.uri, c.media.ejectWait, func(s *slot) bool { return !s.inserted }, seen); err != nil {
 		return fmt.Errorf("ejecting the media of %s: %w", s.uri, err)
 	}
 	return nil
@@ -545,12 +553,12 @@ func (c *Client) ejectAndWait(ctx context.Context, s *slot) error {
 
 // eject sends the eject request: POST to the action without a body, as the schema allows,
 // then with {} when the BMC wants JSON (iLO: 415); or PATCH {"Image": null, "Inserted": false}.
-func (c *Client) eject(s *slot) error {
+func (c *Client) eject(s *slot, seen *images) error {
 	if s.ejectTarget == "" {
 		if !s.patch {
 			return bmc.Classify(metalv1alpha1.BMCReasonVirtualMediaUnsupported, fmt.Errorf("%s has no EjectMedia action and does not allow PATCH: %w", s.uri, bmc.ErrUnsupported))
 		}
-		return c.patchSlot(s, map[string]any{"Image": nil, "Inserted": false})
+		return c.patchSlot(s, map[string]any{"Image": nil, "Inserted": false}, seen)
 	}
 	resp, err := c.api.Post(s.ejectTarget, nil)
 	if err == nil {
@@ -574,8 +582,9 @@ var errWaitTimeout = errors.New("the BMC did not report the change in time")
 
 func isTimeout(err error) bool { return errors.Is(err, errWaitTimeout) }
 
-// waitSlot polls the slot until done holds, for at most wait, every poll interval.
-func (c *Client) waitSlot(ctx context.Context, uri string, wait time.Duration, done func(*slot) bool) error {
+// waitSlot polls the slot until done holds, for at most wait, every poll interval, noting the
+// images it shows in seen.
+func (c *Client) waitSlot(ctx context.Context, uri string, wait time.Duration, done func(*slot) bool, seen *images) error {
 	deadline := time.Now().Add(wait)
 	timer := time.NewTimer(0)
 	defer timer.Stop()
@@ -586,7 +595,7 @@ func (c *Client) waitSlot(ctx context.Context, uri string, wait time.Duration, d
 			return ctx.Err()
 		case <-timer.C:
 		}
-		s, err := c.readSlot(uri)
+		s, err := c.readSlot(uri, seen)
 		if err != nil {
 			return err
 		}
@@ -622,62 +631,123 @@ func redact(image string) string {
 	return u.Scheme + "://" + u.Host + "/…"
 }
 
+// images are the image URLs one media call has seen: the one it inserts and every one the slot
+// reported meanwhile (media of another boot, whose URL holds that boot's token). The call's
+// errors are scrubbed of all of them. A nil *images notes nothing.
+type images struct{ urls []string }
+
+func (m *images) add(image string) {
+	if m != nil && image != "" && !slices.Contains(m.urls, image) {
+		m.urls = append(m.urls, image)
+	}
+}
+
 // classifyMedia classifies a virtual-media failure with what was being done, keeping a
-// reason it already has (VirtualMediaUnsupported), with the image URL removed from every
+// reason it already has (VirtualMediaUnsupported), with the image URLs removed from every
 // message before any of it is cut short.
-func classifyMedia(doing string, err error, image string) error {
+func classifyMedia(doing string, err error, urls ...string) error {
 	var classified *bmc.Error
 	if errors.As(err, &classified) {
-		return scrub(fmt.Errorf("%s: %w", doing, err), image)
+		return scrub(fmt.Errorf("%s: %w", doing, err), urls)
 	}
 	var re *common.Error
-	if errors.As(err, &re) && image != "" {
-		cp := *re
-		cp.Message = scrubText(re.Message, image)
-		cp.ExtendedInfos = slices.Clone(re.ExtendedInfos)
-		for i := range cp.ExtendedInfos {
-			cp.ExtendedInfos[i].Message = scrubText(cp.ExtendedInfos[i].Message, image)
+	if errors.As(err, &re) && len(urls) > 0 {
+		clean := scrubRedfish(re, urls)
+		if re.HTTPReturnedStatusCode == 0 {
+			// Not the BMC's answer but gofish's own failure, its text in Message.
+			err = errors.New(clean.Message)
+		} else {
+			err = clean
 		}
-		err = &cp
 	}
-	return scrub(classify(doing, err), image)
+	return scrub(classify(doing, err), urls)
 }
 
-// scrub removes an image URL (and its path) from an error's text, keeping its reason: BMCs
-// echo the URL in their messages (iDRAC's RAC0904), and errors end up in conditions.
-func scrub(err error, image string) error {
-	if err == nil || image == "" {
+// scrub removes image URLs (and their paths) from an error's text, keeping its reason: BMCs
+// echo the URL in their messages (iDRAC's RAC0904), and errors end up in conditions and logs.
+// The error returned holds nothing of the original that can be reached (see scrubbed).
+func scrub(err error, urls []string) error {
+	if err == nil || len(urls) == 0 {
 		return err
 	}
-	msg := err.Error()
-	clean := scrubText(msg, image)
-	if clean == msg {
-		return err
-	}
-	return &scrubbed{msg: clean, err: err}
+	return &scrubbed{msg: scrubText(err.Error(), urls), orig: err, urls: urls}
 }
 
-// scrubText replaces an image URL, and its path alone, in a text.
-func scrubText(text, image string) string {
-	if image == "" {
-		return text
+// scrubText replaces image URLs, and their paths alone, in a text; as written, and as JSON
+// writes them with escaped slashes.
+func scrubText(text string, urls []string) string {
+	type secret struct{ text, shown string }
+	var secrets []secret
+	for _, image := range urls {
+		if image == "" {
+			continue
+		}
+		forms := []string{image}
+		if u, err := url.Parse(image); err == nil && len(u.Path) > 1 {
+			forms = append(forms, u.RequestURI(), u.EscapedPath(), u.Path)
+		}
+		for _, f := range forms {
+			secrets = append(secrets, secret{f, redact(image)}, secret{strings.ReplaceAll(f, "/", `\/`), redact(image)})
+		}
 	}
-	secrets := []string{image}
-	if u, err := url.Parse(image); err == nil && len(u.Path) > 1 {
-		secrets = append(secrets, u.RequestURI(), u.EscapedPath(), u.Path)
-	}
+	// The longest first: a URL before its path, one URL before another it starts.
+	slices.SortStableFunc(secrets, func(a, b secret) int { return len(b.text) - len(a.text) })
 	for _, s := range secrets {
-		text = strings.ReplaceAll(text, s, redact(image))
+		text = strings.ReplaceAll(text, s.text, s.shown)
 	}
 	return text
 }
 
-// scrubbed is an error whose text had a secret removed; it unwraps to the original for
-// errors.Is and As (bmc.Reason, bmc.ErrUnsupported) but never prints it.
+// scrubRedfish is a copy of a Redfish error with image URLs removed from every field, and
+// without the raw body gofish keeps (and prints as its Error) for want of a way to clean it.
+func scrubRedfish(e *common.Error, urls []string) *common.Error {
+	cp := &common.Error{HTTPReturnedStatusCode: e.HTTPReturnedStatusCode,
+		Code: scrubText(e.Code, urls), Message: scrubText(e.Message, urls)}
+	for _, info := range e.ExtendedInfos {
+		info.MessageID = scrubText(info.MessageID, urls)
+		info.Message = scrubText(info.Message, urls)
+		info.Severity = scrubText(info.Severity, urls)
+		info.Resolution = scrubText(info.Resolution, urls)
+		info.MessageArgs = slices.Clone(info.MessageArgs)
+		for i := range info.MessageArgs {
+			info.MessageArgs[i] = scrubText(info.MessageArgs[i], urls)
+		}
+		cp.ExtendedInfos = append(cp.ExtendedInfos, info)
+	}
+	return cp
+}
+
+// scrubbed is an error whose text had image URLs removed. It does not unwrap: the original, or
+// any error it wraps, would print or hold in its fields what was removed (gofish's Error keeps
+// the BMC's raw answer). errors.Is asks the original, which only compares (bmc.ErrUnsupported,
+// context errors); errors.As finds a *bmc.Error with the original's reason and the scrubbed
+// text (bmc.Reason), or a *common.Error cleaned by scrubRedfish; nothing else.
 type scrubbed struct {
-	msg string
-	err error
+	msg  string
+	orig error
+	urls []string
 }
 
 func (s *scrubbed) Error() string { return s.msg }
-func (s *scrubbed) Unwrap() error { return s.err }
+
+func (s *scrubbed) Is(target error) bool { return errors.Is(s.orig, target) }
+
+func (s *scrubbed) As(target any) bool {
+	switch t := target.(type) {
+	case **bmc.Error:
+		var e *bmc.Error
+		if !errors.As(s.orig, &e) {
+			return false
+		}
+		*t = &bmc.Error{Reason: e.Reason, Err: &scrubbed{msg: s.msg, orig: e.Err, urls: s.urls}}
+		return true
+	case **common.Error:
+		var e *common.Error
+		if !errors.As(s.orig, &e) {
+			return false
+		}
+		*t = scrubRedfish(e, s.urls)
+		return true
+	}
+	return false
+}

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"io"
 	"math/rand/v2"
 	"net/http"
 	"net/http/httptest"
@@ -12,6 +13,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -51,7 +53,9 @@ func startISOServer(t *testing.T) *isoServer {
 		s.mu.Lock()
 		s.hits[r.URL.Path]++
 		s.mu.Unlock()
+		s.mu.Lock()
 		data, ok := s.files[r.URL.Path]
+		s.mu.Unlock()
 		if !ok {
 			http.NotFound(w, r)
 			return
@@ -66,6 +70,56 @@ func (s *isoServer) url(name string) string {
 	return s.srv.URL + "/boot/" + token + "/" + name + ".iso"
 }
 func (s *isoServer) data(name string) []byte { return s.files["/boot/"+token+"/"+name+".iso"] }
+
+// add serves data at path too, and returns its URL.
+func (s *isoServer) add(path string, data []byte) string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.files[path] = data
+	return s.srv.URL + path
+}
+
+type roundTripFunc func(*http.Request) (*http.Response, error)
+
+func (f roundTripFunc) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }
+
+// refusal is a VirtualMedia action the BMC refuses (its name, as "VirtualMedia.EjectMedia";
+// none when empty), naming the image URLs in echo.
+type refusal struct {
+	action string
+	echo   []string
+}
+
+// refuseAction makes the BMC behind c refuse the action refusing holds with status and a
+// Redfish error whose every field names the URLs, as iDRAC's RAC0904 names the image; the body
+// also has them with JSON's escaped slashes.
+func refuseAction(c *redfish.Client, refusing *atomic.Value, status int) {
+	redfish.WrapTransport(c, func(next http.RoundTripper) http.RoundTripper {
+		return roundTripFunc(func(req *http.Request) (*http.Response, error) {
+			r, _ := refusing.Load().(refusal)
+			echo := r.echo
+			if r.action == "" || req.Method != http.MethodPost || !strings.HasSuffix(req.URL.Path, "/"+r.action) {
+				return next.RoundTrip(req)
+			}
+			if req.Body != nil {
+				_, _ = io.Copy(io.Discard, req.Body)
+				_ = req.Body.Close()
+			}
+			all := strings.Join(echo, " and ")
+			escaped := strings.ReplaceAll(all, "/", `\/`)
+			body, _ := json.Marshal(map[string]any{"error": map[string]any{
+				"code": "Base.1.8.GeneralError", "message": "A general error has occurred: " + all + " (" + escaped + ")",
+				"@Message.ExtendedInfo": []map[string]any{{
+					"MessageId": "IDRAC.2.8.RAC0904", "Message": "Unable to complete the operation on " + all + ".",
+					"MessageArgs": echo, "Severity": "Critical", "Resolution": "Check " + all + " and retry.",
+				}},
+			}})
+			return &http.Response{StatusCode: status, Status: http.StatusText(status), Proto: "HTTP/1.1", ProtoMajor: 1, ProtoMinor: 1,
+				Header: http.Header{"Content-Type": []string{"application/json"}}, Body: io.NopCloser(bytes.NewReader(body)),
+				ContentLength: int64(len(body)), Request: req}, nil
+		})
+	})
+}
 
 // mediaClient connects with fast polling, so lagging BMCs cost the tests little.
 func mediaClient(t *testing.T, sim *bmcsim.BMC) *redfish.Client {
@@ -271,6 +325,52 @@ func TestInsertMediaReportsAFetchFailureWithoutTheURL(t *testing.T) {
 
 	err = c.InsertMedia(ctx, sys.URI, "ftp://example.invalid/x.iso")
 	assert.Error(t, err, "only http and https")
+}
+
+// InsertMedia replacing another boot's media scrubs both image URLs from its errors, the one it
+// inserts and the one the slot held (that boot's token is as secret), whether the BMC refuses
+// the eject of the old media or the insert of the new and names them: neither path shows in
+// the error, nor in any error reachable from it with errors.As or Unwrap. EjectMedia likewise.
+func TestMediaErrorsScrubTheOldImageURLToo(t *testing.T) {
+	ctx := context.Background()
+	iso := startISOServer(t)
+	const otherToken = "tok-0ld8e2b7c41d9a55"
+	oldPath, newPath := "/boot/"+otherToken+"/probe.iso", "/boot/"+token+"/b.iso"
+	oldURL, newURL := iso.add(oldPath, iso.data("a")), iso.url("b")
+	sim := startSim(t, bmcsim.Options{})
+	c := mediaClient(t, sim)
+	systems, err := c.Systems(ctx)
+	require.NoError(t, err)
+	sys := systems[0]
+	var refusing atomic.Value
+	refuseAction(c, &refusing, http.StatusInternalServerError)
+	secrets := []string{oldPath, newPath, otherToken, token}
+
+	for _, refused := range []string{"VirtualMedia.EjectMedia", "VirtualMedia.InsertMedia"} {
+		t.Run(refused, func(t *testing.T) {
+			refusing.Store(refusal{})
+			require.NoError(t, c.InsertMedia(ctx, sys.URI, oldURL), "another boot's media in the slot")
+			refusing.Store(refusal{refused, []string{oldURL, newURL}})
+			err := c.InsertMedia(ctx, sys.URI, newURL)
+			require.Error(t, err)
+			t.Log(err)
+			assert.Empty(t, redfish.Leaks(err, secrets...))
+			assert.Equal(t, metalv1alpha1.BMCReasonProtocolError, bmc.Reason(err))
+			assert.Contains(t, err.Error(), "HTTP 500")
+			assert.Contains(t, err.Error(), "Unable to complete the operation on", "the BMC's message is passed on")
+			assert.Contains(t, err.Error(), iso.srv.Listener.Addr().String(), "the image server is named")
+		})
+	}
+
+	refusing.Store(refusal{})
+	require.NoError(t, c.InsertMedia(ctx, sys.URI, oldURL))
+	refusing.Store(refusal{"VirtualMedia.EjectMedia", []string{oldURL}})
+	err = c.EjectMedia(ctx, sys.URI)
+	require.Error(t, err)
+	assert.Empty(t, redfish.Leaks(err, secrets...))
+	assert.Equal(t, metalv1alpha1.BMCReasonProtocolError, bmc.Reason(err))
+	refusing.Store(refusal{})
+	require.NoError(t, c.EjectMedia(ctx, sys.URI))
 }
 
 func TestInsertMediaDoesNotWaitForEver(t *testing.T) {

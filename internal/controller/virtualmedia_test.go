@@ -156,7 +156,6 @@ func TestAVirtualMediaServersProbeBootInsertsItsISO(t *testing.T) {
 		return false
 	}, "the attempt times out, and its eject fails (an event says so)")
 	require.NoError(t, k8s.Get(ctx, client.ObjectKey{Name: name}, &server))
-	assert.Equal(t, controller.ReasonDiscoveryTimedOut, server.Status.LastTransitionReason)
 	assert.True(t, sim.Media(system).Inserted, "the eject failed: the ISO is still in")
 	assert.True(t, server.Status.ProbeMediaInserted, "and the server still says so")
 	sim.SetFaults(bmcsim.Faults{})

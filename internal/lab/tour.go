@@ -159,7 +159,11 @@ func (l *Lab) Tour(ctx context.Context, out io.Writer) error {
 		fmt.Fprintf(out, "%s  ▶ %s\n", time.Now().Format("15:04:05"), fmt.Sprintf(format, args...))
 	}
 	n := l.Opts.Servers + len(l.VMs)
-	step("enroll and discover: %d Endpoints → BMCs → %d Servers (%d of them real VMs, network-booted) → Available", len(l.BMCs), n, len(l.VMs))
+	booted := "network-booted"
+	if l.Opts.VirtualMedia {
+		booted = "booted from virtual media, each behind a BMC of its own, with DHCP off"
+	}
+	step("enroll and discover: %d Endpoints → BMCs → %d Servers (%d of them real VMs, %s) → Available", len(l.BMCs), n, len(l.VMs), booted)
 	if err := l.WaitForServers(ctx, n, metalv1alpha1.ServerStateAvailable, 3*time.Minute); err != nil {
 		return fmt.Errorf("enroll and discover: %w", err)
 	}

@@ -13,8 +13,9 @@ import (
 )
 
 // BootStage reads how far a VM's boot has got from one line of its serial console: the
-// firmware's network boot, iPXE, its DHCP, the kernel, then the probe's own stages as /init
-// prints them. "" for a line that says nothing new.
+// firmware's network boot, iPXE, its DHCP (or the firmware's CD boot and the ISO's loader, for
+// virtual media), the kernel, then the probe's own stages as /init prints them. "" for a line
+// that says nothing new.
 func BootStage(line string) string {
 	if stage, _ := ignition.ParseConsoleLine(line); stage != "" {
 		return "probe: " + string(stage)
@@ -30,8 +31,16 @@ func BootStage(line string) string {
 		return "iPXE: DHCP"
 	case strings.Contains(line, "/artifacts/vmlinuz"):
 		return "iPXE: loading kernel + initramfs over HTTP"
+	case strings.Contains(line, "Booting from DVD/CD"), strings.Contains(line, "BdsDxe: loading") && strings.Contains(line, "DVD-ROM"):
+		return "firmware: CD (virtual media)"
+	case strings.HasPrefix(line, "ISOLINUX "):
+		return "isolinux"
+	case strings.Contains(line, "Welcome to GRUB!"):
+		return "GRUB"
 	case strings.Contains(line, "Linux version"):
 		return "kernel"
+	case strings.Contains(line, ignition.MediaConsoleLine):
+		return "probe: ignition from the boot media"
 	}
 	return ""
 }

@@ -146,11 +146,12 @@ test-deps: vm-deps image-deps node-deps ## Install redfishtool (third-party Redf
 		$$SUDO apt-get update && $$SUDO apt-get install -y --no-install-recommends redfishtool; }
 
 # What real VMs need: QEMU (TCG), its iPXE NIC ROMs, Debian's iPXE builds the boot service
-# serves over TFTP, and OVMF for UEFI machines.
-VM_PACKAGES := qemu-system-x86 ipxe-qemu ipxe ovmf
+# serves over TFTP, OVMF for UEFI machines, and OpenIPMI's ipmi_sim (the IPMI LAN BMC of the
+# lab's and tests' IPMI hosts) with ipmitool (the third-party IPMI client tests check against).
+VM_PACKAGES := qemu-system-x86 ipxe-qemu ipxe ovmf openipmi ipmitool
 
 .PHONY: vm-deps
-vm-deps: ## Install QEMU, iPXE and OVMF with apt-get if missing (as root; without root the lab runs without VMs).
+vm-deps: ## Install QEMU, iPXE, OVMF, OpenIPMI's ipmi_sim and ipmitool with apt-get if missing (as root; without root the lab runs without VMs).
 	@missing=$$(for p in $(VM_PACKAGES); do dpkg-query -W -f='$${Status}\n' $$p 2>/dev/null | grep -q 'install ok installed' || echo $$p; done); \
 	if [ -n "$$missing" ]; then \
 		if [ "$$(id -u)" -eq 0 ]; then apt-get update && apt-get install -y --no-install-recommends $$missing; \

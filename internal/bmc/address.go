@@ -3,7 +3,9 @@ package bmc
 import (
 	"errors"
 	"fmt"
+	"net"
 	"net/url"
+	"strconv"
 	"strings"
 
 	hwbmc "github.com/metal3-io/baremetal-operator/pkg/hardwareutils/bmc"
@@ -15,16 +17,21 @@ import (
 type Address struct {
 	// Type is the address's scheme as hardwareutils names it (redfish, idrac-redfish, ipmi, …).
 	Type string
-	// Endpoint is the Redfish service's base URL (scheme://host[:port]).
+	// Endpoint is the Redfish service's base URL (scheme://host[:port]), or for IPMI
+	// "ipmi://host:port" (the port always present, 623 by default; IPv6 in brackets).
 	Endpoint string
 	// SystemPath restricts the BMC to one system when the address names one
 	// (…/redfish/v1/Systems/1); empty means every system the BMC exposes.
 	SystemPath string
 }
 
-// ParseAddress parses a BMC URL with hardwareutils/bmc. Schemes that parse but that Ironfleet
-// does not drive (ipmi, ilo4, irmc, …) and schemes nobody knows both give an error with reason
-// UnsupportedProtocol; malformed addresses give ProtocolError.
+// ProtocolIPMI is the Type of an IPMI address (ipmi://host[:port]).
+const ProtocolIPMI = "ipmi"
+
+// ParseAddress parses a BMC URL with hardwareutils/bmc. Redfish types (redfish://, …) and
+// ipmi:// are driven; schemes that parse but that Ironfleet does not drive (libvirt, ilo4,
+// irmc, …) and schemes nobody knows both give an error with reason UnsupportedProtocol;
+// malformed addresses give ProtocolError.
 func ParseAddress(address string) (Address, error) {
 	access, err := hwbmc.NewAccessDetails(address, false)
 	if err != nil {
@@ -38,10 +45,18 @@ func ParseAddress(address string) (Address, error) {
 	// read the address out of it, so none are passed. Every Redfish-based type (redfish,
 	// idrac-redfish, ilo5-redfish, redfish-virtualmedia, …) renders a redfish_address.
 	info := access.DriverInfo(hwbmc.Credentials{})
+	if !strings.Contains(address, "://") {
+		return Address{}, Errorf(metalv1alpha1.BMCReasonUnsupportedProtocol, "BMC address %q has no scheme: say ipmi:// or redfish+https:// (or another Redfish scheme)", address)
+	}
+	// hardwareutils reads an address without a scheme as IPMI, as Metal3 does; Ironfleet wants
+	// the scheme said (the CRD requires one too).
+	if access.Driver() == "ipmi" && access.Type() == ProtocolIPMI && strings.HasPrefix(strings.ToLower(address), ProtocolIPMI+"://") {
+		return ipmiAddress(address, info)
+	}
 	endpoint, isRedfish := info["redfish_address"].(string)
 	if !isRedfish {
 		return Address{}, Errorf(metalv1alpha1.BMCReasonUnsupportedProtocol,
-			"BMC type %q (driver %s) is not supported yet: Ironfleet drives Redfish BMCs (redfish://, redfish+https://, idrac-redfish://, ilo5-redfish://)",
+			"BMC type %q (driver %s) is not supported yet: Ironfleet drives Redfish BMCs (redfish://, redfish+https://, idrac-redfish://, ilo5-redfish://) and IPMI BMCs (ipmi://)",
 			access.Type(), access.Driver())
 	}
 	if u, err := url.Parse(endpoint); err != nil || u.Host == "" {
@@ -53,6 +68,29 @@ func ParseAddress(address string) (Address, error) {
 		path = ""
 	}
 	return Address{Type: access.Type(), Endpoint: strings.TrimSuffix(endpoint, "/"), SystemPath: path}, nil
+}
+
+// ipmiAddress is an ipmi:// address as hardwareutils read it: its host and its port, 623 when
+// the address names none. The privilege level it may carry (?privilegelevel=) is not used:
+// Ironfleet asks for Administrator, and a BMC user limited to Operator gets Operator.
+func ipmiAddress(address string, info map[string]any) (Address, error) {
+	host, _ := info["ipmi_address"].(string)
+	port, _ := info["ipmi_port"].(string)
+	if host == "" || strings.ContainsAny(host, "/@ ") {
+		return Address{}, Errorf(metalv1alpha1.BMCReasonProtocolError, "invalid BMC address %q: no host", address)
+	}
+	if n, err := strconv.Atoi(port); err != nil || n < 1 || n > 65535 {
+		return Address{}, Errorf(metalv1alpha1.BMCReasonProtocolError, "invalid BMC address %q: port %q is not 1-65535", address, port)
+	}
+	return Address{Type: ProtocolIPMI, Endpoint: ProtocolIPMI + "://" + net.JoinHostPort(host, port)}, nil
+}
+
+// Protocol is the protocol the address is driven with: IPMI for ipmi://, else Redfish.
+func (a Address) Protocol() metalv1alpha1.BMCProtocol {
+	if a.Type == ProtocolIPMI {
+		return metalv1alpha1.BMCProtocolIPMI
+	}
+	return metalv1alpha1.BMCProtocolRedfish
 }
 
 // String is the endpoint and, when set, the system path.

@@ -5,6 +5,8 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"sync"
+
+	metalv1alpha1 "github.com/ironfleet/ironfleet/apis/metal/v1alpha1"
 )
 
 // Credentials log in to a BMC.
@@ -35,6 +37,17 @@ func (t Target) fingerprint() string {
 
 // Connector opens a client to a target.
 type Connector func(ctx context.Context, t Target) (Client, error)
+
+// ByProtocol is the connector the manager uses: IPMI addresses go to ipmi, every other (Redfish)
+// one to redfish.
+func ByProtocol(redfish, ipmi Connector) Connector {
+	return func(ctx context.Context, t Target) (Client, error) {
+		if t.Address.Protocol() == metalv1alpha1.BMCProtocolIPMI {
+			return ipmi(ctx, t)
+		}
+		return redfish(ctx, t)
+	}
+}
 
 // Cache keeps one open client per BMC, so reconciles reuse a session instead of logging in each
 // time. A client is replaced when the BMC's address, credentials or TLS setting change, and

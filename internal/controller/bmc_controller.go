@@ -174,6 +174,7 @@ func (r *BMCReconciler) poll(ctx context.Context, b *metalv1alpha1.BMC) (pollOut
 		return failedPoll(err), ctrl.Result{}, err
 	}
 	b.Status.Address = target.Address.String()
+	b.Status.Protocol = target.Address.Protocol()
 
 	client, err := r.Clients.Get(ctx, b.Name, target)
 	if err != nil {

@@ -139,8 +139,8 @@ func (r *EndpointReconciler) reconcile(ctx context.Context, ep *metalv1alpha1.En
 }
 
 // findCredential tries each default credential in turn and returns the index of the first that
-// authenticates. IPMI BMCs cannot be probed yet: the first credential is used, and the BMC will
-// report UnsupportedProtocol.
+// authenticates, over Redfish or IPMI as the entry says (an IPMI credential is tried with one
+// RMCP+ session: open, then closed).
 func (r *EndpointReconciler) findCredential(ctx context.Context, ep *metalv1alpha1.Endpoint, entry macdb.Entry) (int, error) {
 	addr, err := bmc.ParseAddress(entry.Address(ep.Spec.IP))
 	if err != nil {

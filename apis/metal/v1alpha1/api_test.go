@@ -313,7 +313,7 @@ func TestPrinterColumns(t *testing.T) {
 	base := "/apis/metal.ironfleet.dev/v1alpha1/"
 	want := map[string]string{
 		"endpoints":                "Name MAC IP Manufacturer Protocol Matched BMC Age",
-		"bmcs":                     "Name State Address Manufacturer Model Firmware Boot Ready Serial Last Seen Age",
+		"bmcs":                     "Name State Protocol Address Manufacturer Model Firmware Boot Ready Serial Last Seen Age",
 		"bmcsecrets":               "Name Age",
 		"servers":                  "Name State Power Claim CPUs Memory Disk Model UUID BMC Reason Age",
 		"serverclaims":             "Name Phase Server Power Provisioned Progress Image Reason Age",

@@ -59,6 +59,16 @@ type BMCSpec struct {
 // +kubebuilder:validation:Enum=Pending;Enabled;Error
 type BMCState string
 
+// BMCProtocol is the management protocol a BMC is driven with.
+// +kubebuilder:validation:Enum=Redfish;IPMI
+type BMCProtocol string
+
+// The protocols Ironfleet drives BMCs with.
+const (
+	BMCProtocolRedfish BMCProtocol = "Redfish"
+	BMCProtocolIPMI    BMCProtocol = "IPMI"
+)
+
 const (
 	BMCStatePending BMCState = "Pending"
 	BMCStateEnabled BMCState = "Enabled"
@@ -85,6 +95,11 @@ type BMCStatus struct {
 	// Address the BMC was last reached at (resolved from the Endpoint when endpointRef is used).
 	// +optional
 	Address string `json:"address,omitempty"`
+	// Protocol Ironfleet speaks to the BMC, from its address's scheme: Redfish (redfish://,
+	// redfish+https://, idrac-redfish://, …) or IPMI (ipmi://).
+	// +optional
+	// +operator-sdk:csv:customresourcedefinitions:type=status,displayName="Protocol"
+	Protocol BMCProtocol `json:"protocol,omitempty"`
 	// +optional
 	Manufacturer string `json:"manufacturer,omitempty"`
 	// +optional
@@ -118,6 +133,7 @@ type BMCStatus struct {
 // +kubebuilder:subresource:status
 // +kubebuilder:resource:scope=Cluster,shortName=bmc,categories=metal
 // +kubebuilder:printcolumn:name="State",type=string,JSONPath=`.status.state`
+// +kubebuilder:printcolumn:name="Protocol",type=string,JSONPath=`.status.protocol`
 // +kubebuilder:printcolumn:name="Address",type=string,JSONPath=`.status.address`
 // +kubebuilder:printcolumn:name="Manufacturer",type=string,JSONPath=`.status.manufacturer`
 // +kubebuilder:printcolumn:name="Model",type=string,JSONPath=`.status.model`

@@ -175,6 +175,7 @@ func (r *BMCReconciler) poll(ctx context.Context, b *metalv1alpha1.BMC) (pollOut
 	}
 	b.Status.Address = target.Address.String()
 	b.Status.Protocol = target.Address.Protocol()
+	reportProtocolLimits(b)
 
 	client, err := r.Clients.Get(ctx, b.Name, target)
 	if err != nil {
@@ -209,6 +210,21 @@ func (r *BMCReconciler) poll(ctx context.Context, b *metalv1alpha1.BMC) (pollOut
 		return connected, ctrl.Result{RequeueAfter: time.Second}, nil
 	}
 	return connected, ctrl.Result{RequeueAfter: r.Settings.jitteredResync()}, nil
+}
+
+// reportProtocolLimits says on the BMC what its protocol cannot do that Redfish does: IPMI reads
+// no hardware inventory (FRU only), so its Servers' hardware comes from the probe alone. Virtual
+// media it lacks too, which checkVirtualMedia reports when bootMethod asks for it.
+func reportProtocolLimits(b *metalv1alpha1.BMC) {
+	if b.Status.Protocol != metalv1alpha1.BMCProtocolIPMI {
+		meta.RemoveStatusCondition(&b.Status.Conditions, metalv1alpha1.ConditionOutOfBandInventory)
+		return
+	}
+	meta.SetStatusCondition(&b.Status.Conditions, metav1.Condition{
+		Type: metalv1alpha1.ConditionOutOfBandInventory, Status: metav1.ConditionFalse,
+		Reason: metalv1alpha1.ReasonInventoryUnsupported, ObservedGeneration: b.Generation,
+		Message: "IPMI reads no hardware inventory, only FRU (manufacturer, product, serial): each server's hardware comes from the probe's in-band report at discovery. IPMI has no virtual media either: bootMethod must be PXE",
+	})
 }
 
 // checkVirtualMedia, for a BMC whose bootMethod is VirtualMedia, finds each system's virtual

@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"regexp"
 	"strings"
@@ -284,10 +285,15 @@ func (r *BMCReconciler) refreshServerStatus(ctx context.Context, c bmc.Client, s
 	st.Manufacturer, st.Model, st.SerialNumber, st.SKU, st.BIOSVersion = sys.Manufacturer, sys.Model, sys.SerialNumber, sys.SKU, sys.BIOSVersion
 	if st.Inventory == nil {
 		inv, err := c.Inventory(ctx, sys.URI)
-		if err != nil {
+		switch {
+		case errors.Is(err, bmc.ErrUnsupported):
+			// IPMI: no out-of-band inventory (the BMC's OutOfBandInventory condition says
+			// so); discovery's in-band report is the Server's hardware.
+		case err != nil:
 			return false, err
+		default:
+			st.Inventory = &inv
 		}
-		st.Inventory = &inv
 	}
 	// Servers whose inventory came before the summary get it at the next poll.
 	st.Hardware = metalv1alpha1.SummarizeInventory(st.Inventory)

@@ -118,7 +118,8 @@ type BMCStatus struct {
 	LastSeen *metav1.Time `json:"lastSeen,omitempty"`
 	// +optional
 	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
-	// Conditions: Ready (reasons Connected, AuthenticationFailed, Unreachable, ProtocolError,
+	// Conditions: OutOfBandInventory (False, InventoryUnsupported, on IPMI BMCs); Ready
+	// (reasons Connected, AuthenticationFailed, Unreachable, ProtocolError,
 	// UnsupportedProtocol).
 	// +listType=map
 	// +listMapKey=type

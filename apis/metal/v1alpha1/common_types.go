@@ -68,6 +68,12 @@ const (
 	// (InitStarted, NetworkUp, IgnitionFetched, ProbeRunning, Reported, or RegistryUnreachable
 	// and Failed, which are False), the message what the host said.
 	ConditionBootProgress = "BootProgress"
+	// ConditionOutOfBandInventory, on a BMC, is False when its protocol cannot read the
+	// servers' hardware (IPMI: FRU only), reason InventoryUnsupported: each Server's hardware
+	// then comes from the probe's in-band report alone. Absent for Redfish BMCs.
+	ConditionOutOfBandInventory = "OutOfBandInventory"
+	// ReasonInventoryUnsupported: the BMC's protocol reads no hardware inventory.
+	ReasonInventoryUnsupported = "InventoryUnsupported"
 )
 
 // The boot operator a ServerBootConfiguration is for, as an IngressClass names an ingress

@@ -29,7 +29,8 @@ type ServerSpec struct {
 	// +optional
 	SystemUUID string `json:"systemUUID,omitempty"`
 
-	// SystemURI is the Redfish ComputerSystem this server is, e.g. /redfish/v1/Systems/1.
+	// SystemURI is the Redfish ComputerSystem this server is, e.g. /redfish/v1/Systems/1, or
+	// ipmi:system for the one system of an IPMI BMC.
 	// +kubebuilder:validation:MaxLength=1024
 	// +optional
 	SystemURI string `json:"systemURI,omitempty"`

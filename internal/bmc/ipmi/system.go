@@ -1,0 +1,182 @@
+package ipmi
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/bougou/go-ipmi/pkg/client"
+	"github.com/bougou/go-ipmi/pkg/types"
+
+	metalv1alpha1 "github.com/ironfleet/ironfleet/apis/metal/v1alpha1"
+	"github.com/ironfleet/ironfleet/internal/bmc"
+)
+
+// Systems reports the BMC's one system: UUID from Get System GUID ("" when the BMC lacks the
+// command), manufacturer, model and serial number from FRU device 0, and the power state.
+func (c *Client) Systems(ctx context.Context) ([]bmc.SystemInfo, error) {
+	info := bmc.SystemInfo{URI: SystemURI, ID: "system"}
+	err := c.do(ctx, "read system", func(ctx context.Context, ic *client.Client) error {
+		var err error
+		if info.UUID, err = systemGUID(ctx, ic); err != nil {
+			return err
+		}
+		fru, err := c.readFRU(ctx, ic)
+		if err != nil {
+			return err
+		}
+		info.Manufacturer, info.Model, info.SerialNumber = fru.Identity()
+		info.PowerState, err = powerState(ctx, ic)
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	return []bmc.SystemInfo{info}, nil
+}
+
+func systemGUID(ctx context.Context, ic *client.Client) (string, error) {
+	b, err := raw(ctx, ic, types.CommandGetSystemGUID)
+	if isCC(err) {
+		return "", nil // no System GUID on this BMC: the controller names the server otherwise
+	}
+	if err != nil {
+		return "", err
+	}
+	return DecodeSystemGUID(b)
+}
+
+// readFRU reads and parses FRU device 0 once per client. A BMC without FRU data, or with data
+// too broken to parse, gives an empty FRU: identity fields stay empty, nothing fails.
+func (c *Client) readFRU(ctx context.Context, ic *client.Client) (FRU, error) {
+	if c.fru != nil {
+		return *c.fru, nil
+	}
+	data, err := ic.GetFRUData(ctx, 0)
+	if err != nil {
+		if isNoResponse(err) {
+			return FRU{}, err
+		}
+		c.fru = &FRU{}
+		return *c.fru, nil
+	}
+	fru, _ := ParseFRU(data) // keeps whatever parsed
+	c.fru = &fru
+	return fru, nil
+}
+
+// Inventory is not offered: IPMI reads FRU only, and the probe reports the hardware.
+func (c *Client) Inventory(_ context.Context, systemURI string) (metalv1alpha1.Inventory, error) {
+	if err := checkSystem(systemURI); err != nil {
+		return metalv1alpha1.Inventory{}, err
+	}
+	return metalv1alpha1.Inventory{}, unsupported("IPMI offers FRU only (manufacturer, product, serial): the probe's in-band inventory fills the rest")
+}
+
+// VirtualMedia is not offered: IPMI has no virtual media.
+func (c *Client) VirtualMedia(_ context.Context, _ string) (bmc.MediaSlot, error) {
+	return bmc.MediaSlot{}, noVirtualMedia()
+}
+
+// InsertMedia is not offered: IPMI has no virtual media.
+func (c *Client) InsertMedia(_ context.Context, _, _ string) error { return noVirtualMedia() }
+
+// EjectMedia is not offered: IPMI has no virtual media.
+func (c *Client) EjectMedia(_ context.Context, _ string) error { return noVirtualMedia() }
+
+func noVirtualMedia() error {
+	return bmc.Classify(metalv1alpha1.BMCReasonVirtualMediaUnsupported,
+		fmt.Errorf("IPMI has no virtual media: %w", bmc.ErrUnsupported))
+}
+
+// Manager reports the BMC from Get Device ID: manufacturer by IANA number, product ID as model,
+// firmware "major.minor". A BMC that answers is powered on.
+func (c *Client) Manager(ctx context.Context) (bmc.ManagerInfo, error) {
+	var info bmc.ManagerInfo
+	err := c.do(ctx, "read BMC identity", func(ctx context.Context, ic *client.Client) error {
+		b, err := raw(ctx, ic, types.CommandGetDeviceID)
+		if err != nil {
+			return err
+		}
+		id, err := DecodeDeviceID(b)
+		if err != nil {
+			return err
+		}
+		info = bmc.ManagerInfo{
+			Manufacturer:    ManufacturerName(id.ManufacturerID),
+			Model:           fmt.Sprintf("0x%04x", id.ProductID),
+			FirmwareVersion: id.FirmwareVersion(),
+			PowerState:      metalv1alpha1.PowerStateOn,
+		}
+		return nil
+	})
+	return info, err
+}
+
+// manufacturers names the IANA enterprise numbers of common BMC vendors.
+var manufacturers = map[uint32]string{
+	2:     "IBM",
+	11:    "Hewlett Packard Enterprise",
+	343:   "Intel",
+	674:   "Dell",
+	2011:  "Huawei",
+	4753:  "MontaVista (OpenIPMI)",
+	7244:  "Quanta",
+	10368: "Fujitsu",
+	10876: "Supermicro",
+	19046: "Lenovo",
+	20974: "American Megatrends",
+}
+
+// ManufacturerName is the vendor with IANA enterprise number n, or "IANA n".
+func ManufacturerName(n uint32) string {
+	if name, ok := manufacturers[n]; ok {
+		return name
+	}
+	return fmt.Sprintf("IANA %d", n)
+}
+
+// maxChannel is the last channel number Get Channel Info is asked about (12-15 are reserved
+// or the current/system interface).
+const maxChannel = 11
+
+// MACAddress reads the BMC's own LAN MAC address (LAN configuration parameter 5) on its 802.3
+// LAN channel, found with Get Channel Info (channel 1 when none says LAN). "" when the BMC
+// reports no MAC (all zeros).
+func (c *Client) MACAddress(ctx context.Context) (string, error) {
+	var mac string
+	err := c.do(ctx, "read BMC MAC address", func(ctx context.Context, ic *client.Client) error {
+		ch, err := c.lanChannelNumber(ctx, ic)
+		if err != nil {
+			return err
+		}
+		b, err := raw(ctx, ic, types.CommandGetLanConfigParam, ch, 0x05, 0, 0)
+		if err != nil {
+			return err
+		}
+		mac, err = DecodeLANMAC(b)
+		return err
+	})
+	return mac, err
+}
+
+func (c *Client) lanChannelNumber(ctx context.Context, ic *client.Client) (uint8, error) {
+	if c.lanChannel != 0 {
+		return c.lanChannel, nil
+	}
+	c.lanChannel = 1
+	for ch := uint8(1); ch <= maxChannel; ch++ {
+		b, err := raw(ctx, ic, types.CommandGetChannelInfo, ch)
+		if isCC(err) {
+			continue
+		}
+		if err != nil {
+			c.lanChannel = 0
+			return 0, err
+		}
+		if lan, _ := DecodeChannelIsLAN(b); lan {
+			c.lanChannel = ch
+			break
+		}
+	}
+	return c.lanChannel, nil
+}

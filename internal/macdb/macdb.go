@@ -20,8 +20,8 @@ type Protocol string
 
 const (
 	ProtocolRedfish Protocol = "Redfish"
-	// ProtocolIPMI is reserved: entries may say it, and BMCs found by them are reported as
-	// UnsupportedProtocol until an IPMI driver exists.
+	// ProtocolIPMI: BMCs found by the entry are driven over IPMI v2.0 / RMCP+ at
+	// ipmi://<ip>:<port> (623 by default; scheme is not used).
 	ProtocolIPMI Protocol = "IPMI"
 )
 

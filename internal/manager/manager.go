@@ -29,6 +29,8 @@ import (
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	metalv1alpha1 "github.com/ironfleet/ironfleet/apis/metal/v1alpha1"
+	"github.com/ironfleet/ironfleet/internal/bmc"
+	"github.com/ironfleet/ironfleet/internal/bmc/ipmi"
 	"github.com/ironfleet/ironfleet/internal/bmc/redfish"
 	"github.com/ironfleet/ironfleet/internal/controller"
 	"github.com/ironfleet/ironfleet/internal/ignition"
@@ -92,7 +94,7 @@ func BindFlags(fs *flag.FlagSet, o *Options) {
 	fs.StringVar(&o.MACPrefixesFile, "mac-prefixes-file", o.MACPrefixesFile, "YAML MAC-prefix database (vendor, protocol, default credentials per BMC MAC prefix). Without it no Endpoint matches.")
 	fs.StringVar(&o.BMCCAFile, "bmc-ca-file", o.BMCCAFile, "PEM bundle of CAs trusted for BMC certificates, in addition to the system roots.")
 	fs.StringVar(&o.ImageCAFile, "image-ca-file", o.ImageCAFile, "PEM bundle of CAs the probe trusts for claims' images (https servers, OCI registries), in addition to the system roots.")
-	fs.DurationVar(&o.BMCTimeout, "bmc-request-timeout", o.BMCTimeout, "Upper bound of each HTTP request to a BMC.")
+	fs.DurationVar(&o.BMCTimeout, "bmc-request-timeout", o.BMCTimeout, "Upper bound of each HTTP request to a Redfish BMC, and of each IPMI command with its retries.")
 	fs.DurationVar(&o.Settings.ResyncPeriod, "bmc-resync-period", o.Settings.ResyncPeriod, "How often a healthy BMC is polled (jittered by ±10%).")
 	fs.DurationVar(&o.Settings.BackoffBase, "retry-backoff-base", o.Settings.BackoffBase, "First retry delay of a failing reconcile; doubles per failure.")
 	fs.DurationVar(&o.Settings.BackoffMax, "retry-backoff-max", o.Settings.BackoffMax, "Longest retry delay of a failing reconcile.")
@@ -296,8 +298,9 @@ func (p *Prepared) Run(ctx context.Context, cfg *rest.Config) error {
 		return err
 	}
 	if err := controller.Setup(mgr, controller.Dependencies{
-		MACDB:    p.db,
-		Connect:  redfish.Connector(redfish.Options{Timeout: o.BMCTimeout, RootCAs: p.roots}),
+		MACDB: p.db,
+		Connect: bmc.ByProtocol(redfish.Connector(redfish.Options{Timeout: o.BMCTimeout, RootCAs: p.roots}),
+			ipmi.Connector(ipmi.Options{CallTimeout: o.BMCTimeout})),
 		Settings: o.Settings,
 		Probe: controller.ProbeBoot{
 			Namespace: o.SystemNamespace, Image: o.ProbeImage,

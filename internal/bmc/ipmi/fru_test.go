@@ -83,7 +83,7 @@ func TestParseFRUFieldEncodings(t *testing.T) {
 func TestParseFRUTolerance(t *testing.T) {
 	good := buildFRU(nil,
 		fruArea([]byte{0x19, 0, 0, 0}, ascii("Board Maker"), ascii("Board X"), ascii("BSN-1")), // no part number, no file ID
-		fruArea([]byte{0x19}, ascii("Maker"), ascii("")))                                      // product without serial
+		fruArea([]byte{0x19}, ascii("Maker"), ascii("")))                                       // product without serial
 
 	t.Run("missing fields fall back to the board", func(t *testing.T) {
 		fru, err := ParseFRU(good)

@@ -169,6 +169,8 @@ fuzz: ## Fuzz every hostile-input parser and the ignition renderer, FUZZTIME eac
 	go test -run '^$$' -fuzz '^FuzzParse$$' -fuzztime $(FUZZTIME) ./internal/ignition/
 	go test -run '^$$' -fuzz '^FuzzRender$$' -fuzztime $(FUZZTIME) ./internal/ignition/
 	go test -run '^$$' -fuzz '^FuzzDHCP$$' -fuzztime $(FUZZTIME) ./internal/boot/dhcp/
+	go test -run '^$$' -fuzz '^FuzzParseFRU$$' -fuzztime $(FUZZTIME) ./internal/bmc/ipmi/
+	go test -run '^$$' -fuzz '^FuzzDecoders$$' -fuzztime $(FUZZTIME) ./internal/bmc/ipmi/
 
 CHAOS_KILLS ?= 100
 

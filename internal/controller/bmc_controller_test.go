@@ -186,9 +186,9 @@ func TestUnreachableBacksOffExponentially(t *testing.T) {
 func TestUnsupportedSchemeIsReportedNotCrashed(t *testing.T) {
 	createSecret(t, "ilo4", goodUser, goodPassword)
 	createDirectBMC(t, "ilo4", "ilo4://10.0.0.8", "ilo4")
-	createSecret(t, "ipmi", goodUser, goodPassword)
-	createDirectBMC(t, "ipmi", "ipmi://10.0.0.6:623", "ipmi")
-	for _, name := range []string{"ilo4", "ipmi"} {
+	createSecret(t, "libvirt", goodUser, goodPassword)
+	createDirectBMC(t, "libvirt", "libvirt://10.0.0.6:623", "libvirt")
+	for _, name := range []string{"ilo4", "libvirt"} {
 		eventually(t, 20*time.Second, func() bool { return readyReason(name) == m.BMCReasonUnsupportedProtocol }, name)
 		var b m.BMC
 		require.NoError(t, k8s.Get(context.Background(), client.ObjectKey{Name: name}, &b))

@@ -27,6 +27,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
+	"github.com/ironfleet/ironfleet/internal/bmc"
+	"github.com/ironfleet/ironfleet/internal/bmc/ipmi"
 	"github.com/ironfleet/ironfleet/internal/bmc/redfish"
 	"github.com/ironfleet/ironfleet/internal/bmcsim"
 	"github.com/ironfleet/ironfleet/internal/controller"
@@ -184,8 +186,9 @@ macPrefixes:
 		return 0, err
 	}
 	operatorDeps = controller.Dependencies{
-		MACDB:    db,
-		Connect:  redfish.Connector(redfish.Options{Timeout: 5 * time.Second, RootCAs: roots}),
+		MACDB: db,
+		Connect: bmc.ByProtocol(redfish.Connector(redfish.Options{Timeout: 5 * time.Second, RootCAs: roots}),
+			ipmi.Connector(ipmi.Options{Timeout: 300 * time.Millisecond, Retries: 2, CallTimeout: 5 * time.Second})),
 		Settings: controller.DefaultSettings(),
 		Probe: controller.ProbeBoot{
 			Namespace: systemNamespace, Image: "metalprobe:test",
@@ -404,7 +407,7 @@ func scanForCredentials() int {
 		fmt.Fprintln(os.Stderr, "credential scan: expected manager logs and events to scan")
 		return 1
 	}
-	for _, secret := range []string{goodPassword, wrongPassword, otherWrongPassword} {
+	for _, secret := range []string{goodPassword, wrongPassword, otherWrongPassword, ipmiPassword, ipmiWrongPassword} {
 		if strings.Contains(text, secret) {
 			fmt.Fprintf(os.Stderr, "credential scan: a password appears in the manager's log\n")
 			return 1

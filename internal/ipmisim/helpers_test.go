@@ -23,14 +23,11 @@ const (
 // missing (make vm-deps installs both).
 func requireTools(t *testing.T) {
 	t.Helper()
-	for _, tool := range []string{"ipmi_sim", "ipmitool"} {
-		if _, err := exec.LookPath(tool); err != nil {
-			msg := tool + " is missing: make vm-deps (apt-get install openipmi ipmitool): " + err.Error()
-			if os.Getenv("CI") != "" {
-				t.Fatal(msg)
-			}
-			t.Skip(msg)
+	if err := ipmisim.CheckTools(); err != nil {
+		if os.Getenv("CI") != "" {
+			t.Fatal(err)
 		}
+		t.Skip(err)
 	}
 }
 

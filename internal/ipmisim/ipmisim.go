@@ -200,8 +200,13 @@ func (b *BMC) Port() int {
 // Options.VMChardev.
 func (b *BMC) VMAddr() string { return b.vmAddr }
 
-// Dir is Options.Dir; LogFile is ipmi_sim's output (-d) there, appended across restarts.
-func (b *BMC) Dir() string     { return b.opts.Dir }
+// Dir is Options.Dir.
+func (b *BMC) Dir() string { return b.opts.Dir }
+
+// LogFile is ipmi_sim's output in Dir, appended across restarts, each run after a header
+// line: its configuration errors and whatever it prints. With -n (no console: ipmi_sim
+// aborts when its console's stdin is not a terminal) its -d debug output goes to syslog
+// only.
 func (b *BMC) LogFile() string { return b.logPath }
 
 // PowerState is the host's power as the BMC holds it: "On" or "Off".

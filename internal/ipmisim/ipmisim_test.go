@@ -18,7 +18,11 @@ type recorder struct {
 	actions []ipmisim.PowerAction
 }
 
-func (r *recorder) add(a ipmisim.PowerAction) { r.mu.Lock(); r.actions = append(r.actions, a); r.mu.Unlock() }
+func (r *recorder) add(a ipmisim.PowerAction) {
+	r.mu.Lock()
+	r.actions = append(r.actions, a)
+	r.mu.Unlock()
+}
 
 // got is the actions so far as "action From>To boot".
 func (r *recorder) got() []string {

@@ -234,3 +234,14 @@ func alive(pid int) bool {
 	err := syscall.Kill(pid, 0)
 	return err == nil || errors.Is(err, syscall.EPERM)
 }
+
+// CheckTools reports whether ipmi_sim and ipmitool (the tests' third-party client) are
+// installed; make vm-deps installs both.
+func CheckTools() error {
+	for _, tool := range []string{"ipmi_sim", "ipmitool"} {
+		if _, err := exec.LookPath(tool); err != nil {
+			return fmt.Errorf("%s is missing: make vm-deps (apt-get install openipmi ipmitool): %w", tool, err)
+		}
+	}
+	return nil
+}

@@ -2,6 +2,7 @@ package vm
 
 import (
 	"fmt"
+	"net"
 	"strconv"
 	"strings"
 )
@@ -44,6 +45,10 @@ type Layout struct {
 	// CDROMFile is the raw image (an ISO) in the CD/DVD drive at start; empty: no medium.
 	// Only for a definition with CDROM, and required to boot BootCD.
 	CDROMFile string
+	// IPMIChardev is the TCP host:port of an IPMI BMC's VM interface (ipmi_sim's `serial 15
+	// ... codec VM`, ipmisim.BMC.VMAddr): the machine gets an in-band BMC on an ISA KCS
+	// interface connected to it, reconnecting when the BMC restarts. Empty: no IPMI device.
+	IPMIChardev string
 }
 
 // Args builds the qemu-system-x86_64 arguments (without the program name) for a definition
@@ -123,7 +128,30 @@ func Args(def Definition, l Layout, boot BootDevice) ([]string, error) {
 		args = append(args, cdArgs(def.Firmware, l.CDROMFile, order)...)
 	}
 	args = append(args, nicArgs(def.NICs, l.NICFDs, order)...)
+	if l.IPMIChardev != "" {
+		ipmi, err := ipmiArgs(l.IPMIChardev)
+		if err != nil {
+			return nil, err
+		}
+		args = append(args, ipmi...)
+	}
 	return args, nil
+}
+
+// ipmiArgs connect an external BMC (ipmi-bmc-extern, OpenIPMI's VM protocol) to the
+// guest's KCS interface; QEMU builds the SMBIOS type 38 and ACPI entries for it. The
+// chardev connects as a client and retries every 2 s (QEMU 7.2's reconnect; later QEMUs
+// deprecate it for reconnect-ms), so QEMU starts without the BMC and survives its restarts.
+func ipmiArgs(addr string) ([]string, error) {
+	host, port, err := net.SplitHostPort(addr)
+	if err != nil || host == "" || port == "" {
+		return nil, fmt.Errorf("IPMI chardev %q must be host:port", addr)
+	}
+	return []string{
+		"-chardev", fmt.Sprintf("socket,id=ipmi0,host=%s,port=%s,reconnect=2", escape(host), escape(port)),
+		"-device", "ipmi-bmc-extern,id=bmc0,chardev=ipmi0",
+		"-device", "isa-ipmi-kcs,bmc=bmc0",
+	}, nil
 }
 
 func cdDrives(def Definition) int {

@@ -253,3 +253,33 @@ func TestBootDeviceForCdNeedsAMedium(t *testing.T) {
 	assert.Equal(t, vm.BootDisk, vm.BootDeviceFor(bmcsim.BootHdd, true))
 	assert.Equal(t, vm.BootDisk, vm.BootDeviceFor("Usb", true))
 }
+
+func TestArgsAddAnInBandIPMIBMC(t *testing.T) {
+	for _, fw := range []vm.Firmware{vm.BIOS, vm.UEFI} {
+		def := testDefinition("ipmi", fw)
+		l := argvLayout(def)
+		args, err := vm.Args(def, l, vm.BootDisk)
+		require.NoError(t, err)
+		assert.NotContains(t, strings.Join(args, " "), "ipmi0", "no IPMI device unless the layout asks")
+
+		l.IPMIChardev = "127.0.0.1:9634"
+		args, err = vm.Args(def, l, vm.BootDisk)
+		require.NoError(t, err)
+		assert.Contains(t, values(args, "-chardev"), "socket,id=ipmi0,host=127.0.0.1,port=9634,reconnect=2")
+		devices := values(args, "-device")
+		assert.Equal(t, []string{"ipmi-bmc-extern,id=bmc0,chardev=ipmi0", "isa-ipmi-kcs,bmc=bmc0"}, devices[len(devices)-2:])
+
+		l.IPMIChardev = "127.0.0.1"
+		_, err = vm.Args(def, l, vm.BootDisk)
+		assert.ErrorContains(t, err, "host:port")
+	}
+}
+
+func TestIPMIBootDevice(t *testing.T) {
+	assert.Equal(t, vm.BootNetwork, vm.IPMIBootDevice("pxe", false))
+	assert.Equal(t, vm.BootCD, vm.IPMIBootDevice("cdrom", true))
+	assert.Equal(t, vm.BootDisk, vm.IPMIBootDevice("cdrom", false), "no medium: the disk, as firmware falls through")
+	for _, d := range []string{"default", "bios", "none", ""} {
+		assert.Equal(t, vm.BootDisk, vm.IPMIBootDevice(d, true), d)
+	}
+}

@@ -9,15 +9,19 @@ import (
 	"sync"
 
 	"github.com/ironfleet/ironfleet/internal/bmcsim"
+	"github.com/ironfleet/ironfleet/internal/ipmisim"
 )
 
-// Binding is a VM acting as the host of a simulated Redfish system: Redfish resets power the
-// VM, the system's virtual media is the VM's CD, and the VM powering itself off turns the
+// Binding is a VM acting as the host of a simulated BMC's system: a Redfish one (Attach),
+// whose resets power the VM and whose virtual media is the VM's CD, or an IPMI one
+// (AttachIPMI), whose chassis controls power the VM. The VM powering itself off turns the
 // system Off.
 type Binding struct {
-	bmc      *bmcsim.BMC
+	bmc      *bmcsim.BMC // the Redfish BMC; nil for IPMI
 	systemID string
 	machine  *VM
+	setOff   func() // tells the BMC the host is off
+	detach   func() // undoes what binding did to the BMC, on Close
 
 	mu      sync.Mutex
 	queue   []job
@@ -32,9 +36,11 @@ type Binding struct {
 	lastMedia    bmcsim.MediaEvent // the last media change applied; only work uses it
 }
 
-// job is one thing for the binding's goroutine to do: a power action or a media change.
+// job is one thing for the binding's goroutine to do: a Redfish or IPMI power action, or a
+// media change.
 type job struct {
 	power *bmcsim.PowerAction
+	ipmi  *ipmisim.PowerAction
 	media *bmcsim.MediaEvent
 }
 
@@ -63,12 +69,8 @@ func Attach(bmc *bmcsim.BMC, systemID string, machine *VM) (*Binding, error) {
 	if !bmc.SetHostShutsDown(systemID, true) {
 		return nil, fmt.Errorf("attach VM %q: the BMC has no system %q", machine.def.Name, systemID)
 	}
-	b := &Binding{bmc: bmc, systemID: systemID, machine: machine, wake: make(chan struct{}, 1), done: make(chan struct{})}
-	machine.OnExit(func(error) {
-		if !b.isClosed() {
-			bmc.SetPowerState(systemID, "Off")
-		}
-	})
+	b := newBinding(machine, func() { bmc.SetPowerState(systemID, "Off") }, func() { bmc.SetHostShutsDown(systemID, false) })
+	b.bmc, b.systemID = bmc, systemID
 	bmc.OnPowerAction(b.enqueuePower)
 	if machine.def.CDROM {
 		// Hooked before the current media is read, so no change falls in between; a change
@@ -81,6 +83,18 @@ func Attach(bmc *bmcsim.BMC, systemID string, machine *VM) (*Binding, error) {
 	}
 	go b.work()
 	return b, nil
+}
+
+// newBinding makes a binding whose goroutine is not started yet: the VM exiting by itself
+// calls setOff, Close calls detach.
+func newBinding(machine *VM, setOff, detach func()) *Binding {
+	b := &Binding{machine: machine, setOff: setOff, detach: detach, wake: make(chan struct{}, 1), done: make(chan struct{})}
+	machine.OnExit(func(error) {
+		if !b.isClosed() {
+			setOff()
+		}
+	})
+	return b
 }
 
 // BootDeviceFor maps a Redfish boot target to what QEMU can boot; cdMedium says whether the
@@ -149,16 +163,26 @@ func (b *Binding) work() {
 			b.mu.Unlock()
 			continue
 		}
-		a := *j.power
-		err := b.apply(a)
+		var err error
+		if j.ipmi != nil {
+			a := *j.ipmi
+			if err = b.applyIPMI(a); err != nil {
+				err = fmt.Errorf("IPMI %s %s>%s: %w", a.Action, a.From, a.To, err)
+			}
+		} else {
+			a := *j.power
+			if err = b.apply(a); err != nil {
+				err = fmt.Errorf("%s %s>%s: %w", or(a.ResetType, "SetPowerState"), a.From, a.To, err)
+			}
+		}
 		b.mu.Lock()
 		b.applied++
 		if err != nil {
-			b.errs = append(b.errs, fmt.Errorf("%s %s>%s: %w", or(a.ResetType, "SetPowerState"), a.From, a.To, err))
+			b.errs = append(b.errs, err)
 		}
 		b.mu.Unlock()
 		if err != nil && !b.machine.Running() {
-			b.bmc.SetPowerState(b.systemID, "Off")
+			b.setOff()
 		}
 	}
 }
@@ -262,7 +286,7 @@ func (b *Binding) Close() error {
 	default:
 	}
 	<-b.done
-	b.bmc.SetHostShutsDown(b.systemID, false)
+	b.detach()
 	return nil
 }
 

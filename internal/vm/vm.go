@@ -16,6 +16,9 @@ type Options struct {
 	Dir     string   // disks, console log, QEMU's own log, OVMF variables; created if missing
 	Network *Network // where the NICs' taps are; required when the definition has NICs
 	QEMU    string   // qemu-system-x86_64 to run; empty: found in PATH
+	// IPMIChardev gives the machine an in-band IPMI BMC connected to this TCP host:port
+	// (Layout.IPMIChardev; ipmisim.BMC.VMAddr).
+	IPMIChardev string
 }
 
 // Errors a VM's controls return.
@@ -68,6 +71,7 @@ func New(def Definition, opts Options) (*VM, error) {
 		return nil, fmt.Errorf("VM %q: create its directory: %w", def.Name, err)
 	}
 	v := &VM{def: def, opts: opts, qemu: qemu, qemuLog: filepath.Join(opts.Dir, "qemu.log")}
+	v.layout.IPMIChardev = opts.IPMIChardev
 	var err error
 	if v.layout.DiskFiles, err = prepareDisks(opts.Dir, def.Disks); err != nil {
 		return nil, fmt.Errorf("VM %q: %w", def.Name, err)

@@ -144,9 +144,13 @@ func Start(ctx context.Context, o Options) (*BMC, error) {
 			if vmPort, err = freePort("tcp", "127.0.0.1"); err != nil {
 				return nil, errors.Join(err, b.Close())
 			}
+		}
+		b.mu.Lock() // the control program's lan calls read them
+		if o.VMChardev {
 			b.vmAddr = net.JoinHostPort("127.0.0.1", vmPort)
 		}
 		b.udpAddr = net.JoinHostPort(host, udpPort)
+		b.mu.Unlock()
 		if err = b.writeConf(); err != nil {
 			return nil, errors.Join(err, b.Close())
 		}

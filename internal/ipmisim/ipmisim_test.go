@@ -1,7 +1,12 @@
 package ipmisim_test
 
 import (
+	"net"
+	"os"
+	"os/exec"
+	"strconv"
 	"strings"
+	"syscall"
 	"sync"
 	"testing"
 	"time"
@@ -174,4 +179,45 @@ func TestProxyDropsAndBlackholes(t *testing.T) {
 	out, err = ipmitoolAt(t, p.Addr(), pass, []string{"-R", "1", "-N", "1"}, "chassis", "power", "status")
 	require.NoError(t, err, out)
 	assert.Contains(t, out, "Chassis Power is off")
+}
+
+func TestStartFailsClearlyWhenThePortIsTaken(t *testing.T) {
+	requireTools(t)
+	taken, err := net.ListenPacket("udp", "127.0.0.1:0")
+	require.NoError(t, err)
+	defer taken.Close()
+	o := testOptions(t)
+	o.Addr = taken.LocalAddr().String()
+	start := time.Now()
+	_, err = ipmisim.Start(t.Context(), o)
+	require.Error(t, err)
+	t.Logf("after %s: %v", time.Since(start), err)
+	assert.Contains(t, err.Error(), o.Addr)
+}
+
+func TestCleanupStaleKillsOnlyOrphans(t *testing.T) {
+	// A dead owner: a process that has exited and been reaped.
+	dead := exec.Command("true")
+	require.NoError(t, dead.Run())
+	orphan := exec.Command("sleep", "60")
+	orphan.Env = append(os.Environ(), "IRONFLEET_IPMISIM_OWNER="+strconv.Itoa(dead.Process.Pid))
+	owned := exec.Command("sleep", "60")
+	owned.Env = append(os.Environ(), "IRONFLEET_IPMISIM_OWNER="+strconv.Itoa(os.Getpid()))
+	for _, c := range []*exec.Cmd{orphan, owned} {
+		c.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+		require.NoError(t, c.Start())
+	}
+	t.Cleanup(func() { _ = owned.Process.Kill(); _ = owned.Wait() })
+	exited := make(chan error, 1)
+	go func() { exited <- orphan.Wait() }()
+
+	require.NoError(t, ipmisim.CleanupStale())
+	select {
+	case err := <-exited:
+		assert.ErrorContains(t, err, "killed")
+	case <-time.After(10 * time.Second):
+		_ = orphan.Process.Kill()
+		t.Fatal("the orphan survived CleanupStale")
+	}
+	assert.NoError(t, owned.Process.Signal(syscall.Signal(0)), "a live owner's process is left alone")
 }

@@ -32,7 +32,8 @@ const (
 
 // SystemInfo is what a BMC says about one computer system.
 type SystemInfo struct {
-	// URI is the system's Redfish @odata.id, as the BMC gave it (never rebuilt from its Id).
+	// URI is the system's Redfish @odata.id, as the BMC gave it (never rebuilt from its Id);
+	// for IPMI, whose BMCs have one system, ipmi.SystemURI.
 	URI          string
 	ID           string
 	UUID         string
@@ -51,6 +52,8 @@ type ManagerInfo struct {
 	SerialNumber    string
 	FirmwareVersion string
 	PowerState      metalv1alpha1.PowerState
+	// MACAddress is the BMC's own network MAC, when it says (IPMI's LAN configuration); "".
+	MACAddress string
 }
 
 // PowerControl switches a system's power.

@@ -188,6 +188,7 @@ func (r *BMCReconciler) poll(ctx context.Context, b *metalv1alpha1.BMC) (pollOut
 		}
 		b.Status.Manufacturer, b.Status.Model = manager.Manufacturer, manager.Model
 		b.Status.SerialNumber, b.Status.FirmwareVersion = manager.SerialNumber, manager.FirmwareVersion
+		b.Status.MACAddress = manager.MACAddress
 		b.Status.PowerState = manager.PowerState
 	}
 	systems, err := client.Systems(ctx)

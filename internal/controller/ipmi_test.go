@@ -50,7 +50,7 @@ func TestAnIPMIBMCYieldsOneServerNamedByItsGUIDAndIsBootedOverIPMI(t *testing.T)
 	const uuid = "4c4c4544-0031-3910-8051-b7c04f4e4a32"
 	sim := startIPMISim(t, ipmisim.Options{Username: "admin", Password: ipmiPassword, GUID: uuid,
 		FRU:           ipmisim.FRU{Manufacturer: "Ironfleet Labs", Product: "IF-1000", Serial: "SN-IPMI-0001"},
-		FirmwareMajor: 2, FirmwareMinor: 14, ManufacturerID: 10876, ProductID: 0x1b1})
+		MAC: "3c:ec:ef:12:34:56", FirmwareMajor: 2, FirmwareMinor: 14, ManufacturerID: 10876, ProductID: 0x1b1})
 	createSecret(t, "ipmi-good", "admin", ipmiPassword)
 	createDirectBMC(t, "ipmi-good", sim.Address(), "ipmi-good")
 	createSecret(t, "ipmi-wrong", "admin", ipmiWrongPassword)
@@ -63,6 +63,7 @@ func TestAnIPMIBMCYieldsOneServerNamedByItsGUIDAndIsBootedOverIPMI(t *testing.T)
 	assert.Equal(t, sim.Address(), b.Status.Address)
 	assert.Equal(t, "Supermicro", b.Status.Manufacturer, "Get Device ID's IANA number, named")
 	assert.Equal(t, "2.14", b.Status.FirmwareVersion)
+	assert.Equal(t, "3c:ec:ef:12:34:56", b.Status.MACAddress, "the LAN channel's MAC")
 	inv := meta.FindStatusCondition(b.Status.Conditions, m.ConditionOutOfBandInventory)
 	require.NotNil(t, inv)
 	assert.Equal(t, metav1.ConditionFalse, inv.Status)

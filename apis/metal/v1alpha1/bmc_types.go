@@ -106,6 +106,9 @@ type BMCStatus struct {
 	Model string `json:"model,omitempty"`
 	// +optional
 	SerialNumber string `json:"serialNumber,omitempty"`
+	// MACAddress is the BMC's own network MAC, when it reports it (IPMI BMCs do).
+	// +optional
+	MACAddress string `json:"macAddress,omitempty"`
 	// +optional
 	// +operator-sdk:csv:customresourcedefinitions:type=status,displayName="Firmware"
 	FirmwareVersion string `json:"firmwareVersion,omitempty"`

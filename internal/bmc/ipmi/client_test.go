@@ -50,6 +50,7 @@ func assertManager(t *testing.T, c *Client, want bmc.ManagerInfo, wantMAC string
 	ctx := testContext(t)
 	manager, err := c.Manager(ctx)
 	require.NoError(t, err)
+	want.MACAddress = wantMAC // Manager reads it too
 	assert.Equal(t, want, manager)
 	mac, err := c.MACAddress(ctx)
 	require.NoError(t, err)

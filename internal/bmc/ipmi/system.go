@@ -109,7 +109,15 @@ func (c *Client) Manager(ctx context.Context) (bmc.ManagerInfo, error) {
 		}
 		return nil
 	})
-	return info, err
+	if err != nil {
+		return info, err
+	}
+	// The MAC is extra: a BMC that does not say it (no LAN channel found, a refusal) still
+	// has an identity.
+	if mac, macErr := c.MACAddress(ctx); macErr == nil {
+		info.MACAddress = mac
+	}
+	return info, nil
 }
 
 // manufacturers names the IANA enterprise numbers of common BMC vendors.

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"slices"
 	"sort"
 
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -59,15 +60,21 @@ func (s *Service) indexFields(ctx context.Context, indexer client.FieldIndexer) 
 }
 
 // serverMACs are the MACs of a server's NICs, in the form net.HardwareAddr prints (lower case,
-// colons), as its inventory knows them.
+// colons), as its inventory knows them, and its spec.bootMACAddress (which servers of BMCs that
+// list no NICs, IPMI ones, are given).
 func serverMACs(server *metalv1alpha1.Server) []string {
-	if server.Status.Inventory == nil {
-		return nil
-	}
 	var macs []string
-	for _, nic := range server.Status.Inventory.NetworkInterfaces {
-		if mac, err := net.ParseMAC(nic.MACAddress); err == nil && len(mac) == 6 {
+	add := func(s string) {
+		if mac, err := net.ParseMAC(s); err == nil && len(mac) == 6 && !slices.Contains(macs, mac.String()) {
 			macs = append(macs, mac.String())
+		}
+	}
+	if server.Spec.BootMACAddress != "" {
+		add(server.Spec.BootMACAddress)
+	}
+	if server.Status.Inventory != nil {
+		for _, nic := range server.Status.Inventory.NetworkInterfaces {
+			add(nic.MACAddress)
 		}
 	}
 	sort.Strings(macs)

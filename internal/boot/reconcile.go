@@ -110,7 +110,7 @@ func (s *Service) check(ctx context.Context, sbc *metalv1alpha1.ServerBootConfig
 	}
 	macs := serverMACs(server)
 	if len(macs) == 0 {
-		return notReady(ReasonMACsUnknown, "server %s has no NIC MAC address in status.inventory.networkInterfaces (before its first probe report they come from its BMC's Redfish EthernetInterfaces): DHCP could not tell it from other hosts; check what the BMC reports, or serve it with another boot operator", server.Name), nil
+		return notReady(ReasonMACsUnknown, "server %s has no NIC MAC address in status.inventory.networkInterfaces (before its first probe report they come from its BMC's Redfish EthernetInterfaces) and no spec.bootMACAddress: DHCP could not tell it from other hosts; set spec.bootMACAddress to the MAC of the NIC it boots from (IPMI BMCs list no NICs), check what the BMC reports, or serve it with another boot operator", server.Name), nil
 	}
 	for _, f := range s.requiredFiles() {
 		if err := regularFile(f); err != nil {

@@ -55,6 +55,23 @@ func TestMACsUnknownThenInventoried(t *testing.T) {
 	waitFor(t, nsAll, "nomac-discovery", metalv1alpha1.BootConfigurationStateReady, boot.ReasonReady)
 }
 
+// TestABootMACAddressServesAServerWhoseBMCListsNoNICs: a server of an IPMI BMC has no NICs in
+// its inventory before the probe reports; its spec.bootMACAddress is what DHCP knows it by.
+func TestABootMACAddressServesAServerWhoseBMCListsNoNICs(t *testing.T) {
+	createServer(t, "ipmihost", nil)
+	createSecret(t, nsAll, "ipmihost-ignition", ignitionJSON)
+	createSBC(t, nsAll, "ipmihost-discovery", "ipmihost", metalv1alpha1.BootPurposeDiscovery, "ipmihost-ignition")
+	c := waitFor(t, nsAll, "ipmihost-discovery", metalv1alpha1.BootConfigurationStateError, boot.ReasonMACsUnknown)
+	assert.Contains(t, c.Message, "set spec.bootMACAddress")
+
+	var s metalv1alpha1.Server
+	require.NoError(t, k8s.Get(context.Background(), client.ObjectKey{Name: "ipmihost"}, &s))
+	s.Spec.BootMACAddress = "52:54:00:AA:09:01"
+	require.NoError(t, k8s.Update(context.Background(), &s))
+	c = waitFor(t, nsAll, "ipmihost-discovery", metalv1alpha1.BootConfigurationStateReady, boot.ReasonReady)
+	assert.Contains(t, c.Message, "52:54:00:aa:09:01", "served by its boot MAC, in DHCP's form")
+}
+
 func TestIgnitionUnreadableThenWritten(t *testing.T) {
 	createServer(t, "noign", nil, "52:54:00:aa:03:01")
 	createSBC(t, nsAll, "noign-discovery", "noign", metalv1alpha1.BootPurposeDiscovery, "noign-ignition")

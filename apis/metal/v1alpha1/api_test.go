@@ -203,6 +203,11 @@ func TestInvalidObjectsAreRejectedWithAReadableMessage(t *testing.T) {
 		requireInvalid(t, env.Client.Create(ctx, bmc), "address must be a BMC URL")
 	})
 
+	t.Run("malformed boot MAC address", func(t *testing.T) {
+		server := &m.Server{ObjectMeta: meta("bad-boot-mac"), Spec: m.ServerSpec{BootMACAddress: "52:54:00:zz:01:02"}}
+		requireInvalid(t, env.Client.Create(ctx, server), "spec.bootMACAddress", "six colon-separated hex octets")
+	})
+
 	t.Run("unknown power value", func(t *testing.T) {
 		claim := validClaim("bad-power")
 		claim.Spec.Power = "Maybe"

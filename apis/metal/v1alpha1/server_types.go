@@ -39,6 +39,16 @@ type ServerSpec struct {
 	// +optional
 	BMCRef *LocalObjectReference `json:"bmcRef,omitempty"`
 
+	// BootMACAddress is the MAC of the NIC the server network-boots from, as Metal3's
+	// bootMACAddress: the boot service answers that NIC's DHCP before the probe's first report
+	// lists the server's NICs. Servers of Redfish BMCs need none (the BMC lists their NICs);
+	// servers of IPMI BMCs, which list no NICs, do, for their discovery boot.
+	// +kubebuilder:validation:XValidation:rule="self.matches('^([0-9a-fA-F]{2}:){5}[0-9a-fA-F]{2}$')",message="bootMACAddress must be six colon-separated hex octets, e.g. 3c:ec:ef:01:02:03"
+	// +kubebuilder:validation:MaxLength=17
+	// +optional
+	// +operator-sdk:csv:customresourcedefinitions:type=spec,displayName="Boot MAC address"
+	BootMACAddress string `json:"bootMACAddress,omitempty"`
+
 	// ServerClaimRef is the claim this server is bound to. Set by the claim controller with an
 	// optimistic-concurrency write, so one server is never bound to two claims.
 	// +optional

@@ -34,6 +34,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	fs.IntVar(&opts.Servers, "servers", 2*kinds, "number of simulated servers")
 	fs.IntVar(&opts.BMCs, "bmcs", kinds, fmt.Sprintf("number of simulated BMCs (servers are spread over them); their kinds, in turn: %s", strings.Join(lab.BMCKinds(), "; ")))
 	fs.IntVar(&opts.VMs, "vms", 2, "number of real QEMU virtual machines network-booted by the boot service (needs root; 0 turns them off)")
+	fs.IntVar(&opts.IPMIVMs, "ipmi-vms", 1, "number of real QEMU virtual machines behind IPMI BMCs (OpenIPMI's ipmi_sim), enrolled and network-booted like the others; the tour installs on the first (needs what --vms needs, and ipmi_sim; 0 turns them off)")
 	fs.StringVar(&opts.Dir, "dir", "lab", "directory for the lab's kubeconfig, logs and host trees (recreated)")
 	scenario := fs.String("scenario", "", "run a scenario and exit: tour (enroll → discover → claim → release → wipe → available; with VMs, a VM installs the tenant image and boots it from disk); capi (Cluster API: a Cluster and a MachineDeployment of 2 whose Machines get lab servers; exits 0 once both are provisioned)")
 	fs.BoolVar(&opts.VirtualMedia, "virtual-media", false, "boot the VMs' probes from virtual media (a per-boot ISO their BMCs insert) with the boot service's DHCP off: each VM behind a BMC of its own with bootMethod VirtualMedia and a static probe network (docs/virtual-media.md)")
@@ -49,14 +50,24 @@ func run(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "metal-lab: unknown --scenario %q (known: tour, capi)\n", *scenario)
 		return 2
 	}
-	if opts.Servers < 1 || opts.BMCs < 1 || opts.VMs < 0 {
-		fmt.Fprintln(stderr, "metal-lab: --servers and --bmcs must be at least 1, --vms at least 0")
+	if opts.Servers < 1 || opts.BMCs < 1 || opts.VMs < 0 || opts.IPMIVMs < 0 {
+		fmt.Fprintln(stderr, "metal-lab: --servers and --bmcs must be at least 1, --vms and --ipmi-vms at least 0")
 		return 2
 	}
-	if opts.VMs > 0 {
+	if opts.VirtualMedia && opts.IPMIVMs > 0 {
+		fmt.Fprintln(stdout, "Running without IPMI hosts: they boot by PXE, which --virtual-media turns off (IPMI has no virtual media).")
+		opts.IPMIVMs = 0
+	}
+	if opts.VMs > 0 || opts.IPMIVMs > 0 {
 		if err := lab.CanRunVMs(); err != nil {
 			fmt.Fprintf(stdout, "Running without virtual machines: %v.\n", err)
-			opts.VMs = 0
+			opts.VMs, opts.IPMIVMs = 0, 0
+		}
+	}
+	if opts.IPMIVMs > 0 {
+		if err := lab.CanRunIPMI(); err != nil {
+			fmt.Fprintf(stdout, "Running without IPMI hosts: %v.\n", err)
+			opts.IPMIVMs = 0
 		}
 	}
 	if err := os.MkdirAll(opts.Dir, 0o755); err != nil {
@@ -74,7 +85,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	started := time.Now()
-	fmt.Fprintf(stdout, "Starting the Ironfleet lab: control plane, %d BMCs, %d simulated servers, %d VMs, boot services, operator…\n", opts.BMCs, opts.Servers, opts.VMs)
+	fmt.Fprintf(stdout, "Starting the Ironfleet lab: control plane, %d BMCs, %d simulated servers, %d VMs (%d behind IPMI BMCs), boot services, operator…\n", opts.BMCs, opts.Servers, opts.VMs+opts.IPMIVMs, opts.IPMIVMs)
 	l, err := lab.Start(ctx, opts)
 	if err != nil {
 		fmt.Fprintf(stderr, "metal-lab: starting the lab: %v\n", err)
@@ -89,7 +100,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	go l.Watch(watchCtx, stdout)
 	go l.WatchVMs(watchCtx, stdout)
 	for _, h := range l.VMs {
-		fmt.Fprintf(stdout, "VM %s: %s, %d CPUs, %d MiB, console log %s\n", h.Def.Name, h.Def.Firmware, h.Def.CPUs, h.Def.MemoryMiB, h.Machine.ConsoleLog())
+		fmt.Fprintf(stdout, "VM %s (%s BMC): %s, %d CPUs, %d MiB, console log %s\n", h.Def.Name, h.BMCKind(), h.Def.Firmware, h.Def.CPUs, h.Def.MemoryMiB, h.Machine.ConsoleLog())
 	}
 
 	switch *scenario {

@@ -93,6 +93,9 @@ func (l *Lab) writeVendorFiles() (macdbPath, caPath string, err error) {
 		fmt.Fprintf(&db, "- macPrefix: %q\n  manufacturer: %s\n  protocol: Redfish\n  scheme: https\n  port: %d\n  defaultCredentials:\n  - {username: %s, password: %s}\n  - {username: %s, password: %s}\n",
 			prefix, labBMCs[i].profile, l.fleet.Port(), labUser, WrongPassword, labUser, Password)
 	}
+	if l.Opts.IPMIVMs > 0 {
+		db.WriteString(ipmiVendorEntry())
+	}
 	macdbPath = filepath.Join(l.Opts.Dir, "mac-prefixes.yaml")
 	caPath = filepath.Join(l.Opts.Dir, "bmc-ca.pem")
 	if err := os.WriteFile(macdbPath, []byte(db.String()), 0o600); err != nil {

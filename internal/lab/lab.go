@@ -55,6 +55,11 @@ type Options struct {
 	// behind a simulated BMC and network-booted by Ironfleet's boot service on a private network
 	// (vms.go). It needs root and QEMU (CanRunVMs) and the probe image (ProbeDir).
 	VMs int
+	// IPMIVMs is how many more real VMs sit each behind an IPMI BMC of its own: OpenIPMI's
+	// ipmi_sim, enrolled through an Endpoint and the MAC-prefix database's IPMI entry, its
+	// power and boot device carried out on the VM (ipmi.go). Like VMs, it needs root and QEMU,
+	// and ipmi_sim (CanRunIPMI).
+	IPMIVMs int
 	// VMDiskBytes, when set, is the size of each VM's first disk (the second is half as big):
 	// a test that zeroes whole disks keeps them small. Default: VMDefinition's.
 	VMDiskBytes int64
@@ -78,8 +83,11 @@ type Options struct {
 	ManualStart bool
 }
 
+// vmCount is how many real VMs the lab runs: Redfish ones and IPMI ones.
+func (o *Options) vmCount() int { return o.VMs + o.IPMIVMs }
+
 func (o *Options) defaults() {
-	if o.VMs > 0 && o.ProbeDir == "" {
+	if o.vmCount() > 0 && o.ProbeDir == "" {
 		o.ProbeDir, _ = ProbeDir()
 	}
 	if o.Dir == "" {
@@ -96,7 +104,7 @@ func (o *Options) defaults() {
 	}
 	if o.DiscoveryTimeout <= 0 {
 		o.DiscoveryTimeout = 30 * time.Second
-		if o.VMs > 0 {
+		if o.vmCount() > 0 {
 			// A VM takes 10–20 s from power-on to report, longer when the machine is busy;
 			// a timeout shorter than that reboots it mid-boot.
 			o.DiscoveryTimeout = 3 * time.Minute
@@ -115,7 +123,8 @@ type Lab struct {
 	BMCs   []*bmcsim.BMC
 	Hosts  []Host
 	Boots  *BootService
-	// VMs are the real virtual machines (Options.VMs).
+	// VMs are the real virtual machines: Options.VMs behind Redfish BMCs, then Options.IPMIVMs
+	// behind IPMI ones.
 	VMs        []*VMHost
 	Kubeconfig string
 	// Kubectl is a script that runs kubectl against the lab.
@@ -169,7 +178,10 @@ func Start(ctx context.Context, opts Options) (l *Lab, err error) {
 	if l.Images, err = StartImageServer(); err != nil {
 		return nil, err
 	}
-	if opts.VMs > 0 {
+	if opts.IPMIVMs > 0 && opts.VirtualMedia {
+		return nil, errors.New("lab: IPMI hosts boot the probe by PXE, which VirtualMedia turns off (IPMI has no virtual media)")
+	}
+	if opts.vmCount() > 0 {
 		if err := l.startVMNetwork(); err != nil {
 			return nil, err
 		}
@@ -403,11 +415,14 @@ func systemIDOf(s *metalv1alpha1.Server) string {
 	return uri[strings.LastIndex(uri, "/")+1:]
 }
 
-// CreateEndpoints creates one Endpoint per simulated BMC, as the out-of-band network's DHCP
+// CreateEndpoints creates one Endpoint per simulated BMC (IPMI ones included), as the out-of-band network's DHCP
 // would report them, from several workers so that ten thousand take seconds.
 func (l *Lab) CreateEndpoints(ctx context.Context) error {
 	if err := l.createVMBMCs(ctx); err != nil {
 		return fmt.Errorf("creating the VMs' BMCs: %w", err)
+	}
+	if err := l.createIPMIEndpoints(ctx); err != nil {
+		return err
 	}
 	return Parallel(8, len(l.BMCs), func(i int) error {
 		_, mac := bmcMAC(i)

@@ -163,7 +163,10 @@ func (l *Lab) Tour(ctx context.Context, out io.Writer) error {
 	if l.Opts.VirtualMedia {
 		booted = "booted from virtual media, each behind a BMC of its own, with DHCP off"
 	}
-	step("enroll and discover: %d Endpoints → BMCs → %d Servers (%d of them real VMs, %s) → Available", len(l.BMCs), n, len(l.VMs), booted)
+	if ipmi := len(l.IPMIHosts()); ipmi > 0 {
+		booted += fmt.Sprintf("; %d behind an IPMI BMC of its own", ipmi)
+	}
+	step("enroll and discover: %d Endpoints → BMCs → %d Servers (%d of them real VMs, %s) → Available", len(l.BMCs)+len(l.IPMIHosts()), n, len(l.VMs), booted)
 	if err := l.WaitForServers(ctx, n, metalv1alpha1.ServerStateAvailable, 3*time.Minute); err != nil {
 		return fmt.Errorf("enroll and discover: %w", err)
 	}
@@ -212,10 +215,14 @@ func (l *Lab) tourInstall(ctx context.Context, step func(string, ...any)) error 
 	if err := l.Client.Create(ctx, secret); err != nil {
 		return err
 	}
-	// The first VM boots SeaBIOS, as the tenant image does (syslinux), from its first disk,
-	// which the hints name: without them the probe would take the smallest disk that holds the
-	// image, the NVMe one, which SeaBIOS does not boot.
+	// The first VM (or the first IPMI host, when there are some: the tour covers IPMI then)
+	// boots SeaBIOS, as the tenant image does (syslinux), from its first disk, which the hints
+	// name: without them the probe would take the smallest disk that holds the image, the NVMe
+	// one, which SeaBIOS does not boot.
 	vm := l.VMs[0]
+	if ipmi := l.IPMIHosts(); len(ipmi) > 0 {
+		vm = ipmi[0]
+	}
 	claim := &metalv1alpha1.ServerClaim{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "tour-vm"},
 		Spec: metalv1alpha1.ServerClaimSpec{
 			ServerRef:         &metalv1alpha1.LocalObjectReference{Name: strings.ToLower(vm.Def.SMBIOS.UUID)},
@@ -225,7 +232,7 @@ func (l *Lab) tourInstall(ctx context.Context, step func(string, ...any)) error 
 			RootDeviceHints:   &metalv1alpha1.RootDeviceHints{SerialNumber: vm.Def.Disks[0].Serial},
 			IgnitionSecretRef: &metalv1alpha1.LocalObjectReference{Name: secret.Name},
 		}}
-	step("claim a VM with the tenant image %s: the probe writes it to disk with a config drive", claim.Spec.Image)
+	step("claim VM %s (behind %s) with the tenant image %s: the probe writes it to disk with a config drive", vm.Def.Name, vm.BMCKind(), claim.Spec.Image)
 	server, err := l.ClaimAndWait(ctx, claim, 8*time.Minute)
 	if err != nil {
 		return fmt.Errorf("install on a VM: %w", err)

@@ -21,6 +21,7 @@ import (
 	"github.com/ironfleet/ironfleet/internal/bmcsim"
 	"github.com/ironfleet/ironfleet/internal/boot"
 	"github.com/ironfleet/ironfleet/internal/boot/dhcp"
+	"github.com/ironfleet/ironfleet/internal/ipmisim"
 	"github.com/ironfleet/ironfleet/internal/testenv"
 	"github.com/ironfleet/ironfleet/internal/vm"
 )
@@ -30,14 +31,18 @@ import (
 // reach; a claim for a VM serves its image with ServeToVMs (test/e2e's install test does).
 const LabelVM = "lab.ironfleet.dev/vm"
 
-// VMHost is one of the lab's real virtual machines: a QEMU VM behind a simulated Redfish BMC,
-// network-booted by Ironfleet's boot service on the lab's private network.
+// VMHost is one of the lab's real virtual machines: a QEMU VM behind a simulated Redfish BMC
+// (BMC and SystemID) or behind an IPMI one (IPMI), network-booted by Ironfleet's boot service
+// on the lab's private network.
 type VMHost struct {
 	Def      vm.Definition
 	Machine  *vm.VM
 	BMC      *bmcsim.BMC
 	SystemID string
-	binding  *vm.Binding
+	// IPMI is the host's IPMI BMC (OpenIPMI's ipmi_sim) for Options.IPMIVMs hosts; nil for
+	// Redfish ones, whose BMC is BMC.
+	IPMI    *ipmisim.BMC
+	binding *vm.Binding
 }
 
 // vmLab is what the lab runs for its VMs: their network namespace, the boot service that
@@ -51,9 +56,12 @@ type vmLab struct {
 	// registryTarget is the registry on the host's loopback that the forwarder reaches.
 	registryTarget string
 	uuids          map[string]bool
-	labelled       chan struct{}  // closed when labelVMServers has returned
-	servers        []*http.Server // ServeToVMs's
-	oci            *ociRegistry   // PushImageToVMs's
+	// bootMACs are the boot NICs of the VMs whose BMCs list no NICs (IPMI), by UUID: the lab
+	// sets them as their Servers' spec.bootMACAddress, as a site does.
+	bootMACs map[string]string
+	labelled chan struct{}  // closed when labelVMServers has returned
+	servers  []*http.Server // ServeToVMs's
+	oci      *ociRegistry   // PushImageToVMs's
 }
 
 // VMDefinition is the lab's VM i: even ones boot SeaBIOS with a virtio NIC (QEMU's iPXE ROM),
@@ -135,9 +143,13 @@ func (l *Lab) startVMNetwork() error {
 	if err != nil {
 		return fmt.Errorf("creating the VMs' network: %w", err)
 	}
-	l.vms = &vmLab{network: network, uuids: map[string]bool{}}
-	for i := range l.Opts.VMs {
-		l.vms.uuids[strings.ToLower(l.vmDefinition(i).SMBIOS.UUID)] = true
+	l.vms = &vmLab{network: network, uuids: map[string]bool{}, bootMACs: map[string]string{}}
+	for k, i := range l.vmIndices() {
+		def := l.vmDefinition(i)
+		l.vms.uuids[strings.ToLower(def.SMBIOS.UUID)] = true
+		if k >= l.Opts.VMs {
+			l.vms.bootMACs[strings.ToLower(def.SMBIOS.UUID)] = strings.ToLower(def.NICs[0].MAC)
+		}
 	}
 	return nil
 }
@@ -157,9 +169,16 @@ func (l *Lab) vmSystemSpec(i int) bmcsim.SystemSpec {
 	return spec
 }
 
-// startVMs makes each VM and binds it to its system, once the fleet runs.
+// startVMs makes each VM and binds it to its system, once the fleet runs; the IPMI hosts come
+// after the Redfish ones, each with its ipmi_sim.
 func (l *Lab) startVMs() error {
-	for i := range l.Opts.VMs {
+	for k, i := range l.vmIndices() {
+		if k >= l.Opts.VMs {
+			if err := l.startIPMIVM(k-l.Opts.VMs, i); err != nil {
+				return err
+			}
+			continue
+		}
 		def := l.vmDefinition(i)
 		dir, err := filepath.Abs(filepath.Join(l.Opts.Dir, "vms", def.Name))
 		if err != nil {
@@ -288,7 +307,7 @@ func (l *Lab) startVMBootService() error {
 	l.vms.labelled = make(chan struct{})
 	go func() {
 		defer close(l.vms.labelled)
-		l.labelVMServers(ctx, l.vms.uuids)
+		l.labelVMServers(ctx, l.vms.uuids, l.vms.bootMACs)
 	}()
 	return nil
 }
@@ -310,8 +329,9 @@ func (l *Lab) VMNetwork() *vm.Network {
 }
 
 // labelVMServers labels the VMs' Servers as they appear (their names are their UUIDs), so
-// that sample claims can stay off them.
-func (l *Lab) labelVMServers(ctx context.Context, uuids map[string]bool) {
+// that sample claims can stay off them, and gives those behind IPMI BMCs their boot NIC's MAC
+// (spec.bootMACAddress), which their BMCs cannot tell.
+func (l *Lab) labelVMServers(ctx context.Context, uuids map[string]bool, bootMACs map[string]string) {
 	pending := map[string]bool{}
 	for uuid := range uuids {
 		pending[uuid] = true
@@ -329,6 +349,9 @@ func (l *Lab) labelVMServers(ctx context.Context, uuids map[string]bool) {
 				s.Labels = map[string]string{}
 			}
 			s.Labels[LabelVM] = "true"
+			if mac := bootMACs[name]; mac != "" {
+				s.Spec.BootMACAddress = mac
+			}
 			if err := l.Client.Patch(ctx, &s, client.MergeFrom(before)); err == nil {
 				delete(pending, name)
 			}
@@ -349,6 +372,9 @@ func (l *Lab) stopVMs() {
 	for _, h := range l.VMs {
 		_ = h.binding.Close()
 		_ = h.Machine.Close()
+		if h.IPMI != nil {
+			_ = h.IPMI.Close()
+		}
 	}
 	l.VMs = nil
 	if l.vms.stop != nil {

@@ -2,6 +2,7 @@ package controller_test
 
 import (
 	"context"
+	"net"
 	"os"
 	"os/exec"
 	"strings"
@@ -98,4 +99,33 @@ func TestAnIPMIBMCYieldsOneServerNamedByItsGUIDAndIsBootedOverIPMI(t *testing.T)
 	for _, name := range []string{"ipmi-good", "ipmi-wrong"} {
 		require.NoError(t, k8s.Delete(ctx, &m.BMC{ObjectMeta: metav1.ObjectMeta{Name: name}}))
 	}
+}
+
+// TestAnIPMIBMCThatDropsEverythingIsUnreachableThenRecovers: an IPMI BMC behind a UDP proxy
+// that black-holes every packet is Unreachable within its call timeout (no reconcile hangs on
+// it), is retried with backoff, and is Connected once packets flow again; single lost packets
+// after that cost nothing (resent).
+func TestAnIPMIBMCThatDropsEverythingIsUnreachableThenRecovers(t *testing.T) {
+	const uuid = "4c4c4544-0031-3910-8051-b7c04f4e4a33"
+	sim := startIPMISim(t, ipmisim.Options{Username: "admin", Password: ipmiPassword, GUID: uuid})
+	proxy, err := ipmisim.NewProxy(sim.Addr())
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = proxy.Close() })
+	proxy.Blackhole(true)
+	_, port, err := net.SplitHostPort(proxy.Addr())
+	require.NoError(t, err)
+	createSecret(t, "ipmi-lossy", "admin", ipmiPassword)
+	createDirectBMC(t, "ipmi-lossy", "ipmi://127.0.0.1:"+port, "ipmi-lossy")
+
+	eventually(t, 30*time.Second, func() bool { return readyReason("ipmi-lossy") == m.BMCReasonUnreachable },
+		"a BMC that answers nothing is Unreachable")
+	proxy.Blackhole(false)
+	proxy.DropRequests(1)
+	proxy.DropResponses(1)
+	eventually(t, 40*time.Second, func() bool { return readyReason("ipmi-lossy") == m.BMCReasonConnected },
+		"retried, and Connected once packets flow")
+	eventually(t, 30*time.Second, func() bool {
+		return strings.Contains(strings.Join(sim.Log(), "\n"), "set power 1")
+	}, "its server is booted for discovery over IPMI")
+	require.NoError(t, k8s.Delete(context.Background(), &m.BMC{ObjectMeta: metav1.ObjectMeta{Name: "ipmi-lossy"}}))
 }

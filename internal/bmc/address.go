@@ -23,6 +23,9 @@ type Address struct {
 	// SystemPath restricts the BMC to one system when the address names one
 	// (…/redfish/v1/Systems/1); empty means every system the BMC exposes.
 	SystemPath string
+	// PrivilegeLevel is the IPMI session privilege an ipmi:// address asks for
+	// (?privilegelevel=): ADMINISTRATOR (the default), OPERATOR or USER.
+	PrivilegeLevel string
 }
 
 // ProtocolIPMI is the Type of an IPMI address (ipmi://host[:port]).
@@ -70,10 +73,19 @@ func ParseAddress(address string) (Address, error) {
 	return Address{Type: access.Type(), Endpoint: strings.TrimSuffix(endpoint, "/"), SystemPath: path}, nil
 }
 
-// ipmiAddress is an ipmi:// address as hardwareutils read it: its host and its port, 623 when
-// the address names none. The privilege level it may carry (?privilegelevel=) is not used:
-// Ironfleet asks for Administrator, and a BMC user limited to Operator gets Operator.
+// ipmiAddress is an ipmi:// address as hardwareutils read it: its host, its port (623 when the
+// address names none) and the session privilege it asks for (?privilegelevel=, as Metal3's:
+// ADMINISTRATOR by default; OPERATOR is enough for power and boot, for a user limited to it).
 func ipmiAddress(address string, info map[string]any) (Address, error) {
+	level, _ := info["ipmi_priv_level"].(string)
+	level = strings.ToUpper(level)
+	switch level {
+	case "", "ADMINISTRATOR":
+		level = ""
+	case "OPERATOR", "USER":
+	default:
+		return Address{}, Errorf(metalv1alpha1.BMCReasonProtocolError, "invalid BMC address %q: privilegelevel %q is not ADMINISTRATOR, OPERATOR or USER", address, level)
+	}
 	host, _ := info["ipmi_address"].(string)
 	port, _ := info["ipmi_port"].(string)
 	if host == "" || strings.ContainsAny(host, "/@ ") {
@@ -82,7 +94,7 @@ func ipmiAddress(address string, info map[string]any) (Address, error) {
 	if n, err := strconv.Atoi(port); err != nil || n < 1 || n > 65535 {
 		return Address{}, Errorf(metalv1alpha1.BMCReasonProtocolError, "invalid BMC address %q: port %q is not 1-65535", address, port)
 	}
-	return Address{Type: ProtocolIPMI, Endpoint: ProtocolIPMI + "://" + net.JoinHostPort(host, port)}, nil
+	return Address{Type: ProtocolIPMI, Endpoint: ProtocolIPMI + "://" + net.JoinHostPort(host, port), PrivilegeLevel: level}, nil
 }
 
 // Protocol is the protocol the address is driven with: IPMI for ipmi://, else Redfish.
@@ -93,7 +105,11 @@ func (a Address) Protocol() metalv1alpha1.BMCProtocol {
 	return metalv1alpha1.BMCProtocolRedfish
 }
 
-// String is the endpoint and, when set, the system path.
+// String is the endpoint and, when set, the system path or the IPMI privilege level asked
+// for.
 func (a Address) String() string {
+	if a.PrivilegeLevel != "" {
+		return a.Endpoint + "?privilegelevel=" + a.PrivilegeLevel
+	}
 	return fmt.Sprintf("%s%s", a.Endpoint, a.SystemPath)
 }

@@ -20,7 +20,8 @@ func TestParseAddress(t *testing.T) {
 		"ilo5-redfish://[fd00::5]:8443/redfish/v1":                      {Type: "ilo5-redfish", Endpoint: "https://[fd00::5]:8443"},
 		"ipmi://10.0.0.6:623":                                           {Type: "ipmi", Endpoint: "ipmi://10.0.0.6:623"},
 		"ipmi://10.0.0.6":                                               {Type: "ipmi", Endpoint: "ipmi://10.0.0.6:623"},
-		"ipmi://bmc-7.example.com:9623?privilegelevel=OPERATOR":         {Type: "ipmi", Endpoint: "ipmi://bmc-7.example.com:9623"},
+		"ipmi://bmc-7.example.com:9623?privilegelevel=OPERATOR":         {Type: "ipmi", Endpoint: "ipmi://bmc-7.example.com:9623", PrivilegeLevel: "OPERATOR"},
+		"ipmi://10.0.0.6?privilegelevel=administrator":                  {Type: "ipmi", Endpoint: "ipmi://10.0.0.6:623"},
 		"ipmi://[fd00::6]:6230":                                         {Type: "ipmi", Endpoint: "ipmi://[fd00::6]:6230"},
 	}
 	for in, want := range cases {
@@ -43,7 +44,7 @@ func TestUnsupportedSchemes(t *testing.T) {
 }
 
 func TestMalformedIPMIAddress(t *testing.T) {
-	for _, in := range []string{"ipmi://10.0.0.6:0", "ipmi://10.0.0.6:99999", "ipmi://:623"} {
+	for _, in := range []string{"ipmi://10.0.0.6:0", "ipmi://10.0.0.6:99999", "ipmi://:623", "ipmi://10.0.0.6?privilegelevel=ROOT"} {
 		t.Run(in, func(t *testing.T) {
 			_, err := ParseAddress(in)
 			require.Error(t, err)

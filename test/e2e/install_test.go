@@ -254,6 +254,51 @@ func mustChecksum(t *testing.T, tenants *lab.Tenants, file string) string {
 	return sum
 }
 
+// installAndWipe claims VM h's server (named by its UUID) as tenant, with the tenant image
+// (make tenant-image) on its first disk and an ignition carrying note; waits until the claim
+// is Provisioned and the OS installed on the disk reports that ignition from its config drive;
+// calls installed; then deletes the claim and waits until the server is wiped (the disk's first
+// and last MiB read back as zeros) and off.
+func installAndWipe(t *testing.T, l *lab.Lab, h *lab.VMHost, tenant, note string, installed func()) {
+	t.Helper()
+	ctx := context.Background()
+	name := strings.ToLower(h.Def.SMBIOS.UUID)
+	tenants, err := l.ServeTenants()
+	require.NoError(t, err)
+	userData, err := tenants.UserData(map[string]any{"tenant": tenant}, []byte("\n# \x00\xff "+note+"\n"))
+	require.NoError(t, err)
+	secret := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: tenant + "-ignition"},
+		Data: map[string][]byte{m.IgnitionSecretKey: userData}}
+	require.NoError(t, l.Client.Create(ctx, secret))
+	claim := &m.ServerClaim{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: tenant},
+		Spec: m.ServerClaimSpec{
+			ServerRef:         &m.LocalObjectReference{Name: name},
+			Power:             m.PowerOn,
+			Image:             tenants.URL(tenantimage.DiskGzFile),
+			ImageChecksum:     mustChecksum(t, tenants, tenantimage.DiskGzFile),
+			RootDeviceHints:   &m.RootDeviceHints{SerialNumber: h.Def.Disks[0].Serial},
+			IgnitionSecretRef: &m.LocalObjectReference{Name: secret.Name},
+		}}
+	require.NoError(t, l.Client.Create(ctx, claim))
+	waitForClaim(t, l, claim, 8*time.Minute, func(c *m.ServerClaim) bool {
+		return meta.IsStatusConditionTrue(c.Status.Conditions, m.ConditionProvisioned)
+	})
+	var server m.Server
+	require.NoError(t, l.Client.Get(ctx, client.ObjectKey{Name: name}, &server))
+	require.NotNil(t, server.Status.LastInstall)
+	assert.True(t, server.Status.LastInstall.Succeeded, "%+v", server.Status.LastInstall)
+	report := nextReport(t, tenants)
+	assert.Equal(t, userData, report.UserData, "the installed OS reads the claim's ignition from its config drive")
+	assert.Contains(t, report.Cmdline, "BOOT_IMAGE=", "booted by the disk's boot loader")
+	installed()
+
+	require.NoError(t, l.Client.Delete(ctx, claim))
+	waitWipedAndOff(t, l, name)
+	disks := h.Machine.DiskFiles()
+	assertZero(t, disks[0], 0, 1<<20, "the first MiB of the installed disk")
+	assertZero(t, disks[0], fileSize(t, disks[0])-1<<20, 1<<20, "its last MiB")
+}
+
 // waitWipedAndOff waits until the server is Available, Cleaned and powered off.
 func waitWipedAndOff(t *testing.T, l *lab.Lab, name string) {
 	t.Helper()

@@ -10,16 +10,12 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
-	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/api/meta"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	m "github.com/ironfleet/ironfleet/apis/metal/v1alpha1"
 	"github.com/ironfleet/ironfleet/internal/bootmedia"
 	"github.com/ironfleet/ironfleet/internal/ignition"
 	"github.com/ironfleet/ironfleet/internal/lab"
-	"github.com/ironfleet/ironfleet/internal/tenantimage"
 )
 
 // TestAVirtualMediaVMIsDiscoveredInstalledAndWipedWithoutDHCP: real VMs whose BMCs boot by
@@ -79,47 +75,12 @@ func TestAVirtualMediaVMIsDiscoveredInstalledAndWipedWithoutDHCP(t *testing.T) {
 		assert.GreaterOrEqual(t, stats.MediaEjects, int64(1), "and to eject it")
 	}
 	noDHCP("during discovery")
-	name := strings.ToLower(h.Def.SMBIOS.UUID)
-	var server m.Server
-
 	// Provisioned: the claim's image installed by a probe booted from its ISO, on the BIOS VM
-	// (whose SeaBIOS boots the tenant image's syslinux from the disk the hints name).
-	tenants, err := l.ServeTenants()
-	require.NoError(t, err)
-	checksum, err := tenants.Checksum(tenantimage.DiskGzFile)
-	require.NoError(t, err)
-	userData, err := tenants.UserData(map[string]any{"tenant": "vmedia-tenant"}, []byte("\n# \x00\xff virtual media\n"))
-	require.NoError(t, err)
-	secret := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "vmedia-tenant-ignition"},
-		Data: map[string][]byte{m.IgnitionSecretKey: userData}}
-	require.NoError(t, l.Client.Create(ctx, secret))
-	claim := &m.ServerClaim{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "vmedia-tenant"},
-		Spec: m.ServerClaimSpec{
-			ServerRef:         &m.LocalObjectReference{Name: name},
-			Power:             m.PowerOn,
-			Image:             tenants.URL(tenantimage.DiskGzFile),
-			ImageChecksum:     checksum,
-			RootDeviceHints:   &m.RootDeviceHints{SerialNumber: h.Def.Disks[0].Serial},
-			IgnitionSecretRef: &m.LocalObjectReference{Name: secret.Name},
-		}}
-	require.NoError(t, l.Client.Create(ctx, claim))
-	waitForClaim(t, l, claim, 8*time.Minute, func(c *m.ServerClaim) bool {
-		return meta.IsStatusConditionTrue(c.Status.Conditions, m.ConditionProvisioned)
+	// (whose SeaBIOS boots the tenant image's syslinux from the disk the hints name); then
+	// wiped: the claim goes, a wipe probe boots from its ISO, the disk is read back.
+	installAndWipe(t, l, h, "vmedia-tenant", "virtual media", func() {
+		assert.False(t, h.BMC.Media(h.SystemID).Inserted, "the install ISO was ejected before the disk booted")
 	})
-	require.NoError(t, l.Client.Get(ctx, client.ObjectKey{Name: name}, &server))
-	require.NotNil(t, server.Status.LastInstall)
-	assert.True(t, server.Status.LastInstall.Succeeded, "%+v", server.Status.LastInstall)
-	report := nextReport(t, tenants)
-	assert.Equal(t, userData, report.UserData, "the installed OS reads the claim's ignition from its config drive")
-	assert.Contains(t, report.Cmdline, "BOOT_IMAGE=", "booted by the disk's boot loader")
-	assert.False(t, h.BMC.Media(h.SystemID).Inserted, "the install ISO was ejected before the disk booted")
-
-	// Wiped: the claim goes, a wipe probe boots from its ISO, the disk is read back.
-	require.NoError(t, l.Client.Delete(ctx, claim))
-	waitWipedAndOff(t, l, name)
-	disks := h.Machine.DiskFiles()
-	assertZero(t, disks[0], 0, 1<<20, "the first MiB of the installed disk")
-	assertZero(t, disks[0], fileSize(t, disks[0])-1<<20, 1<<20, "its last MiB")
 	assert.False(t, h.BMC.Media(h.SystemID).Inserted, "the wipe ISO is ejected")
 	assert.GreaterOrEqual(t, h.BMC.Stats().MediaInserts, int64(3), "three boots, each from its own ISO: discovery, install, wipe")
 

@@ -34,7 +34,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	fs.IntVar(&opts.Servers, "servers", 2*kinds, "number of simulated servers")
 	fs.IntVar(&opts.BMCs, "bmcs", kinds, fmt.Sprintf("number of simulated BMCs (servers are spread over them); their kinds, in turn: %s", strings.Join(lab.BMCKinds(), "; ")))
 	fs.IntVar(&opts.VMs, "vms", 2, "number of real QEMU virtual machines network-booted by the boot service (needs root; 0 turns them off)")
-	fs.IntVar(&opts.IPMIVMs, "ipmi-vms", 1, "number of real QEMU virtual machines behind IPMI BMCs (OpenIPMI's ipmi_sim), enrolled and network-booted like the others; the tour installs on the first (needs what --vms needs, and ipmi_sim; 0 turns them off)")
+	fs.IntVar(&opts.IPMIVMs, "ipmi-vms", 1, "number of real QEMU virtual machines behind IPMI BMCs (OpenIPMI's ipmi_sim), enrolled and network-booted like the others; the tour installs on the first (needs what --vms needs, and ipmi_sim; 0 turns them off, and so does --vms 0 unless --ipmi-vms is given)")
 	fs.StringVar(&opts.Dir, "dir", "lab", "directory for the lab's kubeconfig, logs and host trees (recreated)")
 	scenario := fs.String("scenario", "", "run a scenario and exit: tour (enroll → discover → claim → release → wipe → available; with VMs, a VM installs the tenant image and boots it from disk); capi (Cluster API: a Cluster and a MachineDeployment of 2 whose Machines get lab servers; exits 0 once both are provisioned)")
 	fs.BoolVar(&opts.VirtualMedia, "virtual-media", false, "boot the VMs' probes from virtual media (a per-boot ISO their BMCs insert) with the boot service's DHCP off: each VM behind a BMC of its own with bootMethod VirtualMedia and a static probe network (docs/virtual-media.md)")
@@ -54,8 +54,15 @@ func run(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "metal-lab: --servers and --bmcs must be at least 1, --vms and --ipmi-vms at least 0")
 		return 2
 	}
+	ipmiGiven := false
+	fs.Visit(func(f *flag.Flag) { ipmiGiven = ipmiGiven || f.Name == "ipmi-vms" })
+	if opts.VMs == 0 && !ipmiGiven {
+		opts.IPMIVMs = 0 // --vms 0: no VMs at all
+	}
 	if opts.VirtualMedia && opts.IPMIVMs > 0 {
-		fmt.Fprintln(stdout, "Running without IPMI hosts: they boot by PXE, which --virtual-media turns off (IPMI has no virtual media).")
+		if ipmiGiven {
+			fmt.Fprintln(stdout, "Running without IPMI hosts: they boot by PXE, which --virtual-media turns off (IPMI has no virtual media).")
+		}
 		opts.IPMIVMs = 0
 	}
 	if opts.VMs > 0 || opts.IPMIVMs > 0 {

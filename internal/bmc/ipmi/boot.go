@@ -61,6 +61,9 @@ func BootFlags(target bmc.BootTarget, persistent, uefi bool) ([5]byte, error) {
 type bootMemory struct {
 	persistent  bmc.BootTarget // "" when none was set
 	oncePending bool
+	// uefi is the firmware mode of the last boot flags this client sent, or read with the
+	// valid bit set: what it sends when the BMC's flags are not valid (legacy at first).
+	uefi bool
 }
 
 func (m *bootMemory) set(target bmc.BootTarget, persistent bool) {
@@ -91,7 +94,7 @@ func (c *Client) setBoot(ctx context.Context, systemURI string, target bmc.BootT
 		return unsupported("%v", err)
 	}
 	return c.do(ctx, fmt.Sprintf("set boot device %s (persistent %t)", target, persistent), func(ctx context.Context, ic *client.Client) error {
-		if err := sendBootFlags(ctx, ic, target, persistent); err != nil {
+		if err := c.sendBootFlags(ctx, ic, target, persistent); err != nil {
 			return err
 		}
 		c.boot.set(target, persistent)
@@ -104,19 +107,22 @@ func (c *Client) reassertBoot(ctx context.Context, ic *client.Client) error {
 	if c.boot.persistent == "" || c.boot.oncePending {
 		return nil
 	}
-	return sendBootFlags(ctx, ic, c.boot.persistent, true)
+	return c.sendBootFlags(ctx, ic, c.boot.persistent, true)
 }
 
 // sendBootFlags disables the valid bit's 60 s timeout (parameter 3; BMCs that refuse it, as
 // OpenBMC does, are tolerated), then sets parameter 5, keeping the firmware mode (EFI bit) the
-// BMC has now: the seam carries none, and legacy is assumed when the flags cannot be read.
-func sendBootFlags(ctx context.Context, ic *client.Client, target bmc.BootTarget, persistent bool) error {
-	uefi := false
+// BMC has now: the seam carries none. The BMC's EFI bit counts only with the valid bit set
+// (once the flags expire or are consumed many BMCs answer zeros or stale bits); otherwise the
+// mode this client last sent or read valid is kept, legacy at first.
+func (c *Client) sendBootFlags(ctx context.Context, ic *client.Client, target bmc.BootTarget, persistent bool) error {
+	uefi := c.boot.uefi
 	current, err := raw(ctx, ic, types.CommandGetSystemBootOptions, bootParamFlags, 0, 0)
 	switch {
 	case err == nil:
-		if flags, derr := DecodeBootFlags(current); derr == nil {
+		if flags, derr := DecodeBootFlags(current); derr == nil && flags[0]&0x80 != 0 {
 			uefi = flags[0]&0x20 != 0
+			c.boot.uefi = uefi
 		}
 	case !isCC(err):
 		return err
@@ -134,6 +140,7 @@ func sendBootFlags(ctx context.Context, ic *client.Client, target bmc.BootTarget
 		}
 		return err
 	}
+	c.boot.uefi = uefi
 	return nil
 }
 

@@ -22,6 +22,7 @@ const (
 	rmcpInsufficientResources     = 0x01
 	rmcpInvalidAuthAlgorithm      = 0x04
 	rmcpInvalidIntegrityAlgorithm = 0x05
+	rmcpInvalidRole               = 0x09
 	rmcpUnauthorizedRole          = 0x0A
 	rmcpInsufficientResourcesRole = 0x0B
 	rmcpInvalidNameLength         = 0x0C
@@ -60,8 +61,8 @@ func anyOf(found map[uint8]bool, codes ...uint8) bool {
 }
 
 // isAuthFailure reports whether err says the BMC rejected the credentials: a RAKP2/RAKP4
-// authentication code mismatch (wrong password) or an RMCP+ status naming the user, role or
-// integrity check.
+// authentication code mismatch (wrong password) or an RMCP+ status naming the user or
+// integrity check. (Role statuses are isPrivilegeRefused.)
 func isAuthFailure(err error) bool {
 	if errors.Is(err, client.ErrRAKPAuthentication) {
 		return true
@@ -71,7 +72,37 @@ func isAuthFailure(err error) bool {
 		strings.Contains(text, "authentication code mismatch") {
 		return true
 	}
-	return anyOf(rmcpStatuses(err), rmcpUnauthorizedRole, rmcpInvalidNameLength, rmcpUnauthorizedName, rmcpInvalidIntegrityCheck)
+	return anyOf(rmcpStatuses(err), rmcpInvalidNameLength, rmcpUnauthorizedName, rmcpInvalidIntegrityCheck)
+}
+
+// isPrivilegeRefused reports whether err says the user may not have the privilege level the
+// session asked for: RAKP2 status "invalid role" or "unauthorized role or privilege level", or
+// a refused Set Session Privilege Level once logged in.
+func isPrivilegeRefused(err error) bool {
+	return anyOf(rmcpStatuses(err), rmcpInvalidRole, rmcpUnauthorizedRole) ||
+		(strings.Contains(err.Error(), "SetSessionPrivilegeLevel to") && !isNoResponse(err))
+}
+
+// openSessionFailed reports whether a one-suite go-ipmi Connect error happened at RMCP+ Open
+// Session, before any authentication exchange.
+func openSessionFailed(err error) bool {
+	return strings.Contains(err.Error(), "RMCP+ Open Session failed")
+}
+
+// cipherRefused reports whether a one-suite connect failed because the BMC refused the suite
+// at Open Session: an RMCP+ status naming an algorithm or "no matching cipher suite", or the
+// short reply ipmi_sim gives for suites it lacks.
+func cipherRefused(err error) bool {
+	return openSessionFailed(err) &&
+		(anyOf(rmcpStatuses(err), rmcpInvalidAuthAlgorithm, rmcpInvalidIntegrityAlgorithm, rmcpInvalidConfidentiality, rmcpNoCipherSuiteMatch) ||
+			errors.Is(err, types.ErrUnpackedDataTooShort) || strings.Contains(err.Error(), types.ErrUnpackedDataTooShort.Error()))
+}
+
+// suiteRefused reports whether the next cipher suite should be tried after err: the BMC
+// refused the suite, or did not answer its Open Session (some BMCs drop suites they lack).
+// Never after an authentication exchange (RAKP) failed: that was a login attempt.
+func suiteRefused(err error) bool {
+	return cipherRefused(err) || (openSessionFailed(err) && isNoResponse(err))
 }
 
 // isNoResponse reports whether err means the BMC did not answer: UDP timeouts, no matching
@@ -92,25 +123,46 @@ func isNoResponse(err error) bool {
 	return false
 }
 
-// classifyConnect gives a failed login its condition reason. Order matters: go-ipmi tries each
-// suite and reports every failure, so "17 refused, 3 rejected the password" is a password
-// problem and "17 refused, 3 timed out" an unreachable BMC.
-func (c *Client) classifyConnect(err error) error {
+// classifyConnect gives a failed login its condition reason; errs are the failures of each
+// cipher suite tried, in order. Order matters: "17 refused, 3 rejected the password" is a
+// password problem and "17 refused, 3 timed out" an unreachable BMC.
+func (c *Client) classifyConnect(errs ...error) error {
 	what := fmt.Sprintf("IPMI login to %s as %q", c.endpoint(), c.creds.Username)
-	statuses := rmcpStatuses(err)
+	err := errors.Join(errs...)
+	allRefused := len(errs) > 0
+	for _, e := range errs {
+		allRefused = allRefused && cipherRefused(e)
+	}
 	switch {
+	case isPrivilegeRefused(err):
+		name, advice := c.privilegeRefusal()
+		return c.scrubbed(metalv1alpha1.BMCReasonAuthenticationFailed,
+			"%s: the BMC refused the %s privilege level: the user lacks it, the password was not checked (%s): %v",
+			what, name, advice, err)
 	case isAuthFailure(err):
 		return c.scrubbed(metalv1alpha1.BMCReasonAuthenticationFailed, "%s: BMC rejected the credentials: %v", what, err)
-	case anyOf(statuses, rmcpInsufficientResources, rmcpInsufficientResourcesRole):
+	case anyOf(rmcpStatuses(err), rmcpInsufficientResources, rmcpInsufficientResourcesRole):
 		return c.scrubbed(metalv1alpha1.BMCReasonUnreachable, "%s: BMC session table full: %v", what, err)
 	case isNoResponse(err):
 		return c.scrubbed(metalv1alpha1.BMCReasonUnreachable, "%s: no answer: %v", what, err)
-	case anyOf(statuses, rmcpInvalidAuthAlgorithm, rmcpInvalidIntegrityAlgorithm, rmcpInvalidConfidentiality, rmcpNoCipherSuiteMatch),
-		strings.Contains(err.Error(), "try all cipher suite"):
+	case allRefused:
 		return c.scrubbed(metalv1alpha1.BMCReasonProtocolError,
 			"%s: BMC offers neither cipher suite 17 nor 3 (Ironfleet never uses suite 0, which authenticates nothing): %v", what, err)
 	default:
 		return c.scrubbed(metalv1alpha1.BMCReasonProtocolError, "%s: %v", what, err)
+	}
+}
+
+// privilegeRefusal names the session privilege asked for, as ?privilegelevel= spells it, and
+// says what to do when the BMC refused it.
+func (c *Client) privilegeRefusal() (name, advice string) {
+	switch c.privilege {
+	case types.PrivilegeLevelOperator:
+		return "OPERATOR", "ask for less with ?privilegelevel=USER in the BMC address, or grant the user OPERATOR; Ironfleet needs OPERATOR to power and boot"
+	case types.PrivilegeLevelUser:
+		return "USER", "grant the user at least USER on the BMC's LAN channel"
+	default:
+		return "ADMINISTRATOR", "ask for less with ?privilegelevel=OPERATOR in the BMC address, or grant the user ADMINISTRATOR"
 	}
 }
 

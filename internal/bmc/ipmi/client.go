@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/url"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -19,12 +20,28 @@ import (
 // ProtocolError ("no such system").
 const SystemURI = "ipmi:system"
 
-// cipherSuites are proposed in this order and no others: 17 (HMAC-SHA256, AES-128) is
-// preferred, 3 (HMAC-SHA1, AES-128) is the suite every IPMI 2.0 BMC must offer. Never suite 0,
-// which authenticates nothing.
+// cipherSuites are tried in this order and no others, one per go-ipmi Connect: 17
+// (HMAC-SHA256, AES-128) is preferred, 3 (HMAC-SHA1, AES-128) is the suite every IPMI 2.0 BMC
+// must offer, tried only when the BMC refused 17 at Open Session (see connectLocked). Never
+// suite 0, which authenticates nothing.
 var cipherSuites = []types.CipherSuiteID{types.CipherSuiteID17, types.CipherSuiteID3}
 
 const closeTimeout = 2 * time.Second
+
+// IPMI 2.0's limits: user names of 16 bytes (go-ipmi refuses longer ones), passwords of 20
+// (go-ipmi does not check).
+const (
+	maxUserNameLength = 16
+	maxPasswordLength = 20
+)
+
+// privilegeLevels maps bmc.Address.PrivilegeLevel to the session privilege requested.
+var privilegeLevels = map[string]types.PrivilegeLevel{
+	"":              types.PrivilegeLevelAdministrator,
+	"ADMINISTRATOR": types.PrivilegeLevelAdministrator,
+	"OPERATOR":      types.PrivilegeLevelOperator,
+	"USER":          types.PrivilegeLevelUser,
+}
 
 // Options tune every client a Connector opens.
 type Options struct {
@@ -52,18 +69,20 @@ func (o Options) withDefaults() Options {
 // Client is a bmc.Client over one RMCP+ session, reused across calls and re-established once
 // when the BMC forgets it.
 type Client struct {
-	host  string
+	host  string // bare: "fd00::6", not "[fd00::6]"
 	port  int
 	creds bmc.Credentials
 	opts  Options
+	// privilege is the session privilege asked for (Address.PrivilegeLevel).
+	privilege types.PrivilegeLevel
 
 	mu     sync.Mutex // serialises calls: one request in flight per BMC
 	sess   *session
 	closed bool
 	// fru is FRU device 0, read once per client (it takes many small reads).
 	fru *FRU
-	// lanChannel is the BMC's 802.3 LAN channel, found once (0 until then).
-	lanChannel uint8
+	// mac is the BMC's own MAC, read once per client ("" when it did not say); nil until then.
+	mac *string
 	// boot remembers the persistent override to re-send before power-on (see boot.go).
 	boot bootMemory
 }
@@ -101,7 +120,12 @@ func Dial(ctx context.Context, t bmc.Target, o Options) (*Client, error) {
 	if err != nil {
 		return nil, err
 	}
-	c := &Client{host: host, port: port, creds: t.Credentials, opts: o.withDefaults()}
+	privilege, ok := privilegeLevels[strings.ToUpper(t.Address.PrivilegeLevel)]
+	if !ok {
+		return nil, bmc.Errorf(metalv1alpha1.BMCReasonProtocolError,
+			"invalid IPMI privilege level %q: want ADMINISTRATOR, OPERATOR or USER", t.Address.PrivilegeLevel)
+	}
+	c := &Client{host: host, port: port, creds: t.Credentials, opts: o.withDefaults(), privilege: privilege}
 	ctx, cancel := c.callContext(ctx)
 	defer cancel()
 	c.mu.Lock()
@@ -135,25 +159,52 @@ func (c *Client) callContext(ctx context.Context) (context.Context, context.Canc
 	return context.WithTimeout(ctx, c.opts.CallTimeout)
 }
 
-// connectLocked opens a session with suites 17 then 3. A failed attempt's socket is closed at
-// once: its half-made session is not worth waiting for.
+// connectLocked logs in with suite 17 alone, then with suite 3 alone only when the BMC refused
+// 17 at Open Session (no RAKP exchange, so no login attempt counted against the user). go-ipmi's
+// own multi-suite Connect moves on after any failure, a wrong password included, which makes
+// one wrong password two failed logins (and a lockout sooner) on BMCs offering both suites.
 func (c *Client) connectLocked(ctx context.Context) error {
-	ic, err := client.NewClient(c.host, c.port, c.creds.Username, c.creds.Password)
-	if err != nil {
-		return bmc.Errorf(metalv1alpha1.BMCReasonAuthenticationFailed, "IPMI user name %q is longer than 16 bytes", c.creds.Username)
+	if len(c.creds.Username) > maxUserNameLength {
+		return bmc.Errorf(metalv1alpha1.BMCReasonAuthenticationFailed, "IPMI user name %q is longer than %d bytes", c.creds.Username, maxUserNameLength)
 	}
-	ic.WithTimeout(c.opts.Timeout).WithRetry(c.opts.Retries).
-		WithCipherSuiteID(cipherSuites...).
-		WithMaxPrivilegeLevel(types.PrivilegeLevelAdministrator)
-	s := &session{ipmi: ic}
-	if err := ic.Connect(ctx); err != nil {
-		done, cancel := context.WithCancel(context.Background())
-		cancel()
-		s.close(done)
+	if len(c.creds.Password) > maxPasswordLength {
+		return bmc.Errorf(metalv1alpha1.BMCReasonAuthenticationFailed,
+			"the IPMI password of user %q is %d bytes long: IPMI 2.0 passwords are at most %d bytes", c.creds.Username, len(c.creds.Password), maxPasswordLength)
+	}
+	ic, err := client.NewClient(dialHost(c.host), c.port, c.creds.Username, c.creds.Password)
+	if err != nil {
 		return c.classifyConnect(err)
 	}
-	c.sess = s
-	return nil
+	ic.WithTimeout(c.opts.Timeout).WithRetry(c.opts.Retries).WithMaxPrivilegeLevel(c.privilege)
+	s := &session{ipmi: ic}
+	// One socket for both attempts, as go-ipmi's own suite loop does: after a refused Open
+	// Session the client is still before any session.
+	var errs []error
+	for _, suite := range cipherSuites {
+		err := ic.WithCipherSuiteID(suite).Connect(ctx)
+		if err == nil {
+			c.sess = s
+			return nil
+		}
+		errs = append(errs, err)
+		if !suiteRefused(err) || ctx.Err() != nil {
+			break
+		}
+	}
+	// A failed attempt's socket is closed at once: its half-made session is not worth waiting for.
+	done, cancel := context.WithCancel(context.Background())
+	cancel()
+	s.close(done)
+	return c.classifyConnect(errs...)
+}
+
+// dialHost is host as go-ipmi wants it: it dials fmt.Sprintf("%s:%d", host, port), so an IPv6
+// address must come bracketed.
+func dialHost(host string) string {
+	if strings.Contains(host, ":") {
+		return "[" + host + "]"
+	}
+	return host
 }
 
 // dropSessionLocked logs out of the current session, waiting at most one UDP attempt: it is
@@ -177,7 +228,7 @@ func (c *Client) do(ctx context.Context, what string, op func(ctx context.Contex
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.closed {
-		return bmc.Errorf(metalv1alpha1.BMCReasonProtocolError, "%s: IPMI client is closed", what)
+		return errClientReplaced(what)
 	}
 	fresh := false
 	if c.sess == nil {
@@ -202,6 +253,13 @@ func (c *Client) do(ctx context.Context, what string, op func(ctx context.Contex
 		return c.classifyCommand(what, err)
 	}
 	return nil
+}
+
+// errClientReplaced is what a closed client answers: bmc.Cache closes a client when it replaces
+// or drops it, while a caller may still hold it. Transient: the caller fetches a new client.
+func errClientReplaced(what string) error {
+	return bmc.Classify(metalv1alpha1.BMCReasonUnreachable,
+		fmt.Errorf("%s: IPMI client was replaced (credentials or address changed, or a login failed); retry", what))
 }
 
 // Close logs out and closes the socket. It is safe to call more than once.

@@ -2,12 +2,14 @@ package ipmi
 
 import (
 	"context"
+	"net"
 	"os/exec"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
 
+	gbmc "github.com/bougou/go-ipmi/pkg/bmc"
 	"github.com/bougou/go-ipmi/pkg/types"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -88,8 +90,8 @@ func TestReferenceBMCPowerAndBootBytes(t *testing.T) {
 	require.NoError(t, c.SetBootOnce(ctx, SystemURI, bmc.BootPXE))
 	assert.Equal(t, [][]byte{{0x03, 0x08}, {0x05, 0x80, 0x04, 0, 0, 0}}, setBoot())
 
-	// The BMC now holds EFI flags: the EFI bit is kept.
-	require.NoError(t, r.hal.Chassis().SetBootFlags(ctx, &types.BootOptionParam_BootFlags{BIOSBootType: types.BIOSBootTypeEFI}))
+	// The BMC now holds valid EFI flags: the EFI bit is kept.
+	require.NoError(t, r.hal.Chassis().SetBootFlags(ctx, &types.BootOptionParam_BootFlags{BootFlagsValid: true, BIOSBootType: types.BIOSBootTypeEFI}))
 	require.NoError(t, c.SetBootPersistent(ctx, SystemURI, bmc.BootDisk))
 	assert.Equal(t, [][]byte{{0x03, 0x08}, {0x05, 0xe0, 0x08, 0, 0, 0}}, setBoot())
 	require.NoError(t, c.SetBootOnce(ctx, SystemURI, bmc.BootCd))
@@ -144,6 +146,8 @@ func TestReferenceBMCUnsupportedAndWrongSystem(t *testing.T) {
 	c.Close() // go-ipmi's Close panics the second time; ours must not
 	_, err = c.PowerState(ctx, SystemURI)
 	require.Error(t, err)
+	assert.Equal(t, metalv1alpha1.BMCReasonUnreachable, bmc.Reason(err), "transient: the caller fetches the new client")
+	assert.Contains(t, err.Error(), "IPMI client was replaced")
 }
 
 func TestReferenceBMCRestartReconnects(t *testing.T) {
@@ -216,4 +220,184 @@ func TestIpmitoolSuite17AgainstReferenceBMC(t *testing.T) {
 	require.NoError(t, err, "%s", out)
 	assert.Equal(t, "Chassis Power is on", strings.TrimSpace(string(out)))
 	assert.Contains(t, r.authAlgs(), types.AuthAlg_HMAC_SHA256)
+}
+
+// TestReferenceBMCEFIBitNeedsValidBit: the BMC's EFI bit counts only when its flags are valid;
+// otherwise the mode this client last sent or read valid is kept, legacy at first.
+func TestReferenceBMCEFIBitNeedsValidBit(t *testing.T) {
+	r := startRefBMC(t, refOptions{})
+	ctx := testContext(t)
+	setBoot := func() [][]byte { return r.received(types.CommandSetSystemBootOptions) }
+	staleEFI := &types.BootOptionParam_BootFlags{BIOSBootType: types.BIOSBootTypeEFI} // valid bit clear
+
+	require.NoError(t, r.hal.Chassis().SetBootFlags(ctx, staleEFI))
+	c := dialRef(t, r)
+	require.NoError(t, c.SetBootOnce(ctx, SystemURI, bmc.BootPXE))
+	assert.Equal(t, [][]byte{{0x03, 0x08}, {0x05, 0x80, 0x04, 0, 0, 0}}, setBoot(), "stale EFI bit ignored: legacy")
+
+	require.NoError(t, r.hal.Chassis().SetBootFlags(ctx, &types.BootOptionParam_BootFlags{BootFlagsValid: true, BIOSBootType: types.BIOSBootTypeEFI}))
+	require.NoError(t, c.SetBootOnce(ctx, SystemURI, bmc.BootPXE))
+	assert.Equal(t, [][]byte{{0x03, 0x08}, {0x05, 0xa0, 0x04, 0, 0, 0}}, setBoot(), "valid EFI flags: EFI")
+
+	// The flags expired (or were consumed) and read back without their valid bit, the EFI bit
+	// cleared: the client keeps the mode it last used.
+	require.NoError(t, r.hal.Chassis().SetBootFlags(ctx, &types.BootOptionParam_BootFlags{}))
+	require.NoError(t, c.SetBootPersistent(ctx, SystemURI, bmc.BootDisk))
+	assert.Equal(t, [][]byte{{0x03, 0x08}, {0x05, 0xe0, 0x08, 0, 0, 0}}, setBoot(), "remembered EFI")
+
+	require.NoError(t, r.hal.Chassis().SetBootFlags(ctx, &types.BootOptionParam_BootFlags{BootFlagsValid: true}))
+	require.NoError(t, c.SetBootOnce(ctx, SystemURI, bmc.BootCd))
+	assert.Equal(t, [][]byte{{0x03, 0x08}, {0x05, 0x80, 0x14, 0, 0, 0}}, setBoot(), "valid legacy flags: legacy")
+	require.NoError(t, r.hal.Chassis().SetBootFlags(ctx, staleEFI))
+	require.NoError(t, c.SetBootOnce(ctx, SystemURI, bmc.BootCd))
+	assert.Equal(t, [][]byte{{0x03, 0x08}, {0x05, 0x80, 0x14, 0, 0, 0}}, setBoot(), "remembered legacy, stale EFI bit ignored")
+}
+
+// TestReferenceBMCOverIPv6 logs in to a BMC at [::1]: go-ipmi dials "host:port" with Sprintf,
+// so the client must hand it the address bracketed.
+func TestReferenceBMCOverIPv6(t *testing.T) {
+	if pc, err := net.ListenUDP("udp", &net.UDPAddr{IP: net.IPv6loopback}); err != nil {
+		t.Skipf("no IPv6 loopback: %v", err)
+	} else {
+		_ = pc.Close()
+	}
+	r := startRefBMC(t, refOptions{ipv6: true})
+	target := r.target(refPassword)
+	require.Equal(t, "ipmi://[::1]:"+strconv.Itoa(r.port), target.Address.Endpoint)
+	c, err := Dial(testContext(t), target, fastOptions)
+	require.NoError(t, err)
+	t.Cleanup(c.Close)
+	state, err := c.PowerState(testContext(t), SystemURI)
+	require.NoError(t, err)
+	assert.Equal(t, metalv1alpha1.PowerStateOff, state)
+	assert.Equal(t, []types.AuthAlg{types.AuthAlg_HMAC_SHA256}, r.authAlgs())
+
+	assert.Equal(t, "[fd00::6]", dialHost("fd00::6"))
+	assert.Equal(t, "10.0.0.6", dialHost("10.0.0.6"))
+	assert.Equal(t, "bmc.example", dialHost("bmc.example"))
+}
+
+// payloads counts the RMCP+ session-setup messages of payloadType (0x10 Open Session Request,
+// 0x12 RAKP Message 1) among datagrams.
+func payloads(datagrams [][]byte, payloadType byte) int {
+	n := 0
+	for _, d := range datagrams {
+		if len(d) >= 16 && d[4] == 0x06 && d[5]&0x3f == payloadType {
+			n++
+		}
+	}
+	return n
+}
+
+// TestReferenceBMCWrongPasswordIsOneLogin: with suites 3 and 17 offered, a wrong password is
+// one login attempt (suite 17), not a second one with suite 3 that go-ipmi would make.
+func TestReferenceBMCWrongPasswordIsOneLogin(t *testing.T) {
+	r := startRefBMC(t, refOptions{})
+	proxy := newProxy(t, r.addr())
+	_, err := Dial(testContext(t), refTarget(proxy.Addr(), "wrong-password"), fastOptions)
+	assert.Equal(t, metalv1alpha1.BMCReasonAuthenticationFailed, bmc.Reason(err), "%v", err)
+	assert.Contains(t, err.Error(), "rejected the credentials")
+	assert.NotContains(t, err.Error(), "wrong-password")
+	assert.Equal(t, 1, payloads(proxy.Requests(), 0x10), "one Open Session")
+	assert.Equal(t, 1, payloads(proxy.Requests(), 0x12), "one RAKP exchange")
+	assert.Equal(t, [][3]byte{suite17Proposal}, openSessionProposals(t, proxy.Requests()))
+}
+
+// TestReferenceBMCOperatorUser: a user limited to OPERATOR cannot log in asking for
+// ADMINISTRATOR (said so, not as a wrong password), and can with ?privilegelevel=OPERATOR.
+func TestReferenceBMCOperatorUser(t *testing.T) {
+	r := startRefBMC(t, refOptions{userPrivilege: gbmc.PrivilegeLevelOperator})
+	proxy := newProxy(t, r.addr())
+	target := refTarget(proxy.Addr(), refPassword)
+	_, err := Dial(testContext(t), target, fastOptions)
+	assert.Equal(t, metalv1alpha1.BMCReasonAuthenticationFailed, bmc.Reason(err), "%v", err)
+	assert.Contains(t, err.Error(), "refused the ADMINISTRATOR privilege level")
+	assert.Contains(t, err.Error(), "?privilegelevel=OPERATOR")
+	assert.NotContains(t, err.Error(), "rejected the credentials")
+	assert.Equal(t, [][3]byte{suite17Proposal}, openSessionProposals(t, proxy.Requests()), "not retried with suite 3")
+
+	target.Address.PrivilegeLevel = "OPERATOR"
+	c, err := Dial(testContext(t), target, fastOptions)
+	require.NoError(t, err)
+	t.Cleanup(c.Close)
+	ctx := testContext(t)
+	require.NoError(t, c.SetBootOnce(ctx, SystemURI, bmc.BootPXE))
+	require.NoError(t, c.SetPower(ctx, SystemURI, bmc.PowerOn))
+	assert.Equal(t, [][]byte{{0x01}}, r.received(types.CommandChassisControl))
+
+	target.Address.PrivilegeLevel = "SUPERUSER"
+	_, err = Dial(ctx, target, fastOptions)
+	assert.Equal(t, metalv1alpha1.BMCReasonProtocolError, bmc.Reason(err))
+}
+
+// TestOverlongPasswordRefusedBeforeSending: IPMI 2.0 passwords are at most 20 bytes.
+func TestOverlongPasswordRefusedBeforeSending(t *testing.T) {
+	r := startRefBMC(t, refOptions{})
+	proxy := newProxy(t, r.addr())
+	password := "twenty-one-bytes-pw!!"
+	require.Len(t, password, 21)
+	_, err := Dial(testContext(t), refTarget(proxy.Addr(), password), fastOptions)
+	assert.Equal(t, metalv1alpha1.BMCReasonAuthenticationFailed, bmc.Reason(err), "%v", err)
+	assert.Contains(t, err.Error(), "at most 20 bytes")
+	assert.NotContains(t, err.Error(), password)
+	assert.Empty(t, proxy.Requests(), "nothing sent")
+
+	_, err = Dial(testContext(t), refTarget(proxy.Addr(), "twenty-bytes-pw!!!!!"), fastOptions)
+	assert.Equal(t, metalv1alpha1.BMCReasonAuthenticationFailed, bmc.Reason(err))
+	assert.Contains(t, err.Error(), "rejected the credentials", "20 bytes are sent (and are wrong here)")
+}
+
+// TestReferenceBMCFRUFailures: FRU data the BMC says is absent is remembered as empty; any other
+// refusal leaves the identity empty this time and is read again next time.
+func TestReferenceBMCFRUFailures(t *testing.T) {
+	r := startRefBMC(t, refOptions{})
+	c := dialRef(t, r)
+	ctx := testContext(t)
+	areaInfo := func() int { return len(r.received(types.CommandGetFRUInventoryAreaInfo)) }
+	manufacturer := func(c *Client) string {
+		systems, err := c.Systems(ctx)
+		require.NoError(t, err)
+		return systems[0].Manufacturer
+	}
+
+	r.fruCC.Store(0xC0) // node busy
+	assert.Empty(t, manufacturer(c))
+	assert.Equal(t, 1, areaInfo())
+	r.fruCC.Store(0)
+	assert.Equal(t, "Ironfleet Labs", manufacturer(c), "read again")
+	assert.Equal(t, 1, areaInfo())
+
+	c2 := dialRef(t, r)
+	r.fruCC.Store(0xCB) // not present
+	assert.Empty(t, manufacturer(c2))
+	assert.Equal(t, 1, areaInfo())
+	r.fruCC.Store(0)
+	assert.Empty(t, manufacturer(c2), "absent FRU remembered")
+	assert.Zero(t, areaInfo())
+}
+
+// TestReferenceBMCMACLookupWithoutAnswer: an unanswered request in the optional MAC lookup
+// gives "" once for the client's life, and neither tears the session down nor logs in again.
+func TestReferenceBMCMACLookupWithoutAnswer(t *testing.T) {
+	r := startRefBMC(t, refOptions{})
+	proxy := newProxy(t, r.addr())
+	c, err := Dial(testContext(t), refTarget(proxy.Addr(), refPassword), fastOptions)
+	require.NoError(t, err)
+	t.Cleanup(c.Close)
+	ctx := testContext(t)
+
+	proxy.Blackhole(true)
+	mac, err := c.MACAddress(ctx)
+	proxy.Blackhole(false)
+	require.NoError(t, err)
+	assert.Empty(t, mac)
+	assert.Len(t, r.received(types.CommandGetChannelInfo), 0, "nothing got through")
+
+	manager, err := c.Manager(ctx)
+	require.NoError(t, err)
+	assert.Equal(t, "Dell", manager.Manufacturer)
+	assert.Empty(t, manager.MACAddress, "unknown, kept for the client's life")
+	assert.Empty(t, r.received(types.CommandGetChannelInfo), "not probed again")
+	assert.Empty(t, r.received(types.CommandGetLanConfigParam))
+	assert.Equal(t, 1, payloads(proxy.Requests(), 0x10), "still the first session")
 }

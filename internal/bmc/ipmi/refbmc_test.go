@@ -5,6 +5,7 @@ import (
 	"net"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -47,18 +48,27 @@ type refBMC struct {
 	mu       sync.Mutex
 	requests []request
 	stop     func()
+	// fruCC, when not 0, is the completion code Get FRU Inventory Area Info answers.
+	fruCC atomic.Uint32
 }
 
 type refOptions struct {
 	suites []types.CipherSuiteID
 	// noGUID leaves Get System GUID unanswered (the reference server has no handler for it).
 	noGUID bool
+	// ipv6 serves on [::1] instead of 127.0.0.1.
+	ipv6 bool
+	// userPrivilege is the highest privilege the user may have (default ADMINISTRATOR).
+	userPrivilege gbmc.PrivilegeLevel
 }
 
 func startRefBMC(t *testing.T, o refOptions) *refBMC {
 	t.Helper()
 	if o.suites == nil {
 		o.suites = []types.CipherSuiteID{types.CipherSuiteID3, types.CipherSuiteID17}
+	}
+	if o.userPrivilege == 0 {
+		o.userPrivilege = gbmc.PrivilegeLevelAdministrator
 	}
 	r := &refBMC{t: t, hal: mock.New(), opts: o}
 	ctx := context.Background()
@@ -81,7 +91,7 @@ func (r *refBMC) serve(port int) {
 	require.NoError(t, err)
 	user.SetPassword([]byte(refPassword))
 	user.Enabled = true
-	user.ChannelAccess[1] = gbmc.UserChannelAccess{MaxPrivilege: gbmc.PrivilegeLevelAdministrator, Enabled: true}
+	user.ChannelAccess[1] = gbmc.UserChannelAccess{MaxPrivilege: r.opts.userPrivilege, Enabled: true}
 
 	reg := handlers.NewRegistry()
 	reg.Use(func(next handlers.Handler) handlers.Handler {
@@ -93,6 +103,10 @@ func (r *refBMC) serve(port int) {
 			r.mu.Lock()
 			r.requests = append(r.requests, req)
 			r.mu.Unlock()
+			if cc := r.fruCC.Load(); cc != 0 && hctx.Command.ID == types.CommandGetFRUInventoryAreaInfo.ID &&
+				hctx.Command.NetFn == types.CommandGetFRUInventoryAreaInfo.NetFn {
+				return nil, types.CompletionCode(cc), nil
+			}
 			return next.Handle(ctx, hctx, data)
 		})
 	})
@@ -103,7 +117,11 @@ func (r *refBMC) serve(port int) {
 		})
 	}
 
-	pc, err := net.ListenUDP("udp", &net.UDPAddr{IP: net.IPv4(127, 0, 0, 1), Port: port})
+	ip := net.IPv4(127, 0, 0, 1)
+	if r.opts.ipv6 {
+		ip = net.IPv6loopback
+	}
+	pc, err := net.ListenUDP("udp", &net.UDPAddr{IP: ip, Port: port})
 	require.NoError(t, err)
 	r.port = pc.LocalAddr().(*net.UDPAddr).Port
 	srv := server.NewServer(b, udp.Wrap(pc), server.WithHandlerRegistry(reg))
@@ -126,10 +144,29 @@ func (r *refBMC) restart() {
 	r.serve(r.port)
 }
 
+// addr is the BMC's "host:port" (IPv6 in brackets).
+func (r *refBMC) addr() string {
+	host := "127.0.0.1"
+	if r.opts.ipv6 {
+		host = "::1"
+	}
+	return net.JoinHostPort(host, strconv.Itoa(r.port))
+}
+
 func (r *refBMC) target(password string) bmc.Target {
+	return refTarget(r.addr(), password)
+}
+
+// refTarget addresses the reference BMC's user at addr ("host:port", the BMC's or a proxy's).
+func refTarget(addr, password string) bmc.Target {
+	return lanTarget(addr, refUser, password)
+}
+
+// lanTarget addresses user at addr ("host:port").
+func lanTarget(addr, user, password string) bmc.Target {
 	return bmc.Target{
-		Address:     bmc.Address{Type: "ipmi", Endpoint: "ipmi://127.0.0.1:" + strconv.Itoa(r.port)},
-		Credentials: bmc.Credentials{Username: refUser, Password: password},
+		Address:     bmc.Address{Type: "ipmi", Endpoint: "ipmi://" + addr},
+		Credentials: bmc.Credentials{Username: user, Password: password},
 	}
 }
 

@@ -3,6 +3,7 @@ package ipmi
 import (
 	"context"
 	"fmt"
+	"strings"
 
 	"github.com/bougou/go-ipmi/pkg/client"
 	"github.com/bougou/go-ipmi/pkg/types"
@@ -45,23 +46,43 @@ func systemGUID(ctx context.Context, ic *client.Client) (string, error) {
 	return DecodeSystemGUID(b)
 }
 
-// readFRU reads and parses FRU device 0 once per client. A BMC without FRU data, or with data
-// too broken to parse, gives an empty FRU: identity fields stay empty, nothing fails.
+// readFRU reads and parses FRU device 0 once per client. A BMC without FRU data (a completion
+// code meaning "not present", an empty area, no common header), or with data too broken to
+// parse, gives an empty FRU, kept: identity fields stay empty, nothing fails. Any other failure
+// (a busy or confused BMC) gives an empty FRU this time only; the next call reads again. No
+// answer fails the call, as any other command would.
 func (c *Client) readFRU(ctx context.Context, ic *client.Client) (FRU, error) {
 	if c.fru != nil {
 		return *c.fru, nil
 	}
 	data, err := ic.GetFRUData(ctx, 0)
-	if err != nil {
-		if isNoResponse(err) {
-			return FRU{}, err
-		}
+	switch {
+	case err == nil:
+	case isNoResponse(err):
+		return FRU{}, err
+	case noFRU(err):
 		c.fru = &FRU{}
-		return *c.fru, nil
+		return FRU{}, nil
+	default:
+		return FRU{}, nil
 	}
-	fru, _ := ParseFRU(data) // keeps whatever parsed
+	fru, _ := ParseFRU(data) // keeps whatever parsed; ErrNoFRU leaves it empty
 	c.fru = &fru
 	return fru, nil
+}
+
+// noFRU reports whether a GetFRUData error says FRU device 0 does not exist or is empty:
+// completion codes "not present", "invalid command" or "invalid data field" (not 0xC3, a
+// processing timeout, nor 0x81, "FRU device busy": those are read again).
+func noFRU(err error) bool {
+	if re, ok := types.IsResponseError(err); ok {
+		switch uint8(re.CompletionCode()) {
+		case ccNotPresent, ccInvalidCommand, ccInvalidDataField:
+			return true
+		}
+		return false
+	}
+	return strings.Contains(err.Error(), "invalid FRU size") // an area of 0 bytes
 }
 
 // Inventory is not offered: IPMI reads FRU only, and the probe reports the hardware.
@@ -149,42 +170,53 @@ const maxChannel = 11
 
 // MACAddress reads the BMC's own LAN MAC address (LAN configuration parameter 5) on its 802.3
 // LAN channel, found with Get Channel Info (channel 1 when none says LAN). "" when the BMC
-// reports no MAC (all zeros).
+// reports no MAC (all zeros) or does not say. The MAC is optional, so it is read once per
+// client, whatever the outcome, and a request the BMC leaves unanswered here ends the lookup
+// with "" instead of tearing the session down as other commands do.
 func (c *Client) MACAddress(ctx context.Context) (string, error) {
 	var mac string
 	err := c.do(ctx, "read BMC MAC address", func(ctx context.Context, ic *client.Client) error {
-		ch, err := c.lanChannelNumber(ctx, ic)
-		if err != nil {
-			return err
+		if c.mac == nil {
+			found := lanMAC(ctx, ic)
+			c.mac = &found
 		}
-		b, err := raw(ctx, ic, types.CommandGetLanConfigParam, ch, 0x05, 0, 0)
-		if err != nil {
-			return err
-		}
-		mac, err = DecodeLANMAC(b)
-		return err
+		mac = *c.mac
+		return nil
 	})
 	return mac, err
 }
 
-func (c *Client) lanChannelNumber(ctx context.Context, ic *client.Client) (uint8, error) {
-	if c.lanChannel != 0 {
-		return c.lanChannel, nil
+// lanMAC finds the LAN channel and reads its MAC; "" on any failure.
+func lanMAC(ctx context.Context, ic *client.Client) string {
+	ch, ok := lanChannelNumber(ctx, ic)
+	if !ok {
+		return ""
 	}
-	c.lanChannel = 1
+	b, err := raw(ctx, ic, types.CommandGetLanConfigParam, ch, 0x05, 0, 0)
+	if err != nil {
+		return ""
+	}
+	mac, err := DecodeLANMAC(b)
+	if err != nil {
+		return ""
+	}
+	return mac
+}
+
+// lanChannelNumber is the first channel Get Channel Info calls 802.3 LAN, 1 when none does;
+// not ok when a request went unanswered (probing on would cost a timeout per channel).
+func lanChannelNumber(ctx context.Context, ic *client.Client) (uint8, bool) {
 	for ch := uint8(1); ch <= maxChannel; ch++ {
 		b, err := raw(ctx, ic, types.CommandGetChannelInfo, ch)
 		if isCC(err) {
 			continue
 		}
 		if err != nil {
-			c.lanChannel = 0
-			return 0, err
+			return 0, false
 		}
 		if lan, _ := DecodeChannelIsLAN(b); lan {
-			c.lanChannel = ch
-			break
+			return ch, true
 		}
 	}
-	return c.lanChannel, nil
+	return 1, true
 }

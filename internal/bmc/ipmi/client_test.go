@@ -79,6 +79,19 @@ func TestReferenceBMCWrongPassword(t *testing.T) {
 	assert.Less(t, time.Since(start), 2*time.Second, "one connect, no retry storm")
 }
 
+// TestReferenceBMCWithoutHardResetIsPowerCycled: ForceRestart on a BMC that refuses a hard
+// reset (invalid data field) power-cycles the host instead.
+func TestReferenceBMCWithoutHardResetIsPowerCycled(t *testing.T) {
+	r := startRefBMC(t, refOptions{})
+	c := dialRef(t, r)
+	ctx := testContext(t)
+	require.NoError(t, c.SetPower(ctx, SystemURI, bmc.PowerOn))
+	r.received(types.CommandChassisControl)
+	r.hardResetCC.Store(0xcc)
+	require.NoError(t, c.SetPower(ctx, SystemURI, bmc.PowerForceRestart))
+	assert.Equal(t, [][]byte{{0x03}, {0x02}}, r.received(types.CommandChassisControl), "hard reset refused, then power cycle")
+}
+
 func TestReferenceBMCPowerAndBootBytes(t *testing.T) {
 	r := startRefBMC(t, refOptions{})
 	c := dialRef(t, r)

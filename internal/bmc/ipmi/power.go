@@ -14,6 +14,7 @@ import (
 const (
 	chassisPowerDown    = 0x00
 	chassisPowerUp      = 0x01
+	chassisPowerCycle   = 0x02 // off, then on after the BMC's interval
 	chassisHardReset    = 0x03
 	chassisSoftShutdown = 0x05 // ACPI soft shutdown: the power button, on most BMCs
 )
@@ -48,8 +49,8 @@ func powerState(ctx context.Context, ic *client.Client) (metalv1alpha1.PowerStat
 }
 
 // SetPower sends a Chassis Control: On powers up, ForceOff powers down, GracefulShutdown asks
-// for an ACPI soft shutdown, ForceRestart hard-resets a running system and powers up one that
-// is off. Before On and ForceRestart it re-sends the persistent boot override (see boot.go).
+// for an ACPI soft shutdown, ForceRestart hard-resets a running system (power-cycles it when
+// the BMC has no hard reset) and powers up one that is off. Before On and ForceRestart it re-sends the persistent boot override (see boot.go).
 func (c *Client) SetPower(ctx context.Context, systemURI string, action bmc.PowerAction) error {
 	if err := checkSystem(systemURI); err != nil {
 		return err
@@ -80,7 +81,13 @@ func (c *Client) SetPower(ctx context.Context, systemURI string, action bmc.Powe
 				return err
 			}
 		}
-		if _, err := raw(ctx, ic, types.CommandChassisControl, control); err != nil {
+		_, err := raw(ctx, ic, types.CommandChassisControl, control)
+		if err != nil && control == chassisHardReset && isUnsupportedCC(err) {
+			// Some BMCs implement no hard reset; a power cycle restarts the host too (as
+			// Redfish's ForceRestart falls back to PowerCycle).
+			_, err = raw(ctx, ic, types.CommandChassisControl, chassisPowerCycle)
+		}
+		if err != nil {
 			if isUnsupportedCC(err) {
 				return unsupported("%v", err)
 			}

@@ -50,6 +50,8 @@ type refBMC struct {
 	stop     func()
 	// fruCC, when not 0, is the completion code Get FRU Inventory Area Info answers.
 	fruCC atomic.Uint32
+	// hardResetCC, when not 0, is the completion code a Chassis Control hard reset answers.
+	hardResetCC atomic.Uint32
 }
 
 type refOptions struct {
@@ -105,6 +107,10 @@ func (r *refBMC) serve(port int) {
 			r.mu.Unlock()
 			if cc := r.fruCC.Load(); cc != 0 && hctx.Command.ID == types.CommandGetFRUInventoryAreaInfo.ID &&
 				hctx.Command.NetFn == types.CommandGetFRUInventoryAreaInfo.NetFn {
+				return nil, types.CompletionCode(cc), nil
+			}
+			if cc := r.hardResetCC.Load(); cc != 0 && hctx.Command.ID == types.CommandChassisControl.ID &&
+				hctx.Command.NetFn == types.CommandChassisControl.NetFn && len(data) > 0 && data[0] == 0x03 {
 				return nil, types.CompletionCode(cc), nil
 			}
 			return next.Handle(ctx, hctx, data)

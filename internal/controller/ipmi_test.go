@@ -3,8 +3,6 @@ package controller_test
 import (
 	"context"
 	"net"
-	"os"
-	"os/exec"
 	"strings"
 	"testing"
 	"time"
@@ -24,16 +22,11 @@ import (
 // IPMI passwords are at most 20 bytes (RMCP+); these are the IPMI BMCs' own.
 const ipmiPassword, ipmiWrongPassword = "ipmi-Good-pw-7", "ipmi-Wrong-pw-9"
 
-// startIPMISim starts OpenIPMI's ipmi_sim for a test: it fails in CI, and skips outside, when
-// ipmi_sim is missing (make test-deps installs it).
+// startIPMISim starts OpenIPMI's ipmi_sim for a test (ipmisim.RequireTools: it fails in CI,
+// and skips outside, when it is missing).
 func startIPMISim(t *testing.T, o ipmisim.Options) *ipmisim.BMC {
 	t.Helper()
-	if _, err := exec.LookPath("ipmi_sim"); err != nil {
-		if os.Getenv("CI") != "" {
-			t.Fatalf("ipmi_sim is missing in CI (%v): make test-deps installs openipmi", err)
-		}
-		t.Skipf("ipmi_sim is missing (%v): make test-deps installs openipmi", err)
-	}
+	ipmisim.RequireTools(t)
 	o.Dir = t.TempDir()
 	sim, err := ipmisim.Start(context.Background(), o)
 	require.NoError(t, err)
@@ -50,7 +43,7 @@ func TestAnIPMIBMCYieldsOneServerNamedByItsGUIDAndIsBootedOverIPMI(t *testing.T)
 	ctx := context.Background()
 	const uuid = "4c4c4544-0031-3910-8051-b7c04f4e4a32"
 	sim := startIPMISim(t, ipmisim.Options{Username: "admin", Password: ipmiPassword, GUID: uuid,
-		FRU:           ipmisim.FRU{Manufacturer: "Ironfleet Labs", Product: "IF-1000", Serial: "SN-IPMI-0001"},
+		FRU: ipmisim.FRU{Manufacturer: "Ironfleet Labs", Product: "IF-1000", Serial: "SN-IPMI-0001"},
 		MAC: "3c:ec:ef:12:34:56", FirmwareMajor: 2, FirmwareMinor: 14, ManufacturerID: 10876, ProductID: 0x1b1})
 	createSecret(t, "ipmi-good", "admin", ipmiPassword)
 	createDirectBMC(t, "ipmi-good", sim.Address(), "ipmi-good")

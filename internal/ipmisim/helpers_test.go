@@ -19,18 +19,6 @@ const (
 	pass = "s3cret-Pw"
 )
 
-// requireTools fails in CI (env CI set) and skips elsewhere when ipmi_sim or ipmitool is
-// missing (make vm-deps installs both).
-func requireTools(t *testing.T) {
-	t.Helper()
-	if err := ipmisim.CheckTools(); err != nil {
-		if os.Getenv("CI") != "" {
-			t.Fatal(err)
-		}
-		t.Skip(err)
-	}
-}
-
 func testOptions(t *testing.T) ipmisim.Options {
 	return ipmisim.Options{
 		Dir: t.TempDir(), Username: user, Password: pass,
@@ -44,7 +32,7 @@ func testOptions(t *testing.T) ipmisim.Options {
 // start runs a BMC closed when the test ends, showing its log when the test failed.
 func start(t *testing.T, o ipmisim.Options) *ipmisim.BMC {
 	t.Helper()
-	requireTools(t)
+	ipmisim.RequireTools(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	b, err := ipmisim.Start(ctx, o)

@@ -139,7 +139,7 @@ func TestRestartKeepsPortConfigAndHostState(t *testing.T) {
 }
 
 func TestCloseKillsIpmiSim(t *testing.T) {
-	requireTools(t)
+	ipmisim.RequireTools(t)
 	b, err := ipmisim.Start(t.Context(), testOptions(t))
 	require.NoError(t, err)
 	pid := b.PID()
@@ -182,7 +182,7 @@ func TestProxyDropsAndBlackholes(t *testing.T) {
 }
 
 func TestStartFailsClearlyWhenThePortIsTaken(t *testing.T) {
-	requireTools(t)
+	ipmisim.RequireTools(t)
 	taken, err := net.ListenPacket("udp", "127.0.0.1:0")
 	require.NoError(t, err)
 	defer taken.Close()

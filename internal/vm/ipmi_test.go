@@ -3,7 +3,6 @@ package vm_test
 import (
 	"context"
 	"encoding/json"
-	"os"
 	"os/exec"
 	"strings"
 	"testing"
@@ -16,18 +15,6 @@ import (
 	"github.com/ironfleet/ironfleet/internal/vm"
 )
 
-// requireIPMI fails in CI (env CI set) and skips elsewhere when ipmi_sim or ipmitool is
-// missing.
-func requireIPMI(t *testing.T) {
-	t.Helper()
-	if err := ipmisim.CheckTools(); err != nil {
-		if os.Getenv("CI") != "" {
-			t.Fatal(err)
-		}
-		t.Skip(err)
-	}
-}
-
 // vmBehindIPMI is a VM with an in-band KCS BMC, bound to that ipmi_sim.
 type vmBehindIPMI struct {
 	vm      *vm.VM
@@ -37,7 +24,7 @@ type vmBehindIPMI struct {
 
 func startVMBehindIPMI(t *testing.T, def vm.Definition) *vmBehindIPMI {
 	t.Helper()
-	requireIPMI(t)
+	ipmisim.RequireTools(t)
 	n := newNetwork(t)
 	guid, err := ipmisim.SMBIOSGUID(def.SMBIOS.UUID)
 	require.NoError(t, err)

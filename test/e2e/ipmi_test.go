@@ -32,7 +32,7 @@ import (
 // client, sees the same power state, GUID and FRU; the BMC says it reads no inventory.
 func TestAnIPMIVMIsEnrolledDiscoveredInstalledAndWipedWithoutRedfish(t *testing.T) {
 	requireVMs(t)
-	requireIPMI(t)
+	ipmisim.RequireTools(t)
 	requireTenantImage(t)
 	ctx := context.Background()
 	l, err := lab.Start(ctx, lab.Options{Dir: filepath.Join(t.TempDir(), "lab"), Servers: 1, BMCs: 1, IPMIVMs: 1,
@@ -96,23 +96,6 @@ func TestAnIPMIVMIsEnrolledDiscoveredInstalledAndWipedWithoutRedfish(t *testing.
 	})
 	assert.Contains(t, ipmitool(t, h.IPMI, "chassis", "power", "status"), "is off", "ipmitool sees the wiped VM off")
 	assert.Equal(t, "Off", h.IPMI.PowerState())
-}
-
-// requireIPMI fails the test in CI, or skips it outside, without OpenIPMI's ipmi_sim and
-// ipmitool (make test-deps installs both).
-func requireIPMI(t *testing.T) {
-	t.Helper()
-	err := lab.CanRunIPMI()
-	if err == nil {
-		_, err = exec.LookPath("ipmitool")
-	}
-	if err == nil {
-		return
-	}
-	if os.Getenv("CI") != "" {
-		t.Fatalf("the IPMI end-to-end test cannot run in CI: %v", err)
-	}
-	t.Skipf("the IPMI end-to-end test needs what this machine lacks: %v (make test-deps installs openipmi and ipmitool)", err)
 }
 
 // ipmitool runs ipmitool against an IPMI BMC of the lab, over RMCP+ with cipher suite 3, and

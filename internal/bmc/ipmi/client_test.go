@@ -16,6 +16,7 @@ import (
 
 	metalv1alpha1 "github.com/ironfleet/ironfleet/apis/metal/v1alpha1"
 	"github.com/ironfleet/ironfleet/internal/bmc"
+	"github.com/ironfleet/ironfleet/internal/ipmisim"
 )
 
 func testContext(t *testing.T) context.Context {
@@ -222,7 +223,8 @@ func TestEndpointParsing(t *testing.T) {
 // TestIpmitoolSuite17AgainstReferenceBMC checks the reference BMC with a third-party client,
 // so suite 17 is not proven only by go-ipmi against itself.
 func TestIpmitoolSuite17AgainstReferenceBMC(t *testing.T) {
-	ipmitool := requireTool(t, "ipmitool")
+	ipmisim.RequireTools(t)
+	ipmitool := "ipmitool"
 	r := startRefBMC(t, refOptions{})
 	c := dialRef(t, r)
 	ctx := testContext(t)

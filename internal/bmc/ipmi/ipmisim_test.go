@@ -29,8 +29,7 @@ const (
 
 func startSim(t *testing.T) *ipmisim.BMC {
 	t.Helper()
-	requireTool(t, "ipmi_sim")
-	requireTool(t, "ipmitool")
+	ipmisim.RequireTools(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	sim, err := ipmisim.Start(ctx, ipmisim.Options{
@@ -150,7 +149,7 @@ func TestSimIdentityPowerAndBoot(t *testing.T) {
 func ipmitool(t *testing.T, sim *ipmisim.BMC, args ...string) string {
 	t.Helper()
 	base := []string{"-I", "lanplus", "-H", "127.0.0.1", "-p", strconv.Itoa(sim.Port()), "-U", simUser, "-P", simPassword}
-	out, err := exec.CommandContext(testContext(t), requireTool(t, "ipmitool"), append(base, args...)...).CombinedOutput()
+	out, err := exec.CommandContext(testContext(t), "ipmitool", append(base, args...)...).CombinedOutput()
 	require.NoError(t, err, "%s", out)
 	return string(out)
 }
@@ -160,7 +159,7 @@ func TestSimWrongPasswordNeverSuite0(t *testing.T) {
 	proxy := newProxy(t, sim.Addr())
 
 	// The witness: ipmi_sim lets suite 0 in with any password.
-	out, err := exec.CommandContext(testContext(t), requireTool(t, "ipmitool"), "-I", "lanplus", "-C", "0", "-H", "127.0.0.1",
+	out, err := exec.CommandContext(testContext(t), "ipmitool", "-I", "lanplus", "-C", "0", "-H", "127.0.0.1",
 		"-p", strconv.Itoa(sim.Port()), "-U", simUser, "-P", "wrong-password", "chassis", "power", "status").CombinedOutput()
 	require.NoError(t, err, "ipmi_sim accepts suite 0 with a wrong password: %s", out)
 

@@ -4,6 +4,7 @@ package e2e
 
 import (
 	"context"
+	"io"
 	"os"
 	"path/filepath"
 	"testing"
@@ -18,6 +19,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
 	m "github.com/ironfleet/ironfleet/apis/metal/v1alpha1"
+	"github.com/ironfleet/ironfleet/internal/ipmisim"
 	"github.com/ironfleet/ironfleet/internal/lab"
 )
 
@@ -38,22 +40,27 @@ func startLab(t *testing.T, servers int) *lab.Lab {
 	return l
 }
 
-// TestTour is `make lab ARGS=--scenario=tour` as a test, with one VM: enroll → discover → claim
-// → release → wipe → available, and the VM installs the tenant image and boots it from disk.
+// TestTour is `make lab ARGS=--scenario=tour` as a test, with a Redfish VM and an IPMI one (as
+// make lab runs by default): enroll → discover → claim → release → wipe → available, and the
+// IPMI VM installs the tenant image and boots it from disk.
 func TestTour(t *testing.T) {
 	requireVMs(t)
+	ipmisim.RequireTools(t)
 	requireTenantImage(t)
-	l, err := lab.Start(context.Background(), lab.Options{Dir: filepath.Join(t.TempDir(), "lab"), Servers: 4, BMCs: 2, VMs: 1})
+	l, err := lab.Start(context.Background(), lab.Options{Dir: filepath.Join(t.TempDir(), "lab"), Servers: 4, BMCs: 2, VMs: 1, IPMIVMs: 1})
 	require.NoError(t, err)
 	t.Cleanup(l.Stop)
 	t.Cleanup(func() {
 		if t.Failed() {
-			logConsole(t, l.VMs[0])
+			for _, h := range l.VMs {
+				logConsole(t, h)
+			}
 		}
 	})
-	var out testWriter
-	out.t = t
-	require.NoError(t, l.Tour(context.Background(), &out))
+	var said lockedBuffer
+	out := io.MultiWriter(&testWriter{t: t}, &said)
+	require.NoError(t, l.Tour(context.Background(), out))
+	assert.Contains(t, said.String(), "behind IPMI (ipmi_sim at ", "the tour installs on the IPMI VM")
 	// kubectl works against the lab, as the lab prints it.
 	_, err = os.Stat(l.Kubectl)
 	require.NoError(t, err)

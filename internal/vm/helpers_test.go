@@ -67,8 +67,15 @@ func testDefinition(name string, fw vm.Firmware) vm.Definition {
 // newVM makes a VM in a test directory, closed when the test ends.
 func newVM(t *testing.T, def vm.Definition, n *vm.Network) *vm.VM {
 	t.Helper()
+	return newVMWith(t, def, vm.Options{Network: n})
+}
+
+// newVMWith is newVM with options of its own (Dir is the test's).
+func newVMWith(t *testing.T, def vm.Definition, o vm.Options) *vm.VM {
+	t.Helper()
 	requireQEMU(t)
-	m, err := vm.New(def, vm.Options{Dir: t.TempDir(), Network: n})
+	o.Dir = t.TempDir()
+	m, err := vm.New(def, o)
 	require.NoError(t, err)
 	t.Cleanup(func() {
 		require.NoError(t, m.Close())

@@ -42,16 +42,7 @@ func startVMBehindIPMI(t *testing.T, def vm.Definition) *vmBehindIPMI {
 			logTail(t, "ipmi_sim", b.LogFile())
 		}
 	})
-	requireQEMU(t)
-	m, err := vm.New(def, vm.Options{Dir: t.TempDir(), Network: n, IPMIChardev: b.VMAddr()})
-	require.NoError(t, err)
-	t.Cleanup(func() {
-		require.NoError(t, m.Close())
-		if t.Failed() {
-			logTail(t, "console", m.ConsoleLog())
-			logTail(t, "qemu", m.QEMULog())
-		}
-	})
+	m := newVMWith(t, def, vm.Options{Network: n, IPMIChardev: b.VMAddr()})
 	binding, err := vm.AttachIPMI(b, m)
 	require.NoError(t, err)
 	t.Cleanup(func() {

@@ -16,6 +16,7 @@ import (
 	"github.com/stretchr/testify/require"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/rest"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -146,8 +147,22 @@ func TestBench(t *testing.T) {
 			ResyncPeriod: cfg.resync.String(), IdleWindow: cfg.idle.String(), BMCs: len(l.BMCs), LabGOGC: cfg.labGOGC, LabMemoryLimitMiB: labMemoryLimitMiB, ManagerFlags: l.ManagerOptions.Args()},
 	}
 
-	// After each phase the figures so far are written, with the manager's cost up to then.
+	// After each phase the figures so far are written, with the manager's cost up to then and
+	// where the phase's requests went, by the apiserver's own count.
+	var lastCounts map[string]float64
+	countRequests := func() map[string]float64 {
+		counts, err := apiserverCounts(ctx, l.Env.Config)
+		require.NoError(t, err)
+		return counts
+	}
 	checkpoint := func(phase string) {
+		counts := countRequests()
+		if res.APIServerRequestsPerServer == nil {
+			res.APIServerRequestsPerServer = map[string]map[string]float64{}
+		}
+		res.APIServerRequestsPerServer[phase] = perServer(lastCounts, counts, n)
+		lastCounts = counts
+		logf("%s: apiserver requests per server: %s", phase, topRequests(res.APIServerRequestsPerServer[phase]))
 		rss, cpu, err := procStats(l.ManagerPID())
 		require.NoError(t, err)
 		res.Cost.PeakRSSMiB, res.Cost.CPUSeconds = float64(rss)/(1<<20), cpu.Seconds()
@@ -156,11 +171,16 @@ func TestBench(t *testing.T) {
 		logf("%s measured; wrote %s and README.md", phase, filepath.Join(cfg.out, fmt.Sprintf("%d.json", n)))
 	}
 
-	// 2. The floor, first, so that nothing else is running against the apiserver.
-	logf("floor: %d servers × %d writes, QPS %g burst %d, %d workers", n, 1+len(floorStates), cfg.qps, cfg.burst, cfg.concurrency)
-	floor, err := runFloor(ctx, l.Env.Config, c, cfg, n)
+	// 2. The floors, first, so that nothing else is running against the apiserver.
+	logf("floor: %d servers × %d writes, %d claims × %d (bind) and × %d (release), QPS %g burst %d, %d workers",
+		n, 1+len(floorStates), n/2, floorClaimWrites, floorReleaseWrites, cfg.qps, cfg.burst, cfg.concurrency)
+	fl, err := runFloor(ctx, l.Env.Config, c, cfg, n)
 	require.NoError(t, err)
+	floor := fl.enrollment
 	res.Floor = Floor{Seconds: floor.Seconds(), WritesPerServer: 1 + len(floorStates), Workers: cfg.concurrency}
+	logf("floor: enrollment %.1f s, claims %.1f s, release %.1f s", fl.enrollment.Seconds(), fl.claims.Seconds(), fl.release.Seconds())
+
+	lastCounts = countRequests()
 
 	// 1. Enrollment: the clock starts with the operator and the first Endpoint.
 	servers, err := track[*metalv1alpha1.Server](ctx, c, func() client.ObjectList { return &metalv1alpha1.ServerList{} }, "", nil)
@@ -234,8 +254,10 @@ func TestBench(t *testing.T) {
 	}
 	mu.Unlock()
 	res.Claims = Claims{Count: claims, P50Seconds: percentile(latencies, 50).Seconds(), P95Seconds: percentile(latencies, 95).Seconds(),
-		P99Seconds: percentile(latencies, 99).Seconds(), AllBoundSeconds: last.Sub(claimStart).Seconds()}
-	logf("claims: all Bound after %.1f s, p99 %.2f s", res.Claims.AllBoundSeconds, res.Claims.P99Seconds)
+		P99Seconds: percentile(latencies, 99).Seconds(), AllBoundSeconds: last.Sub(claimStart).Seconds(),
+		FloorSeconds: fl.claims.Seconds(), FloorWritesPerClaim: floorClaimWrites}
+	res.Claims.OverFloor = res.Claims.AllBoundSeconds / res.Claims.FloorSeconds
+	logf("claims: all Bound after %.1f s (floor %.1f s), p99 %.2f s", res.Claims.AllBoundSeconds, fl.claims.Seconds(), res.Claims.P99Seconds)
 	checkpoint(phaseClaims)
 
 	// Release them all: until every server is Available again (wiped, verified).
@@ -250,12 +272,13 @@ func TestBench(t *testing.T) {
 	require.NoError(t, waitFor(ctx, scaled(claims, time.Second), fmt.Sprintf("%d servers Available again", n), func() (bool, string) {
 		return servers.count(available) == n && claimTracker.count(func(*metalv1alpha1.ServerClaim) bool { return true }) == 0, serverSummary()
 	}))
-	res.ReleaseSeconds = time.Since(releaseStart).Seconds()
+	res.Release = Release{Seconds: time.Since(releaseStart).Seconds(), FloorSeconds: fl.release.Seconds(), FloorWritesPerServer: floorReleaseWrites}
+	res.Release.OverFloor = res.Release.Seconds / res.Release.FloorSeconds
 	if m, err = scrape(l.MetricsURL); err == nil {
 		res.Cost.APIRequestsPerServerLifecycle = m.sum("rest_client_requests_total") / float64(n)
 	}
 	require.NoError(t, err)
-	logf("release: %.1f s", res.ReleaseSeconds)
+	logf("release: %.1f s (floor %.1f s)", res.Release.Seconds, fl.release.Seconds())
 	checkpoint(phaseRelease)
 
 	// 4. Idle: what a quiet fleet costs, from when the release's last power-offs have been
@@ -303,20 +326,56 @@ func scaled(items int, per time.Duration) time.Duration {
 	return 5*time.Minute + time.Duration(items)*per
 }
 
-// runFloor performs the minimum writes an enrollment needs, with the manager's client limits and
-// as many workers as each of its controllers has, then removes what it made. It returns the
-// time the writes took.
-func runFloor(ctx context.Context, base *rest.Config, admin client.Client, cfg config, n int) (time.Duration, error) {
+// floors are the least a plain client needs for each phase, with the manager's QPS, burst and
+// workers: what any operator would have to write, and nothing else.
+type floors struct {
+	enrollment, claims, release time.Duration
+}
+
+// Writes per item of each floor: enrollment creates the Server and writes its status once per
+// transition (floorStates); binding a claim writes the server's claim reference and the claim's
+// status; releasing it writes the server's spec (reference gone, power off), its status with
+// the wipe's report, and its status Available again.
+const (
+	floorClaimWrites   = 2
+	floorReleaseWrites = 3
+)
+
+// runFloor performs the minimum writes of enrollment, of binding n/2 claims and of releasing
+// them, with the manager's client limits and as many workers as each of its controllers has,
+// then removes what it made. Only the floor's own writes are timed: the claims it binds are
+// made before its clock starts and deleted after it stops, as a user would.
+func runFloor(ctx context.Context, base *rest.Config, admin client.Client, cfg config, n int) (floors, error) {
 	rc := rest.CopyConfig(base)
 	rc.QPS, rc.Burst = float32(cfg.qps), cfg.burst
 	c, err := client.New(rc, client.Options{Scheme: admin.Scheme()})
 	if err != nil {
-		return 0, err
+		return floors{}, err
 	}
-	start := time.Now()
-	err = lab.Parallel(cfg.concurrency, n, func(i int) error {
-		s := &metalv1alpha1.Server{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("floor-%06d", i), Labels: map[string]string{floorLabel: "true"}},
+	var f floors
+	timed := func(d *time.Duration, items int, work func(i int) error) error {
+		start := time.Now()
+		err := lab.Parallel(cfg.concurrency, items, work)
+		*d = time.Since(start)
+		return err
+	}
+	server := func(i int) *metalv1alpha1.Server {
+		return &metalv1alpha1.Server{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("floor-%06d", i), Labels: map[string]string{floorLabel: "true"}},
 			Spec: metalv1alpha1.ServerSpec{SystemUUID: fmt.Sprintf("00000000-0000-4000-8000-%012d", i)}}
+	}
+	claim := func(i int) *metalv1alpha1.ServerClaim {
+		return &metalv1alpha1.ServerClaim{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: fmt.Sprintf("floor-%06d", i), Labels: map[string]string{floorLabel: "true"}},
+			Spec: metalv1alpha1.ServerClaimSpec{Power: metalv1alpha1.PowerOn}}
+	}
+	merge := func(obj client.Object, patch string) error {
+		return c.Patch(ctx, obj, client.RawPatch(types.MergePatchType, []byte(patch)))
+	}
+	mergeStatus := func(obj client.Object, patch string) error {
+		return c.Status().Patch(ctx, obj, client.RawPatch(types.MergePatchType, []byte(patch)))
+	}
+	claims := n / 2
+	err = timed(&f.enrollment, n, func(i int) error {
+		s := server(i)
 		if err := c.Create(ctx, s); err != nil {
 			return err
 		}
@@ -328,19 +387,53 @@ func runFloor(ctx context.Context, base *rest.Config, admin client.Client, cfg c
 		}
 		return nil
 	})
-	took := time.Since(start)
+	if err == nil {
+		err = lab.Parallel(64, claims, func(i int) error { return admin.Create(ctx, claim(i)) })
+	}
+	if err == nil {
+		err = timed(&f.claims, claims, func(i int) error {
+			cl := claim(i)
+			if err := admin.Get(ctx, client.ObjectKeyFromObject(cl), cl); err != nil { // its UID: not a write, not timed by the floor's client
+				return err
+			}
+			ref := fmt.Sprintf(`{"spec":{"serverClaimRef":{"namespace":%q,"name":%q,"uid":%q},"power":"On"}}`, cl.Namespace, cl.Name, cl.UID)
+			if err := merge(server(i), ref); err != nil {
+				return err
+			}
+			return mergeStatus(cl, fmt.Sprintf(`{"status":{"phase":"Bound","serverRef":{"name":%q}}}`, server(i).Name))
+		})
+	}
+	if err == nil {
+		err = timed(&f.release, claims, func(i int) error {
+			s := server(i)
+			if err := merge(s, `{"spec":{"serverClaimRef":null,"power":"Off"}}`); err != nil {
+				return err
+			}
+			if err := mergeStatus(s, `{"status":{"state":"Cleanup","conditions":[{"type":"Wiped","status":"True","reason":"Wiped","message":"every disk wiped and verified","lastTransitionTime":"2026-01-01T00:00:00Z"}]}}`); err != nil {
+				return err
+			}
+			return mergeStatus(s, `{"status":{"state":"Available"}}`)
+		})
+	}
 	if err != nil {
-		return 0, err
+		return floors{}, err
+	}
+	if err := admin.DeleteAllOf(ctx, &metalv1alpha1.ServerClaim{}, client.InNamespace("default"), client.MatchingLabels{floorLabel: "true"}); err != nil {
+		return floors{}, err
 	}
 	if err := admin.DeleteAllOf(ctx, &metalv1alpha1.Server{}, client.MatchingLabels{floorLabel: "true"}); err != nil {
-		return 0, err
+		return floors{}, err
 	}
-	return took, waitFor(ctx, time.Minute+time.Duration(n)*10*time.Millisecond, "floor servers deleted", func() (bool, string) {
-		var left metalv1alpha1.ServerList
-		if err := admin.List(ctx, &left, client.MatchingLabels{floorLabel: "true"}, client.Limit(1)); err != nil {
+	return f, waitFor(ctx, time.Minute+time.Duration(n)*10*time.Millisecond, "floor servers and claims deleted", func() (bool, string) {
+		var servers metalv1alpha1.ServerList
+		var claims metalv1alpha1.ServerClaimList
+		if err := admin.List(ctx, &servers, client.MatchingLabels{floorLabel: "true"}, client.Limit(1)); err != nil {
 			return false, err.Error()
 		}
-		return len(left.Items) == 0, "some left"
+		if err := admin.List(ctx, &claims, client.MatchingLabels{floorLabel: "true"}, client.Limit(1)); err != nil {
+			return false, err.Error()
+		}
+		return len(servers.Items)+len(claims.Items) == 0, "some left"
 	})
 }
 

@@ -1,11 +1,14 @@
 package bench
 
 import (
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 )
 
 // The benchmark's arithmetic runs in make test, so a broken figure is caught before a long run.
@@ -56,4 +59,45 @@ func TestReadmeKeepsHandWrittenTextAroundTheFigures(t *testing.T) {
 	out := spliceFigures(edited, "new\n")
 	assert.Equal(t, "# Benchmarks\n\nWhat limited it.\n\n"+beginFigures+"\nnew\n"+endFigures+"\n\n## Notes\nkept\n", out)
 	assert.Equal(t, 1, strings.Count(out, beginFigures))
+}
+
+func TestEveryPhaseIsJudgedAgainstItsFloorAndMemoryByFleetSize(t *testing.T) {
+	dir := t.TempDir()
+	// A run from before the phase floors: release in releaseSeconds, no claims or release floor.
+	old := `{"servers": 10000, "releaseSeconds": 71.5, "cost": {"peakRssMiB": 250}, "completed": ["enrollment", "claims", "release"]}`
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "10000.json"), []byte(old), 0o644))
+	r := Result{Servers: 1000, EnrollmentOverFloor: 1.9, Claims: Claims{AllBoundSeconds: 9, FloorSeconds: 3, OverFloor: 3, FloorWritesPerClaim: 2},
+		Release: Release{Seconds: 8, FloorSeconds: 5, OverFloor: 1.6, FloorWritesPerServer: 3}, Cost: Cost{PeakRSSMiB: 95},
+		Completed: []string{phaseEnrollment, phaseClaims, phaseRelease}}
+	require.NoError(t, writeDocs(dir, r))
+	results, err := loadResults(dir)
+	require.NoError(t, err)
+	require.Len(t, results, 2)
+	assert.Equal(t, 71.5, results[1].Release.Seconds, "an older run's release time is kept")
+
+	readme, err := os.ReadFile(filepath.Join(dir, "README.md"))
+	require.NoError(t, err)
+	for _, want := range []string{
+		"| enrollment ÷ floor ≤ 2.0 | 1.90 ✓ | no floor measured ✗ missed |",
+		"| all claims Bound ÷ floor ≤ 2.0 | 3.00 ✗ missed | no floor measured ✗ missed |",
+		"| release ÷ floor ≤ 2.0 | 1.60 ✓ | no floor measured ✗ missed |",
+		"| manager peak RSS ≤ 90 MiB / ≤ 300 MiB | 95 MiB ✗ missed | 250 MiB ✓ |",
+		"| claims floor: plain client binds as many | 3.0 s (2 writes/claim) | not measured (run before the phase floors) |",
+		"| release: all servers Available again | 8.0 s | 71.5 s |",
+	} {
+		assert.Contains(t, string(readme), want)
+	}
+}
+
+func TestApiserverRequestsAreCountedByVerbAndResource(t *testing.T) {
+	m := metrics(`apiserver_request_total{code="200",component="apiserver",dry_run="",group="metal.ironfleet.dev",resource="servers",scope="resource",subresource="status",verb="PATCH",version="v1alpha1"} 30
+apiserver_request_total{code="409",component="apiserver",dry_run="",group="metal.ironfleet.dev",resource="servers",scope="resource",subresource="status",verb="PATCH",version="v1alpha1"} 10
+apiserver_request_total{code="200",component="apiserver",dry_run="",group="metal.ironfleet.dev",resource="servers",scope="cluster",subresource="",verb="WATCH",version="v1alpha1"} 7
+apiserver_request_total{code="201",component="apiserver",dry_run="",group="",resource="secrets",scope="resource",subresource="",verb="POST",version="v1"} 20
+apiserver_request_total{code="200",component="apiserver",dry_run="",group="coordination.k8s.io",resource="leases",scope="resource",subresource="",verb="PUT",version="v1"} 99
+`)
+	got := requestsByResource(m)
+	assert.Equal(t, map[string]float64{"PATCH servers/status": 40, "POST secrets": 20}, got, "watches and other groups are left out")
+	assert.Equal(t, map[string]float64{"PATCH servers/status": 3, "POST secrets": 2}, perServer(map[string]float64{"PATCH servers/status": 10}, got, 10))
+	assert.Equal(t, "PATCH servers/status 3.00, POST secrets 2.00", topRequests(perServer(map[string]float64{"PATCH servers/status": 10}, got, 10)))
 }

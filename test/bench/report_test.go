@@ -29,7 +29,7 @@ type Result struct {
 	// LegacyReleaseSeconds is where runs before the release floor kept release's time; loading
 	// such a run moves it to Release.Seconds.
 	LegacyReleaseSeconds float64 `json:"releaseSeconds,omitempty"`
-	Cost                Cost       `json:"cost"`
+	Cost                 Cost    `json:"cost"`
 	// APIServerRequestsPerServer is, per phase, the apiserver's count of requests by
 	// "VERB resource[/subresource]" (all clients, watches left out) over N.
 	APIServerRequestsPerServer map[string]map[string]float64 `json:"apiserverRequestsPerServer,omitempty"`

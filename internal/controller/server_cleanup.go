@@ -137,12 +137,12 @@ func (r *ServerReconciler) bootWipe(ctx context.Context, server *metalv1alpha1.S
 	if err != nil {
 		return step{}, err
 	}
-	sbc, err := ensureProbeBoot(ctx, r.Client, r.APIReader, r.Probe, server, metalv1alpha1.BootPurposeCleanup, nil, via)
+	sbc, err := r.probeBootFor(ctx, server, metalv1alpha1.BootPurposeCleanup, nil, via)
 	if err != nil {
 		return step{}, err
 	}
 	if sbc.Status.State != metalv1alpha1.BootConfigurationStateReady {
-		return waitForBootService(sbc), nil
+		return r.awaitBootService(sbc), nil
 	}
 	boot, waiting, err := r.probeBoot(ctx, server, sbc, via)
 	if err != nil {

@@ -10,6 +10,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/tools/events"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -17,6 +18,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
@@ -60,6 +62,9 @@ type ServerReconciler struct {
 	Now func() time.Time
 
 	fresh *freshness
+	// unwritten holds, by Server name, the probe boot a brief wait named on the Server and left
+	// unwritten (probeBootFor).
+	unwritten sync.Map
 	// toldDeleting holds the UIDs of deleted Servers whose WipeBeforeDeletion event is recorded.
 	toldDeleting sync.Map
 }
@@ -72,6 +77,10 @@ type step struct {
 	message      string
 	apply        func(*metalv1alpha1.Server)
 	requeueAfter time.Duration
+	// brief marks a wait of a moment (the boot service about to mark a probe boot Ready): what
+	// it would record (its Ready, the probe boot it named, a new server's Initial) is not worth
+	// a status write of its own, and the step that follows it says more.
+	brief bool
 	// effect is the BMC action that goes with the step. It runs only after the status write
 	// has won its optimistic lock, so that two reconciles racing on one server never both
 	// boot it; if it fails, the state's timeout brings the server round again.
@@ -110,6 +119,7 @@ func (r *ServerReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctr
 	if err := r.Client.Get(ctx, req.NamespacedName, &server); err != nil {
 		if apierrors.IsNotFound(err) {
 			r.fresh.forget(req.Name)
+			r.unwritten.Delete(req.Name)
 			// Its probe boots, should it have gone without ending them (they have no owner).
 			return ctrl.Result{}, dropLeftoverProbeBoots(ctx, r.Client, r.APIReader, r.Probe, req.Name, nil)
 		}
@@ -181,19 +191,39 @@ func (r *ServerReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctr
 	}
 	server.Status.ObservedGeneration = server.Generation
 
+	// A brief wait that found nothing else new writes nothing: the probe boot it named is
+	// remembered instead, for the step that follows it (probeBootFor).
+	if err == nil && st.brief && st.event == "" && st.effect.run == nil && onlyWaiting(&original.Status, &server.Status) {
+		if server.Status.ProbeBoot != original.Status.ProbeBoot {
+			r.unwritten.Store(server.Name, server.Status.ProbeBoot)
+		}
+		return ctrl.Result{RequeueAfter: st.requeueAfter}, nil
+	}
+	r.unwritten.Delete(server.Name) // what this reconcile writes names the probe boot
+
+	// A power-off goes to the BMC before the step's write, and what came of it goes in that
+	// one write. Sent twice (by a reconcile whose write then loses its lock, or by the next
+	// one after a manager killed before the write) it does no harm, unlike a boot; and the
+	// step is recorded only once its action is taken, so it is never left untaken.
+	var actErr error
+	if err == nil && repeatable(st.effect) {
+		actErr = r.act(ctx, &server, &st)
+		st.effect.run = nil // taken
+	}
+
 	// Nothing changed and nothing to do: no write (a waiting or resting server costs no API
 	// request).
 	if st.effect.run == nil && equality.Semantic.DeepEqual(server.Status, original.Status) {
-		return ctrl.Result{RequeueAfter: st.requeueAfter}, err
+		return ctrl.Result{RequeueAfter: st.requeueAfter}, errors.Join(err, actErr)
 	}
 	// The optimistic lock makes a reconcile that read a stale Server fail here instead of
 	// firing the same transition twice.
 	patchErr := r.Client.Status().Patch(ctx, &server, client.MergeFromWithOptions(original, client.MergeFromWithOptimisticLock{}))
 	if apierrors.IsConflict(patchErr) {
-		return ctrl.Result{RequeueAfter: 100 * time.Millisecond}, nil
+		return ctrl.Result{RequeueAfter: 100 * time.Millisecond}, actErr
 	}
 	if patchErr != nil && !apierrors.IsNotFound(patchErr) {
-		return ctrl.Result{}, errors.Join(err, fmt.Errorf("patching server status: %w", patchErr))
+		return ctrl.Result{}, errors.Join(err, actErr, fmt.Errorf("patching server status: %w", patchErr))
 	}
 	if patchErr == nil {
 		effErr := r.afterWrite(ctx, &server, from, &st, err)
@@ -202,7 +232,34 @@ func (r *ServerReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctr
 			return ctrl.Result{}, effErr
 		}
 	}
+	if actErr != nil {
+		return ctrl.Result{}, actErr
+	}
 	return ctrl.Result{RequeueAfter: st.requeueAfter}, err
+}
+
+// onlyWaiting says whether after differs from before only in what a brief wait records: its
+// Ready condition, the probe boot it named, the generation observed, and a new server's entry
+// into Initial.
+func onlyWaiting(before, after *metalv1alpha1.ServerStatus) bool {
+	a := after.DeepCopy()
+	a.ProbeBoot, a.ObservedGeneration = before.ProbeBoot, before.ObservedGeneration
+	if before.State == "" {
+		a.State, a.LastTransitionTime, a.LastTransitionReason = before.State, before.LastTransitionTime, before.LastTransitionReason
+	}
+	was := apimeta.FindStatusCondition(before.Conditions, metalv1alpha1.ConditionReady)
+	for i := range a.Conditions {
+		if a.Conditions[i].Type != metalv1alpha1.ConditionReady {
+			continue
+		}
+		if was != nil {
+			a.Conditions[i] = *was
+		} else {
+			a.Conditions = append(a.Conditions[:i], a.Conditions[i+1:]...)
+		}
+		break
+	}
+	return equality.Semantic.DeepEqual(a, before)
 }
 
 // ReasonEnrolled: a new Server, found on its BMC, enters Initial.
@@ -264,13 +321,39 @@ func (r *ServerReconciler) afterWrite(ctx context.Context, server *metalv1alpha1
 	if stepErr != nil || st.effect.run == nil {
 		return nil
 	}
-	if err := r.runEffect(ctx, server, st.effect); err != nil {
+	before := server.DeepCopy()
+	err := r.act(ctx, server, st)
+	if equality.Semantic.DeepEqual(before.Status, server.Status) {
 		return err
 	}
-	if st.effect.powering == "" && st.effect.done == nil {
-		return nil
+	patchErr := r.Client.Status().Patch(ctx, server, client.MergeFrom(before))
+	switch {
+	case err != nil:
+		if patchErr != nil {
+			log.FromContext(ctx).Info("could not show the failed power request", "server", server.Name, "error", patchErr.Error())
+		}
+		return err
+	case patchErr != nil && st.effect.done != nil:
+		return fmt.Errorf("recording the BMC action on server %s: %w", server.Name, patchErr)
 	}
-	before := server.DeepCopy()
+	return nil
+}
+
+// repeatable says whether a step's BMC action does no harm when taken twice, and so may be taken
+// before the step's write: a power-off, forced or graceful, and what goes with it (the probe's
+// ISO ejected, the next boot pointed at the disk).
+func repeatable(eff effect) bool {
+	return eff.run != nil && eff.powering == metalv1alpha1.PowerStatePoweringOff && !eff.insertsMedia
+}
+
+// act takes the step's BMC action and records in the server's status, for the caller to write,
+// what came of it: the action taken (done), and the power it heads for, as the BMC shows it at
+// once; or, when the BMC call failed, why a power request is still not sent.
+func (r *ServerReconciler) act(ctx context.Context, server *metalv1alpha1.Server, st *step) error {
+	if err := r.runEffect(ctx, server, st.effect); err != nil {
+		showUnsentPower(server, err)
+		return err
+	}
 	if st.effect.done != nil {
 		st.effect.done(server)
 	}
@@ -285,9 +368,6 @@ func (r *ServerReconciler) afterWrite(ctx context.Context, server *metalv1alpha1
 		}
 		st.requeueAfter = minPositive(st.requeueAfter, powerObserveDelay)
 	}
-	if err := r.Client.Status().Patch(ctx, server, client.MergeFrom(before)); err != nil && st.effect.done != nil {
-		return fmt.Errorf("recording the BMC action on server %s: %w", server.Name, err)
-	}
 	return nil
 }
 
@@ -300,7 +380,6 @@ func (r *ServerReconciler) runEffect(ctx context.Context, server *metalv1alpha1.
 	}
 	if err != nil {
 		r.Events.Eventf(server, nil, corev1.EventTypeWarning, reasonOf(err), "BMC", "BMC action failed: %v", err)
-		r.showUnsentPower(ctx, server, err)
 		return fmt.Errorf("acting on server %s through its BMC: %w", server.Name, err)
 	}
 	return nil

@@ -100,12 +100,12 @@ func (r *ServerReconciler) initial(ctx context.Context, server *metalv1alpha1.Se
 	if err != nil {
 		return step{}, err
 	}
-	sbc, err := ensureProbeBoot(ctx, r.Client, r.APIReader, r.Probe, server, discoveryPurpose(server), nil, via)
+	sbc, err := r.probeBootFor(ctx, server, discoveryPurpose(server), nil, via)
 	if err != nil {
 		return step{}, err
 	}
 	if sbc.Status.State != metalv1alpha1.BootConfigurationStateReady {
-		return waitForBootService(sbc), nil
+		return r.awaitBootService(sbc), nil
 	}
 	// A BMC that does not answer should not cost a discovery attempt.
 	if _, err := connectBMC(ctx, r.Client, r.Clients, bmcName(server)); err != nil {
@@ -205,6 +205,39 @@ func waitForBootService(sbc *metalv1alpha1.ServerBootConfiguration) step {
 		return wait(ReasonWaitingForBootService, fmt.Sprintf("boot configuration %s/%s is not Ready: %s: %s", sbc.Namespace, sbc.Name, c.Reason, c.Message), 0)
 	}
 	return wait(ReasonWaitingForBootService, fmt.Sprintf("waiting for the boot service to mark %s/%s Ready", sbc.Namespace, sbc.Name), 0)
+}
+
+// bootServiceGrace is how long a probe boot's configuration may take to become Ready before the
+// wait is shown: the boot service usually marks it within a moment, and saying so would cost a
+// status write (and an install's, its claim's too).
+const bootServiceGrace = 10 * time.Second
+
+// awaitBootService waits for a probe boot's configuration to be Ready: briefly (nothing written
+// but with other news; looked at again when the grace is over, and woken sooner by the
+// configuration's change) while it is younger than bootServiceGrace and its boot service has
+// found nothing wrong with it.
+func (r *ServerReconciler) awaitBootService(sbc *metalv1alpha1.ServerBootConfiguration) step {
+	st := waitForBootService(sbc)
+	problem := apimeta.FindStatusCondition(sbc.Status.Conditions, metalv1alpha1.ConditionReady)
+	if remaining := sbc.CreationTimestamp.Add(bootServiceGrace).Sub(r.now()); remaining > 0 && (problem == nil || problem.Status != metav1.ConditionFalse) {
+		st.brief, st.requeueAfter = true, remaining
+	}
+	return st
+}
+
+// probeBootFor gets or makes the server's probe boot of purpose (ensureProbeBoot). A boot that a
+// brief wait named on the server without writing it (Reconcile) is named again, when its
+// configuration, as cached, is still that boot's: its Secret was written for it before it, so
+// the three agree, and ensureProbeBoot need not read both around the cache to find out.
+func (r *ServerReconciler) probeBootFor(ctx context.Context, server *metalv1alpha1.Server, purpose metalv1alpha1.BootPurpose, install installSource, via probeMedium) (*metalv1alpha1.ServerBootConfiguration, error) {
+	if v, ok := r.unwritten.Load(server.Name); ok && v.(string) != "" && server.Status.ProbeBoot != v.(string) {
+		var sbc metalv1alpha1.ServerBootConfiguration
+		err := r.Client.Get(ctx, client.ObjectKey{Namespace: r.Probe.Namespace, Name: probeBootName(server, purpose)}, &sbc)
+		if err == nil && sbc.Annotations[metalv1alpha1.AnnotationProbeBoot] == v.(string) {
+			server.Status.ProbeBoot = v.(string)
+		}
+	}
+	return ensureProbeBoot(ctx, r.Client, r.APIReader, r.Probe, server, purpose, install, via)
 }
 
 // probeBootChecks is what a person checks when a server's probe never reports.

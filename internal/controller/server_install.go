@@ -230,7 +230,7 @@ func (r *ServerReconciler) bootInstall(ctx context.Context, server *metalv1alpha
 	if err != nil {
 		return step{}, false, err
 	}
-	sbc, err := ensureProbeBoot(ctx, r.Client, r.APIReader, r.Probe, server, metalv1alpha1.BootPurposeProvisioning, func() (*ignition.Install, error) {
+	sbc, err := r.probeBootFor(ctx, server, metalv1alpha1.BootPurposeProvisioning, func() (*ignition.Install, error) {
 		return r.installOf(ctx, server, claim)
 	}, via)
 	var unreadable *userDataError
@@ -267,20 +267,13 @@ func (r *ServerReconciler) bootInstall(ctx context.Context, server *metalv1alpha
 		}}, false, nil
 }
 
-// bootServiceGrace is how long an install's boot configuration may take to become Ready before
-// the wait is shown: the boot service usually marks it within a moment, and saying so would cost
-// the server and its claim a status write each.
-const bootServiceGrace = 10 * time.Second
-
 // installWaitsForBootService waits for the install's boot configuration to be Ready. In Reserved
 // Ready is not written, so the wait shows in Provisioned (which the claim mirrors) once the boot
 // service has found something wrong with the configuration, or it has taken longer than
-// bootServiceGrace.
+// bootServiceGrace (awaitBootService).
 func (r *ServerReconciler) installWaitsForBootService(sbc *metalv1alpha1.ServerBootConfiguration) step {
-	st := waitForBootService(sbc)
-	problem := meta.FindStatusCondition(sbc.Status.Conditions, metalv1alpha1.ConditionReady)
-	if remaining := sbc.CreationTimestamp.Add(bootServiceGrace).Sub(r.now()); remaining > 0 && (problem == nil || problem.Status != metav1.ConditionFalse) {
-		st.requeueAfter = remaining // the boot configuration's change wakes it sooner
+	st := r.awaitBootService(sbc)
+	if st.brief {
 		return st
 	}
 	st.apply = func(s *metalv1alpha1.Server) {

@@ -7,11 +7,8 @@ import (
 	"strings"
 	"time"
 
-	"k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/log"
 
 	metalv1alpha1 "github.com/ironfleet/ironfleet/apis/metal/v1alpha1"
 	"github.com/ironfleet/ironfleet/internal/bmc"
@@ -249,19 +246,12 @@ func powerAction(p metalv1alpha1.Power) bmc.PowerAction {
 
 // showUnsentPower says in the Powered condition why a power request is still not sent: the BMC
 // call that was to send it failed. It is sent again with backoff, and the message goes when it
-// is sent. Written only when the failure is news.
-func (r *ServerReconciler) showUnsentPower(ctx context.Context, server *metalv1alpha1.Server, err error) {
+// is sent. The caller writes it (when it is news).
+func showUnsentPower(server *metalv1alpha1.Server, err error) {
 	d := server.Status.PowerDelivery
 	if d == nil || d.State != metalv1alpha1.PowerRequested {
 		return
 	}
-	before := server.DeepCopy()
 	setCondition(&server.Status.Conditions, d.Generation, metalv1alpha1.ConditionPowered, metav1.ConditionFalse, poweredReason(d),
 		fmt.Sprintf("%s; the BMC call to send it failed (%v): retried with backoff", poweredMessage(d), err))
-	if equality.Semantic.DeepEqual(before.Status, server.Status) {
-		return
-	}
-	if err := r.Client.Status().Patch(ctx, server, client.MergeFrom(before)); err != nil {
-		log.FromContext(ctx).Info("could not show the failed power request", "server", server.Name, "error", err.Error())
-	}
 }

@@ -19,6 +19,7 @@ import (
 
 	m "github.com/ironfleet/ironfleet/apis/metal/v1alpha1"
 	"github.com/ironfleet/ironfleet/internal/bmcsim"
+	"github.com/ironfleet/ironfleet/internal/controller"
 	"github.com/ironfleet/ironfleet/internal/lab"
 )
 
@@ -243,6 +244,26 @@ func TestOneWritePerTransition(t *testing.T) {
 		assert.Contains(t, w[0].Body, `"phase":"Releasing"`)
 	}
 	waitServer(t, serverName, m.ServerStateAvailable, 60*time.Second)
+
+	// The server's side of the release: Cleanup with its power-off (sent before the write that
+	// records it), the wipe boot and the power-on it sent, then Available with its power-off;
+	// the moment the boot service takes to mark the wipe's boot configuration Ready is not
+	// written.
+	eventually(t, 20*time.Second, func() bool { return activeWorkers(t, "server") == 0 }, "the server controller is idle")
+	var serverWrites []string
+	for _, r := range l.Reconciles(mark, "Server", serverName) {
+		for _, q := range r.Writes() {
+			if q.Resource() != "servers/status" {
+				continue
+			}
+			serverWrites = append(serverWrites, q.Body)
+			assert.NotContains(t, q.Body, controller.ReasonWaitingForBootService, "a moment's wait for the boot service is not written")
+			if !strings.Contains(q.Body, `"resourceVersion"`) {
+				assert.NotContains(t, q.Body, "PoweringOff", "a power-off is recorded with its step")
+			}
+		}
+	}
+	assert.LessOrEqual(t, len(serverWrites), 4, "released, wipe booted (and its power-on), wiped and Available:\n%s", strings.Join(serverWrites, "\n"))
 }
 
 // enrolThroughEndpoint starts a simulated BMC of one bootable small server, at a loopback
@@ -341,10 +362,12 @@ func TestRequestsPerEnrolledServer(t *testing.T) {
 		assert.Equal(t, []string{"PATCH bmcs/status"}, own, "%s: one status write, Pending → Enabled\n%s", name, describe(rs))
 	}
 	// The Server reconciler: each reconcile writes its status once for its step (under the
-	// optimistic lock), and once more only to record a BMC action it took after that write
-	// (the power sent, and seen when the BMC shows it at once); never the Server's metadata
-	// (the probe boot is named in status). Enrollment is: Initial with its boot configuration
-	// made, Discovery and the power-on it sent, Available and the power-off it sent.
+	// optimistic lock), and once more only to record a boot it took after that write (the
+	// power sent, and seen when the BMC shows it at once); never the Server's metadata (the
+	// probe boot is named in status). Enrollment is: Discovery with the probe boot it named and
+	// the power-on it sent, then Available with the power-off it sent (sent before the write,
+	// which records it). The moment the boot service takes to mark the boot configuration Ready
+	// is not written (no Initial of its own), nor is a power-off recorded apart from its step.
 	for i := 0; i < n; i++ {
 		name := strings.ToLower(testSystem(600 + i).UUID)
 		rs := l.Reconciles(mark, "Server", name)
@@ -357,18 +380,20 @@ func TestRequestsPerEnrolledServer(t *testing.T) {
 					t.Errorf("server %s: reconcile %d writes the Server's metadata: %s", name, j, q)
 				case "servers/status":
 					total++
+					assert.NotContains(t, q.Body, controller.ReasonWaitingForBootService, "server %s: reconcile %d writes a moment's wait for the boot service\n%s", name, j, describe(rs))
 					if strings.Contains(q.Body, `"resourceVersion"`) {
 						locked++
 						assert.Zero(t, records, "server %s: reconcile %d records a BMC action before its step's write\n%s", name, j, describe(rs))
 					} else {
 						records++
+						assert.NotContains(t, q.Body, "PoweringOff", "server %s: reconcile %d records a power-off apart from its step\n%s", name, j, describe(rs))
 					}
 				}
 			}
 			assert.LessOrEqual(t, locked, 1, "server %s: reconcile %d writes its step once\n%s", name, j, describe(rs))
 			assert.LessOrEqual(t, records, locked, "server %s: reconcile %d records only the BMC action of its own step\n%s", name, j, describe(rs))
 		}
-		assert.LessOrEqual(t, total, 5, "server %s: 5 status writes from enrolment to Available\n%s", name, describe(rs))
+		assert.LessOrEqual(t, total, 3, "server %s: 3 status writes from enrolment to Available\n%s", name, describe(rs))
 	}
 	var evs eventsv1.EventList
 	require.NoError(t, k8s.List(ctx, &evs))

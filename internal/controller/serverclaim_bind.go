@@ -152,20 +152,20 @@ func errRetryBindAfter(ctx context.Context, c client.Client, claim *metalv1alpha
 }
 
 // candidates are the bindable servers that match, in a stable order; when there are none, why
-// not. They are the cache's own objects (a fleet of thousands is not copied per claim): read
-// them, never change them.
+// not. They are the cache's own objects (a fleet of thousands is not copied per claim, not even
+// into a list): read them, never change them.
 func (r *ServerClaimReconciler) candidates(ctx context.Context, claim *metalv1alpha1.ServerClaim) ([]*metalv1alpha1.Server, string, error) {
 	reqs, err := requirements(claim)
 	if err != nil {
 		return nil, "", err
 	}
-	var servers metalv1alpha1.ServerList
-	if err := r.Client.List(ctx, &servers, client.MatchingFields{indexServerBindable: "true"}, client.UnsafeDisableDeepCopy); err != nil {
+	var list metalv1alpha1.ServerList
+	servers, err := byIndex(ctx, r.cached, &metalv1alpha1.Server{}, &list, func() []*metalv1alpha1.Server { return itemPointers(list.Items) }, indexServerBindable, "true")
+	if err != nil {
 		return nil, "", err
 	}
 	var pool, out []*metalv1alpha1.Server
-	for i := range servers.Items {
-		s := &servers.Items[i]
+	for _, s := range servers {
 		if !bindable(s) {
 			continue
 		}

@@ -62,6 +62,9 @@ type ServerClaimReconciler struct {
 	// BootOperator labels the boot configurations of claims' images (ProbeBoot.BootOperator).
 	BootOperator string
 
+	// cached reads the cache's indexes without copying (set up with the manager).
+	cached indexedReader
+
 	// written keeps a reconcile woken before the cache has the claim's last write (a server's
 	// news comes at once) from binding or writing its status again.
 	written *ownWrites
@@ -246,6 +249,7 @@ func (r *ServerClaimReconciler) releasing(ctx context.Context, claim *metalv1alp
 // SetupWithManager registers the reconciler, its index, and its watches.
 func (r *ServerClaimReconciler) SetupWithManager(mgr ctrl.Manager) error {
 	r.written = newOwnWrites()
+	r.cached = indexedReader{cache: mgr.GetCache()}
 	indexer := mgr.GetFieldIndexer()
 	if err := indexer.IndexField(context.Background(), &metalv1alpha1.Server{}, indexServerByClaim, func(o client.Object) []string {
 		if ref := o.(*metalv1alpha1.Server).Spec.ServerClaimRef; ref != nil {
@@ -293,13 +297,13 @@ func (r *ServerClaimReconciler) claimsForServer(ctx context.Context, o client.Ob
 	if !bindable(server) {
 		return nil
 	}
-	var claims metalv1alpha1.ServerClaimList
-	if err := r.Client.List(ctx, &claims, client.MatchingFields{indexClaimPending: "true"}, client.UnsafeDisableDeepCopy); err != nil {
+	var list metalv1alpha1.ServerClaimList
+	claims, err := byIndex(ctx, r.cached, &metalv1alpha1.ServerClaim{}, &list, func() []*metalv1alpha1.ServerClaim { return itemPointers(list.Items) }, indexClaimPending, "true")
+	if err != nil {
 		return nil
 	}
 	var reqs []reconcile.Request
-	for i := range claims.Items {
-		c := &claims.Items[i]
+	for _, c := range claims {
 		if ok, err := matches(c, server); ok || err != nil {
 			reqs = append(reqs, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(c)})
 		}

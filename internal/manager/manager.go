@@ -22,7 +22,6 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
-	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	ctrlconfig "sigs.k8s.io/controller-runtime/pkg/config"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
@@ -63,6 +62,9 @@ type Options struct {
 	BootOperator string
 	Discovery    controller.DiscoverySettings
 	Settings     controller.Settings
+	// GCPercent is the process's garbage-collection target (what GOGC sets), applied by
+	// cmd/manager, not by a manager run in another program's process.
+	GCPercent int
 	// InProcess lets several managers run one after another in one process (the lab's
 	// restarts): controller names may repeat.
 	InProcess bool
@@ -81,8 +83,15 @@ func DefaultOptions() Options {
 		BootOperator:    metalv1alpha1.BootOperatorIronfleet,
 		Discovery:       controller.DiscoverySettings{Timeout: 10 * time.Minute, Attempts: 3, InstallTimeout: 30 * time.Minute, InstallAttempts: 3},
 		Settings:        controller.DefaultSettings(),
+		GCPercent:       DefaultGCPercent,
 	}
 }
+
+// DefaultGCPercent: the manager collects garbage when its heap has grown by half since the last
+// collection, not doubled (Go's 100). Its live heap is mostly the cache; at 1,000 servers this
+// keeps its peak resident memory near 90 MiB for about a fifth more CPU, which at 0.05
+// CPU-seconds a server is little.
+const DefaultGCPercent = 50
 
 // BindFlags registers a flag for every option, defaulting to o's values.
 func BindFlags(fs *flag.FlagSet, o *Options) {
@@ -104,6 +113,7 @@ func BindFlags(fs *flag.FlagSet, o *Options) {
 		o.Settings.MaxConcurrentReconciles = m
 		return err
 	})
+	fs.IntVar(&o.GCPercent, "gc-percent", o.GCPercent, "Garbage-collection target of the manager process, as GOGC (this flag wins over the variable): lower keeps less memory for more CPU.")
 	fs.Float64Var(&o.KubeQPS, "kube-api-qps", o.KubeQPS, "Queries per second the manager's Kubernetes client may make.")
 	fs.IntVar(&o.KubeBurst, "kube-api-burst", o.KubeBurst, "Burst of the manager's Kubernetes client.")
 	fs.StringVar(&o.RegistryAddr, "registry-bind-address", o.RegistryAddr, "Address the probe registry (HTTPS) listens on.")
@@ -166,6 +176,7 @@ func (o Options) Args() []string {
 		"--discovery-attempts=" + strconv.Itoa(int(o.Discovery.Attempts)),
 		"--install-timeout=" + dur(o.Discovery.InstallTimeout),
 		"--install-attempts=" + strconv.Itoa(int(o.Discovery.InstallAttempts)),
+		"--gc-percent=" + strconv.Itoa(o.GCPercent),
 	}
 	if len(o.Settings.MaxConcurrentReconciles) > 0 {
 		pairs := make([]string, 0, len(o.Settings.MaxConcurrentReconciles))
@@ -244,6 +255,9 @@ func Prepare(o Options) (*Prepared, error) {
 	if o.Settings.Power.GracefulShutdown <= 0 {
 		return nil, fmt.Errorf("--graceful-shutdown-timeout: %s is not a positive duration", o.Settings.Power.GracefulShutdown)
 	}
+	if o.GCPercent < 10 || o.GCPercent > 1000 {
+		return nil, fmt.Errorf("--gc-percent: %d is not between 10 and 1000", o.GCPercent)
+	}
 	if o.Discovery.InstallAttempts < 1 || o.Discovery.InstallTimeout <= 0 {
 		return nil, errors.New("--install-timeout and --install-attempts must be positive")
 	}
@@ -268,9 +282,8 @@ func (p *Prepared) Run(ctx context.Context, cfg *rest.Config) error {
 	cfg.QPS, cfg.Burst = float32(o.KubeQPS), o.KubeBurst
 	mgrOpts := ctrl.Options{
 		Scheme: scheme,
-		// The reconcilers never read managedFields; a fleet's worth of them is a fifth of the
-		// cache (2 KiB of a 10 KiB Server).
-		Cache:                   cache.Options{DefaultTransform: cache.TransformStripManagedFields()},
+		// No managedFields, and Servers' inventories compact: what the reconcilers read.
+		Cache:                   controller.CacheOptions(),
 		Metrics:                 metricsserver.Options{BindAddress: o.MetricsAddr},
 		HealthProbeBindAddress:  o.ProbeAddr,
 		PprofBindAddress:        o.PprofAddr,

@@ -17,7 +17,7 @@ func TestArgsRoundTripThroughTheFlags(t *testing.T) {
 		LeaderElect: true, LeaderElectNS: "ns", MACPrefixesFile: "/m.yaml", BMCCAFile: "/ca.pem", ImageCAFile: "/images-ca.pem",
 		BMCTimeout: 7 * time.Second, KubeQPS: 123.5, KubeBurst: 456,
 		RegistryAddr: "127.0.0.1:4", RegistryURL: "https://r:4", RegistrySecret: "a/b",
-		SystemNamespace: "sys", ProbeImage: "img:1", BootOperator: "other-boot-operator",
+		SystemNamespace: "sys", ProbeImage: "img:1", BootOperator: "other-boot-operator", GCPercent: 35,
 	}
 	o.Discovery.Timeout, o.Discovery.Attempts = 42*time.Second, 5
 	o.Discovery.InstallTimeout, o.Discovery.InstallAttempts = 17*time.Minute, 4
@@ -49,11 +49,12 @@ func TestBadBootOperatorIsRefused(t *testing.T) {
 	assert.Contains(t, err.Error(), "--boot-operator")
 }
 
-// A power timeout that is not positive stops the manager at start-up, naming the flag.
+// A power timeout that is not positive, or a GC target out of range, stops the manager at start-up, naming the flag.
 func TestBadPowerTimeoutsAreRefused(t *testing.T) {
 	for flagName, edit := range map[string]func(*Options){
 		"--power-confirm-timeout":     func(o *Options) { o.Settings.Power.Confirm = 0 },
 		"--graceful-shutdown-timeout": func(o *Options) { o.Settings.Power.GracefulShutdown = -time.Second },
+		"--gc-percent":                func(o *Options) { o.GCPercent = 0 },
 	} {
 		o := DefaultOptions()
 		edit(&o)

@@ -14,13 +14,17 @@ import (
 	"net/http"
 	"os"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/rest"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
@@ -101,7 +105,10 @@ func run(main *testing.M) (int, error) {
 	if err != nil {
 		return 0, err
 	}
-	mgr, err := ctrl.NewManager(env.Config, ctrl.Options{Scheme: env.Scheme, Metrics: metricsserver.Options{BindAddress: "0"}})
+	// The registry's requests are counted: its status writes, by server.
+	cfg := rest.CopyConfig(env.Config)
+	cfg.Wrap(func(rt http.RoundTripper) http.RoundTripper { return statusWrites{rt} })
+	mgr, err := ctrl.NewManager(cfg, ctrl.Options{Scheme: env.Scheme, Metrics: metricsserver.Options{BindAddress: "0"}})
 	if err != nil {
 		return 0, err
 	}
@@ -136,6 +143,25 @@ func run(main *testing.M) (int, error) {
 	code := main.Run()
 	cancel()
 	return code, <-done
+}
+
+// writesOf counts the registry's status writes, by server name.
+var writesOf sync.Map
+
+// statusWrites counts the PATCHes of servers' status that go through it.
+type statusWrites struct{ next http.RoundTripper }
+
+func (s statusWrites) RoundTrip(req *http.Request) (*http.Response, error) {
+	if parts := strings.Split(strings.Trim(req.URL.Path, "/"), "/"); req.Method == http.MethodPatch && len(parts) == 6 && parts[3] == "servers" && parts[5] == "status" {
+		n, _ := writesOf.LoadOrStore(parts[4], new(atomic.Int64))
+		n.(*atomic.Int64).Add(1)
+	}
+	return s.next.RoundTrip(req)
+}
+
+func statusWritesOf(name string) int64 {
+	n, _ := writesOf.LoadOrStore(name, new(atomic.Int64))
+	return n.(*atomic.Int64).Load()
 }
 
 func post(t *testing.T, path, token string, body []byte) (int, string) {
@@ -305,6 +331,24 @@ func TestSystemsWithoutAUsableUUIDAreDiscovered(t *testing.T) {
 	assert.Equal(t, http.StatusNoContent, status, msg)
 	status, msg = post(t, "/v1/bootstate", signer.Token(withDefault, boot), []byte(`{"state":"Booted"}`))
 	assert.Equal(t, http.StatusNoContent, status, msg)
+}
+
+// TestABootStateSentAgainIsNotWrittenAgain: a probe that sends the same boot state twice (a
+// retry, a progress message that did not change) costs one status write, not two.
+func TestABootStateSentAgainIsNotWrittenAgain(t *testing.T) {
+	body := []byte(`{"systemUUID":"` + uuidA + `","state":"Collecting","message":"reading the inventory"}`)
+	before := statusWritesOf(serverA)
+	status, msg := post(t, "/v1/bootstate", signer.Token(serverA, boot), body)
+	require.Equal(t, http.StatusNoContent, status, msg)
+	first := server(t, serverA)
+	c := meta.FindStatusCondition(first.Status.Conditions, registry.ConditionProbe)
+	require.NotNil(t, c)
+	require.Equal(t, "Collecting", c.Reason)
+
+	status, msg = post(t, "/v1/bootstate", signer.Token(serverA, boot), body)
+	require.Equal(t, http.StatusNoContent, status, msg)
+	assert.Equal(t, first.ResourceVersion, server(t, serverA).ResourceVersion)
+	assert.Equal(t, before+1, statusWritesOf(serverA), "the same boot state is not written again")
 }
 
 func TestHealthz(t *testing.T) {

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/go-logr/logr"
+	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -211,8 +212,12 @@ func (s *Server) currentBoot(ctx context.Context, server *metalv1alpha1.Server, 
 
 // storeStatus writes a probe's news into the server's status, on the version whose boot was
 // checked: if the server changed since (its boot may have ended), the probe is asked to send
-// again, and is then checked again.
+// again, and is then checked again. News the status already has (a boot state sent again) is
+// not written.
 func (s *Server) storeStatus(ctx context.Context, w http.ResponseWriter, server, original *metalv1alpha1.Server, what string) bool {
+	if equality.Semantic.DeepEqual(server.Status, original.Status) {
+		return true
+	}
 	err := s.Client.Status().Patch(ctx, server, client.MergeFromWithOptions(original, client.MergeFromWithOptimisticLock{}))
 	switch {
 	case err == nil:

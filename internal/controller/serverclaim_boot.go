@@ -235,9 +235,18 @@ func (r *ServerClaimReconciler) release(ctx context.Context, claim *metalv1alpha
 	// The image's boot configuration goes before the server does: a released server is
 	// network-booted for its wipe, and a boot service still holding this image for it would
 	// serve that instead (a manager that died between the two steps left exactly that).
-	sbc := &metalv1alpha1.ServerBootConfiguration{ObjectMeta: metav1.ObjectMeta{Namespace: claim.Namespace, Name: claim.Name}}
-	if err := r.Client.Delete(ctx, sbc); client.IgnoreNotFound(err) != nil {
-		return err
+	if installsImages(r.BootOperator) {
+		// Claims make none when the probe installs their images: only a stray can be there,
+		// and the cache shows it (a release costs no request for a configuration never made).
+		if err := r.dropStrayBootConfig(ctx, claim); err != nil {
+			return err
+		}
+	} else {
+		// Made by this claim, perhaps so lately that the cache has not seen it: deleted by name.
+		sbc := &metalv1alpha1.ServerBootConfiguration{ObjectMeta: metav1.ObjectMeta{Namespace: claim.Namespace, Name: claim.Name}}
+		if err := r.Client.Delete(ctx, sbc); client.IgnoreNotFound(err) != nil {
+			return err
+		}
 	}
 	server, err := r.boundServer(ctx, claim)
 	if err != nil {

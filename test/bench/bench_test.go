@@ -168,7 +168,7 @@ func TestBench(t *testing.T) {
 		res.Cost.PeakRSSMiB, res.Cost.CPUSeconds = float64(rss)/(1<<20), cpu.Seconds()
 		res.Completed = append(res.Completed, phase)
 		require.NoError(t, writeDocs(cfg.out, res))
-		logf("%s measured; wrote %s and README.md", phase, filepath.Join(cfg.out, fmt.Sprintf("%d.json", n)))
+		logf("%s measured (manager peak RSS so far %.0f MiB, CPU %.0f s); wrote %s and README.md", phase, res.Cost.PeakRSSMiB, res.Cost.CPUSeconds, filepath.Join(cfg.out, fmt.Sprintf("%d.json", n)))
 	}
 
 	// 2. The floors, first, so that nothing else is running against the apiserver.

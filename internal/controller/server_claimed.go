@@ -135,6 +135,7 @@ func (r *ServerReconciler) provision(ctx context.Context, server *metalv1alpha1.
 	eff := bootOnce(server.Spec.SystemURI, bmc.BootPXE, "")
 	if server.Spec.Power == metalv1alpha1.PowerOff {
 		eff = setPower(server.Spec.SystemURI, bmc.PowerOff)
+		eff.armsBoot = true
 		powerOff := eff.run
 		eff.run = func(ctx context.Context, c bmc.Client) error {
 			if err := powerOff(ctx, c); err != nil {

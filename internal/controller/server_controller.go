@@ -12,6 +12,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/events"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
@@ -63,7 +64,7 @@ type ServerReconciler struct {
 
 	fresh *freshness
 	// unwritten holds, by Server name, the probe boot a brief wait named on the Server and left
-	// unwritten (probeBootFor).
+	// unwritten, with the Server's UID (unwrittenBoot; probeBootFor).
 	unwritten sync.Map
 	// toldDeleting holds the UIDs of deleted Servers whose WipeBeforeDeletion event is recorded.
 	toldDeleting sync.Map
@@ -81,9 +82,10 @@ type step struct {
 	// it would record (its Ready, the probe boot it named, a new server's Initial) is not worth
 	// a status write of its own, and the step that follows it says more.
 	brief bool
-	// effect is the BMC action that goes with the step. It runs only after the status write
-	// has won its optimistic lock, so that two reconciles racing on one server never both
-	// boot it; if it fails, the state's timeout brings the server round again.
+	// effect is the BMC action that goes with the step. A boot runs only after the status write
+	// has won its optimistic lock, so that two reconciles racing on one server never both boot
+	// it; a plain power-off, harmless twice, runs before it (repeatable). If it fails, the
+	// state's timeout brings the server round again.
 	effect effect
 }
 
@@ -96,6 +98,9 @@ type effect struct {
 	done     func(*metalv1alpha1.Server)
 	// insertsMedia marks a probe boot that inserts its ISO as virtual media (trackProbeMedia).
 	insertsMedia bool
+	// armsBoot marks a power-off that also sets the next boot's device (a claim's image,
+	// booted at its first power-on): not harmless twice, so not repeatable.
+	armsBoot bool
 }
 
 // wait is a step that fires nothing and says what the server waits for.
@@ -195,16 +200,16 @@ func (r *ServerReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctr
 	// remembered instead, for the step that follows it (probeBootFor).
 	if err == nil && st.brief && st.event == "" && st.effect.run == nil && onlyWaiting(&original.Status, &server.Status) {
 		if server.Status.ProbeBoot != original.Status.ProbeBoot {
-			r.unwritten.Store(server.Name, server.Status.ProbeBoot)
+			r.unwritten.Store(server.Name, unwrittenBoot{uid: server.UID, boot: server.Status.ProbeBoot})
 		}
 		return ctrl.Result{RequeueAfter: st.requeueAfter}, nil
 	}
 	r.unwritten.Delete(server.Name) // what this reconcile writes names the probe boot
 
-	// A power-off goes to the BMC before the step's write, and what came of it goes in that
-	// one write. Sent twice (by a reconcile whose write then loses its lock, or by the next
-	// one after a manager killed before the write) it does no harm, unlike a boot; and the
-	// step is recorded only once its action is taken, so it is never left untaken.
+	// A power-off goes to the BMC before the step's write, and what came of it (sent, or why
+	// not) goes in that one write. Sent twice (by a reconcile whose write then loses its lock,
+	// or by the next one after a manager killed before the write) it does no harm, unlike a
+	// boot.
 	var actErr error
 	if err == nil && repeatable(st.effect) {
 		actErr = r.act(ctx, &server, &st)
@@ -236,6 +241,13 @@ func (r *ServerReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctr
 		return ctrl.Result{}, actErr
 	}
 	return ctrl.Result{RequeueAfter: st.requeueAfter}, err
+}
+
+// unwrittenBoot is a probe boot named on a Server, identified by UID (a Server made again under
+// its name is not it), and not written.
+type unwrittenBoot struct {
+	uid  types.UID
+	boot string
 }
 
 // onlyWaiting says whether after differs from before only in what a brief wait records: its
@@ -343,7 +355,7 @@ func (r *ServerReconciler) afterWrite(ctx context.Context, server *metalv1alpha1
 // before the step's write: a power-off, forced or graceful, and what goes with it (the probe's
 // ISO ejected, the next boot pointed at the disk).
 func repeatable(eff effect) bool {
-	return eff.run != nil && eff.powering == metalv1alpha1.PowerStatePoweringOff && !eff.insertsMedia
+	return eff.run != nil && eff.powering == metalv1alpha1.PowerStatePoweringOff && !eff.insertsMedia && !eff.armsBoot
 }
 
 // act takes the step's BMC action and records in the server's status, for the caller to write,

@@ -230,11 +230,14 @@ func (r *ServerReconciler) awaitBootService(sbc *metalv1alpha1.ServerBootConfigu
 // configuration, as cached, is still that boot's: its Secret was written for it before it, so
 // the three agree, and ensureProbeBoot need not read both around the cache to find out.
 func (r *ServerReconciler) probeBootFor(ctx context.Context, server *metalv1alpha1.Server, purpose metalv1alpha1.BootPurpose, install installSource, via probeMedium) (*metalv1alpha1.ServerBootConfiguration, error) {
-	if v, ok := r.unwritten.Load(server.Name); ok && v.(string) != "" && server.Status.ProbeBoot != v.(string) {
-		var sbc metalv1alpha1.ServerBootConfiguration
-		err := r.Client.Get(ctx, client.ObjectKey{Namespace: r.Probe.Namespace, Name: probeBootName(server, purpose)}, &sbc)
-		if err == nil && sbc.Annotations[metalv1alpha1.AnnotationProbeBoot] == v.(string) {
-			server.Status.ProbeBoot = v.(string)
+	if v, ok := r.unwritten.Load(server.Name); ok {
+		if u := v.(unwrittenBoot); u.uid == server.UID && u.boot != "" && server.Status.ProbeBoot != u.boot {
+			var sbc metalv1alpha1.ServerBootConfiguration
+			err := r.Client.Get(ctx, client.ObjectKey{Namespace: r.Probe.Namespace, Name: probeBootName(server, purpose)}, &sbc)
+			if err == nil && sbc.Annotations[metalv1alpha1.AnnotationProbeBoot] == u.boot && sbc.DeletionTimestamp.IsZero() &&
+				!sbc.CreationTimestamp.Before(&server.CreationTimestamp) {
+				server.Status.ProbeBoot = u.boot
+			}
 		}
 	}
 	return ensureProbeBoot(ctx, r.Client, r.APIReader, r.Probe, server, purpose, install, via)

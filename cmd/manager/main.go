@@ -35,7 +35,12 @@ func run(args []string) error {
 	if err != nil {
 		return err
 	}
-	debug.SetGCPercent(opts.GCPercent)
+	// The flag's default gives way to a GOGC the deployment set; a --gc-percent given wins.
+	gcFlag := false
+	fs.Visit(func(f *flag.Flag) { gcFlag = gcFlag || f.Name == "gc-percent" })
+	if _, gogc := os.LookupEnv("GOGC"); gcFlag || !gogc {
+		debug.SetGCPercent(opts.GCPercent)
+	}
 	cfg, err := ctrl.GetConfig()
 	if err != nil {
 		return fmt.Errorf("loading the kubeconfig: %w", err)

@@ -13,6 +13,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -336,7 +337,8 @@ func TestSystemsWithoutAUsableUUIDAreDiscovered(t *testing.T) {
 // TestABootStateSentAgainIsNotWrittenAgain: a probe that sends the same boot state twice (a
 // retry, a progress message that did not change) costs one status write, not two.
 func TestABootStateSentAgainIsNotWrittenAgain(t *testing.T) {
-	body := []byte(`{"systemUUID":"` + uuidA + `","state":"Collecting","message":"reading the inventory"}`)
+	// A message of this run's own, so that the first post is news however often the test runs.
+	body := []byte(`{"systemUUID":"` + uuidA + `","state":"Collecting","message":"reading the inventory (` + strconv.FormatInt(time.Now().UnixNano(), 10) + `)"}`)
 	before := statusWritesOf(serverA)
 	status, msg := post(t, "/v1/bootstate", signer.Token(serverA, boot), body)
 	require.Equal(t, http.StatusNoContent, status, msg)

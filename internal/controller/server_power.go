@@ -7,6 +7,7 @@ import (
 	"strings"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
@@ -254,4 +255,85 @@ func showUnsentPower(server *metalv1alpha1.Server, err error) {
 	}
 	setCondition(&server.Status.Conditions, d.Generation, metalv1alpha1.ConditionPowered, metav1.ConditionFalse, poweredReason(d),
 		fmt.Sprintf("%s; the BMC call to send it failed (%v): retried with backoff", poweredMessage(d), err))
+}
+
+// powerObserveDelay is how soon a requested power change is looked at again.
+const powerObserveDelay = 2 * time.Second
+
+func minPositive(a, b time.Duration) time.Duration {
+	if a <= 0 || b < a {
+		return b
+	}
+	return a
+}
+
+// observePower reads the power state of a server whose last change was requested but not yet
+// seen, into its status, and moves its power delivery on: Confirmed once the BMC reports it;
+// sent once more, then Unconfirmed, when it does not within the confirmation timeout; forced
+// off when the OS ignores a graceful shutdown past the grace period. It says how soon to look
+// again (0: no need).
+func (r *ServerReconciler) observePower(ctx context.Context, server *metalv1alpha1.Server) time.Duration {
+	ps, d := server.Status.PowerState, server.Status.PowerDelivery
+	powering := ps == metalv1alpha1.PowerStatePoweringOn || ps == metalv1alpha1.PowerStatePoweringOff
+	if !powering && !watched(d) {
+		return 0
+	}
+	timeouts := r.Settings.power()
+	// A request given up on (Unconfirmed) is still watched, once per confirmation timeout.
+	again := powerObserveDelay
+	if d != nil && d.State == metalv1alpha1.PowerUnconfirmed {
+		again = timeouts.Confirm
+	}
+	c, err := connectBMC(ctx, r.Client, r.Clients, bmcName(server))
+	if err != nil {
+		return again
+	}
+	now, err := c.PowerState(ctx, server.Spec.SystemURI)
+	if err != nil {
+		return again
+	}
+	if (ps == metalv1alpha1.PowerStatePoweringOn && now == metalv1alpha1.PowerStateOn) || (ps == metalv1alpha1.PowerStatePoweringOff && now == metalv1alpha1.PowerStateOff) {
+		server.Status.PowerState = now
+		powering = false
+	}
+	if !watched(d) {
+		if powering {
+			return powerObserveDelay // the BMC has not got there yet (some lag by seconds)
+		}
+		return 0
+	}
+	if now == wantedPowerState(d.Want) {
+		server.Status.PowerState = now
+		_ = movePower(server, fsm.PowerEventObserved, r.now())
+		return 0
+	}
+	waited := r.now().Sub(d.Since.Time)
+	switch {
+	case d.State == metalv1alpha1.PowerShuttingDown && waited >= timeouts.GracefulShutdown:
+		_ = movePower(server, fsm.PowerEventEscalate, r.now())
+		d.Graceful, d.Attempts = false, 0
+		setPowered(server)
+		r.Events.Eventf(server, nil, corev1.EventTypeWarning, ReasonGracefulShutdownIgnored, "ForceOff",
+			"the OS did not shut down within %s of GracefulShutdown (the BMC reports %s): forcing the power off", timeouts.GracefulShutdown, now)
+		return 0 // the state's handler sends the ForceOff in this reconcile
+	case d.State == metalv1alpha1.PowerSent && waited >= timeouts.Confirm:
+		_ = movePower(server, fsm.PowerEventTimedOut, r.now())
+		if d.State == metalv1alpha1.PowerUnconfirmed {
+			server.Status.PowerState = now // stop showing Powering*: the BMC says otherwise
+			r.Events.Eventf(server, nil, corev1.EventTypeWarning, ReasonPowerUnconfirmed, "Power",
+				"the BMC took power %s twice but still reports %s after %s each time; not sending it again", d.Want, now, timeouts.Confirm)
+			return timeouts.Confirm // still watched
+		}
+		r.Events.Eventf(server, nil, corev1.EventTypeNormal, ReasonPowerResent, "Power",
+			"the BMC took power %s but still reports %s after %s: sending it once more", d.Want, now, timeouts.Confirm)
+		return 0 // the state's handler sends it again in this reconcile
+	}
+	return again
+}
+
+func wantedPowerState(p metalv1alpha1.Power) metalv1alpha1.PowerState {
+	if p == metalv1alpha1.PowerOff {
+		return metalv1alpha1.PowerStateOff
+	}
+	return metalv1alpha1.PowerStateOn
 }

@@ -37,6 +37,7 @@ import (
 	metalv1alpha1 "github.com/ironfleet/ironfleet/apis/metal/v1alpha1"
 	"github.com/ironfleet/ironfleet/internal/boot/dhcp"
 	"github.com/ironfleet/ironfleet/internal/boot/tftp"
+	"github.com/ironfleet/ironfleet/internal/eventrec"
 )
 
 // Service is the boot service. New makes one, SetupWithManager gives it its cache and
@@ -87,7 +88,11 @@ func (s *Service) Config() Config { return s.cfg }
 // The manager's cache must see Servers, ServerBootConfigurations and the ignition Secrets.
 func (s *Service) SetupWithManager(mgr ctrl.Manager) error {
 	s.client, s.api, s.cache = mgr.GetClient(), mgr.GetAPIReader(), mgr.GetCache()
-	s.events = mgr.GetEventRecorder(s.cfg.Name)
+	rec, err := eventrec.For(mgr)
+	if err != nil {
+		return err
+	}
+	s.events = rec.Recorder(s.cfg.Name)
 	s.log = mgr.GetLogger().WithName("boot-service")
 	// The template ISO is loaded now; when it cannot be, virtual-media boots are not Ready
 	// (ArtifactMissing) and it is tried again when they are re-checked.

@@ -14,11 +14,16 @@ import (
 
 	infrav1 "github.com/ironfleet/ironfleet/apis/infrastructure/v1alpha1"
 	metalv1alpha1 "github.com/ironfleet/ironfleet/apis/metal/v1alpha1"
+	"github.com/ironfleet/ironfleet/internal/eventrec"
 )
 
 // SetupWithManager registers both reconcilers with mgr.
 func SetupWithManager(mgr ctrl.Manager) error {
-	machines := &MachineReconciler{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Events: mgr.GetEventRecorder("ironfleetmachine-controller")}
+	rec, err := eventrec.For(mgr)
+	if err != nil {
+		return err
+	}
+	machines := &MachineReconciler{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Events: rec.Recorder("ironfleetmachine-controller")}
 	if err := machines.SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("setting up the IronfleetMachine controller: %w", err)
 	}

@@ -6,6 +6,7 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 
 	"github.com/ironfleet/ironfleet/internal/bmc"
+	"github.com/ironfleet/ironfleet/internal/eventrec"
 	"github.com/ironfleet/ironfleet/internal/macdb"
 )
 
@@ -24,18 +25,22 @@ type Dependencies struct {
 // all wire controllers through here, so they run the same code.
 func Setup(mgr ctrl.Manager, deps Dependencies) error {
 	cache := bmc.NewCache(deps.Connect)
+	rec, err := eventrec.For(mgr)
+	if err != nil {
+		return err
+	}
 	reconcilers := []interface{ SetupWithManager(ctrl.Manager) error }{
-		&EndpointReconciler{Client: mgr.GetClient(), Events: mgr.GetEventRecorder("endpoint-controller"),
+		&EndpointReconciler{Client: mgr.GetClient(), Events: rec.Recorder("endpoint-controller"),
 			MACDB: deps.MACDB, Connect: deps.Connect, Settings: deps.Settings},
-		&BMCReconciler{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Events: mgr.GetEventRecorder("bmc-controller"),
+		&BMCReconciler{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Events: rec.Recorder("bmc-controller"),
 			Clients: cache, Settings: deps.Settings},
 		// After the BMC reconciler: it looks BMCs up by the index that one registers.
-		&BMCSecretReconciler{Client: mgr.GetClient(), Events: mgr.GetEventRecorder("bmcsecret-controller"), Settings: deps.Settings},
-		&ServerReconciler{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Events: mgr.GetEventRecorder("server-controller"),
+		&BMCSecretReconciler{Client: mgr.GetClient(), Events: rec.Recorder("bmcsecret-controller"), Settings: deps.Settings},
+		&ServerReconciler{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Events: rec.Recorder("server-controller"),
 			Clients: cache, Probe: deps.Probe, Discovery: deps.Discovery, Settings: deps.Settings},
-		&ServerClaimReconciler{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Events: mgr.GetEventRecorder("serverclaim-controller"),
+		&ServerClaimReconciler{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Events: rec.Recorder("serverclaim-controller"),
 			Settings: deps.Settings, BootOperator: deps.Probe.BootOperator},
-		&ServerMaintenanceReconciler{Client: mgr.GetClient(), Events: mgr.GetEventRecorder("servermaintenance-controller"),
+		&ServerMaintenanceReconciler{Client: mgr.GetClient(), Events: rec.Recorder("servermaintenance-controller"),
 			Settings: deps.Settings},
 	}
 	if err := indexServersBySystemUUID(mgr); err != nil {

@@ -22,15 +22,19 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/rest"
 	ctrl "sigs.k8s.io/controller-runtime"
+	ctrlcache "sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	m "github.com/ironfleet/ironfleet/apis/metal/v1alpha1"
+	"github.com/ironfleet/ironfleet/internal/controller"
 	"github.com/ironfleet/ironfleet/internal/registry"
 	"github.com/ironfleet/ironfleet/internal/report"
 	"github.com/ironfleet/ironfleet/internal/testenv"
@@ -38,6 +42,7 @@ import (
 
 var (
 	env    *testenv.Env
+	cache  ctrlcache.Cache // the registry's
 	signer *registry.Signer
 	url    string
 	https  *http.Client
@@ -109,10 +114,12 @@ func run(main *testing.M) (int, error) {
 	// The registry's requests are counted: its status writes, by server.
 	cfg := rest.CopyConfig(env.Config)
 	cfg.Wrap(func(rt http.RoundTripper) http.RoundTripper { return statusWrites{rt} })
-	mgr, err := ctrl.NewManager(cfg, ctrl.Options{Scheme: env.Scheme, Metrics: metricsserver.Options{BindAddress: "0"}})
+	// The manager's cache as the operator's: Servers' inventories compact.
+	mgr, err := ctrl.NewManager(cfg, ctrl.Options{Scheme: env.Scheme, Metrics: metricsserver.Options{BindAddress: "0"}, Cache: controller.CacheOptions()})
 	if err != nil {
 		return 0, err
 	}
+	cache = mgr.GetCache()
 	bound := make(chan net.Addr, 1)
 	if signer, err = registry.Setup(mgr, "127.0.0.1:0", creds, func(a net.Addr) { bound <- a }); err != nil {
 		return 0, err
@@ -149,15 +156,29 @@ func run(main *testing.M) (int, error) {
 // writesOf counts the registry's status writes, by server name.
 var writesOf sync.Map
 
-// statusWrites counts the PATCHes of servers' status that go through it.
+// statusWrites counts the PATCHes of servers' status, and the GETs of servers, that go through
+// it.
 type statusWrites struct{ next http.RoundTripper }
 
 func (s statusWrites) RoundTrip(req *http.Request) (*http.Response, error) {
-	if parts := strings.Split(strings.Trim(req.URL.Path, "/"), "/"); req.Method == http.MethodPatch && len(parts) == 6 && parts[3] == "servers" && parts[5] == "status" {
+	parts := strings.Split(strings.Trim(req.URL.Path, "/"), "/")
+	if req.Method == http.MethodPatch && len(parts) == 6 && parts[3] == "servers" && parts[5] == "status" {
 		n, _ := writesOf.LoadOrStore(parts[4], new(atomic.Int64))
 		n.(*atomic.Int64).Add(1)
 	}
+	if req.Method == http.MethodGet && len(parts) == 5 && parts[3] == "servers" {
+		n, _ := readsOf.LoadOrStore(parts[4], new(atomic.Int64))
+		n.(*atomic.Int64).Add(1)
+	}
 	return s.next.RoundTrip(req)
+}
+
+// readsOf counts the registry's reads of a server from the API, by server name.
+var readsOf sync.Map
+
+func readsOfServer(name string) int64 {
+	n, _ := readsOf.LoadOrStore(name, new(atomic.Int64))
+	return n.(*atomic.Int64).Load()
 }
 
 func statusWritesOf(name string) int64 {
@@ -375,4 +396,124 @@ func TestTokensSurviveRestarts(t *testing.T) {
 	assert.Equal(t, boot, got)
 	_, _, ok = again.Verify(strings.Replace(signer.Token(serverA, boot), "."+boot+".", ".boot-2.", 1))
 	assert.False(t, ok, "the boot is signed too")
+}
+
+// newServer makes a server of this test's own, in its current probe boot.
+func newServer(t *testing.T, name, uuid string) {
+	t.Helper()
+	ctx := context.Background()
+	s := &m.Server{ObjectMeta: metav1.ObjectMeta{Name: name}, Spec: m.ServerSpec{SystemUUID: uuid}}
+	require.NoError(t, env.Client.Create(ctx, s))
+	t.Cleanup(func() { _ = env.Client.Delete(context.Background(), s) })
+	s.Status.ProbeBoot = boot
+	require.NoError(t, env.Client.Status().Update(ctx, s))
+}
+
+// cachedBoot waits until the registry's cache shows the server in its probe boot.
+func cachedBoot(t *testing.T, name string) {
+	t.Helper()
+	require.Eventually(t, func() bool {
+		var s m.Server
+		return cache.Get(context.Background(), client.ObjectKey{Name: name}, &s) == nil && s.Status.ProbeBoot == boot
+	}, 10*time.Second, 20*time.Millisecond)
+}
+
+// TestAReportReplacesTheWholeInventory: the registry's cache keeps a compact inventory (no
+// processors, PCI devices, DMI, warnings), and a report is stored from the cache's version of
+// the server: what the new report no longer has must still be gone from the API's inventory,
+// not kept from the one before.
+func TestAReportReplacesTheWholeInventory(t *testing.T) {
+	const uuid = "9a1c7e52-3b0d-4f6a-8e21-5c9d0b7f4a13"
+	newServer(t, uuid, uuid)
+	full := report.Report{SystemUUID: uuid, ProbeVersion: "v1", CollectedAt: time.Now(), Warnings: []string{"lldp: lldpctl not found"},
+		Inventory: m.Inventory{CPU: m.CPUSummary{Cores: 8, Sockets: 1},
+			Processors:    []m.Processor{{ID: "CPU0", Type: "CPU", Vendor: "Intel"}},
+			MemoryModules: []m.MemoryModule{{Locator: "DIMM0", Size: resource.NewQuantity(8<<30, resource.BinarySI)}},
+			PCIDevices:    []m.PCIDevice{{Address: "0000:00:1f.0", VendorID: "8086", ProductID: "a382"}},
+			DMI:           &m.DMI{System: m.DMISystem{Manufacturer: "Supermicro"}}}}
+	data, err := json.Marshal(full)
+	require.NoError(t, err)
+	status, msg := post(t, "/v1/reports", signer.Token(uuid, boot), data)
+	require.Equal(t, http.StatusNoContent, status, msg)
+	first := stored(t, uuid, 8).Status.Inventory
+	require.Len(t, first.PCIDevices, 1)
+	require.NotNil(t, first.DMI)
+
+	// The cache's version shows the first report (compactly) before the second is sent.
+	require.Eventually(t, func() bool {
+		var s m.Server
+		return cache.Get(context.Background(), client.ObjectKey{Name: uuid}, &s) == nil && s.Status.Inventory != nil && s.Status.Inventory.CPU.Cores == 8
+	}, 10*time.Second, 20*time.Millisecond)
+	status, msg = post(t, "/v1/reports", signer.Token(uuid, boot), reportFor(uuid, 4))
+	require.Equal(t, http.StatusNoContent, status, msg)
+	inv := stored(t, uuid, 4).Status.Inventory
+	assert.Empty(t, inv.Processors, "the first report's processors are gone")
+	assert.Empty(t, inv.MemoryModules)
+	assert.Empty(t, inv.PCIDevices)
+	assert.Nil(t, inv.DMI)
+	assert.Equal(t, "test", inv.CollectorVersion)
+	assert.Equal(t, []string{"lldp: lldpctl not found"}, inv.Warnings)
+}
+
+// TestAReportCostsOneWriteAndNoRead: a report about a server the cache shows in the token's boot
+// is checked against the cache and stored with one write; the write itself tests that the boot
+// is still current.
+func TestAReportCostsOneWriteAndNoRead(t *testing.T) {
+	const uuid = "0d6f3a91-7c24-4b5e-9f80-2e1a6c3b9d47"
+	newServer(t, uuid, uuid)
+	cachedBoot(t, uuid)
+	reads, writes := readsOfServer(uuid), statusWritesOf(uuid)
+	status, msg := post(t, "/v1/reports", signer.Token(uuid, boot), reportFor(uuid, 2))
+	require.Equal(t, http.StatusNoContent, status, msg)
+	stored(t, uuid, 2)
+	assert.Equal(t, reads, readsOfServer(uuid), "no read of the server around the cache")
+	assert.Equal(t, writes+1, statusWritesOf(uuid), "one status write")
+}
+
+// TestAWriteFromAnOutdatedVersionTestsWhatItMustNotUndo: news built on a version of the server
+// that is no longer the API's (the cache's, a moment behind) is written only if the boot is
+// still current, and conditions only if nobody changed them since.
+func TestAWriteFromAnOutdatedVersionTestsWhatItMustNotUndo(t *testing.T) {
+	ctx := context.Background()
+	const uuid = "5b2e9c04-1f7a-4d63-a8e5-7c0b3d9f1e26"
+	newServer(t, uuid, uuid)
+	read := server(t, uuid)
+
+	// Another writer sets a condition after the version read: news that changes the
+	// conditions, built on that version, is refused by the API rather than undoing it.
+	other := read.DeepCopy()
+	meta.SetStatusCondition(&other.Status.Conditions, metav1.Condition{Type: "Ready", Status: metav1.ConditionFalse, Reason: "Discovery", Message: "x"})
+	require.NoError(t, env.Client.Status().Update(ctx, other))
+	news := read.DeepCopy()
+	meta.SetStatusCondition(&news.Status.Conditions, metav1.Condition{Type: registry.ConditionProbe, Status: metav1.ConditionTrue, Reason: "Booted", Message: "y"})
+	patch, err := registry.StatusPatch(boot, read, news)
+	require.NoError(t, err)
+	err = env.Client.Status().Patch(ctx, news, client.RawPatch(types.JSONPatchType, patch))
+	require.True(t, apierrors.IsInvalid(err), "the conditions moved on: %v", err)
+	assert.NotNil(t, meta.FindStatusCondition(server(t, uuid).Status.Conditions, "Ready"), "the other writer's condition is kept")
+
+	// News that leaves the conditions alone goes in whatever else changed meanwhile.
+	read = server(t, uuid)
+	news = read.DeepCopy()
+	news.Status.Hardware = &m.HardwareSummary{CPUs: 3}
+	patch, err = registry.StatusPatch(boot, read, news)
+	require.NoError(t, err)
+	require.NoError(t, env.Client.Status().Patch(ctx, news, client.RawPatch(types.JSONPatchType, patch)))
+
+	// A boot that ended: nothing is written.
+	ended := server(t, uuid)
+	ended.Status.ProbeBoot = "boot-2"
+	require.NoError(t, env.Client.Status().Update(ctx, ended))
+	news = read.DeepCopy()
+	news.Status.Hardware = &m.HardwareSummary{CPUs: 5}
+	patch, err = registry.StatusPatch(boot, read, news)
+	require.NoError(t, err)
+	err = env.Client.Status().Patch(ctx, news, client.RawPatch(types.JSONPatchType, patch))
+	require.True(t, apierrors.IsInvalid(err), "the boot is over: %v", err)
+	assert.EqualValues(t, 3, server(t, uuid).Status.Hardware.CPUs)
+
+	// And through the registry: the report is refused, as over.
+	status, msg := post(t, "/v1/reports", signer.Token(uuid, boot), reportFor(uuid, 6))
+	assert.Equal(t, http.StatusForbidden, status, msg)
+	assert.Contains(t, msg, "earlier probe boot")
 }

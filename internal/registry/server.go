@@ -1,15 +1,18 @@
 package registry
 
 import (
+	"bytes"
 	"context"
 	"crypto/tls"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"net"
 	"net/http"
 	"regexp"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -18,6 +21,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	metalv1alpha1 "github.com/ironfleet/ironfleet/apis/metal/v1alpha1"
@@ -64,9 +68,13 @@ func writeError(w http.ResponseWriter, status int, format string, args ...any) {
 	_ = json.NewEncoder(w).Encode(apiError{Error: fmt.Sprintf(format, args...)})
 }
 
-// authenticated is a decoded request body that passed the token check, with its server.
+// authenticated is a decoded request body that passed the token check: its server, the probe
+// boot its token is for, and what the body says about its machine.
 type authenticated struct {
 	server *metalv1alpha1.Server
+	boot   string
+	about  func() about
+	remote string
 }
 
 // about is what a request body says about the machine that sent it: information to check
@@ -107,17 +115,50 @@ func (s *Server) decodeAndAuthorize(w http.ResponseWriter, r *http.Request, v an
 		writeError(w, status, "%v", err)
 		return nil
 	}
-	if !s.currentBoot(r.Context(), server, boot) {
-		s.Log.Info("refused a probe request: its boot is over", "server", server.Name, "boot", boot)
-		writeError(w, http.StatusForbidden, "the token is for an earlier probe boot of server %s", server.Name)
+	auth := &authenticated{server: server, boot: boot, about: aboutOf, remote: r.RemoteAddr}
+	// The cache may be behind the boot's start: a boot it does not show is looked up in the API.
+	// One it shows may be over already: the write tests that it is not (statusPatch).
+	if server.Status.ProbeBoot != boot && !s.reread(r.Context(), w, auth) {
 		return nil
 	}
-	if why := otherMachine(server, aboutOf()); why != "" {
-		s.Log.Info("refused a probe request: it is about another machine", "server", server.Name, "why", why, "remote", r.RemoteAddr)
-		writeError(w, http.StatusForbidden, "the request carries server %s's token but is about another machine: %s", server.Name, why)
+	if !s.refuseOtherMachine(w, auth) {
 		return nil
 	}
-	return &authenticated{server: server}
+	return auth
+}
+
+// reread reads the server again from the API, and checks again that the token's boot is its
+// current one. It writes the refusal itself and returns false when the request is refused.
+func (s *Server) reread(ctx context.Context, w http.ResponseWriter, auth *authenticated) bool {
+	if s.APIReader != nil {
+		var fresh metalv1alpha1.Server
+		err := s.APIReader.Get(ctx, client.ObjectKeyFromObject(auth.server), &fresh)
+		switch {
+		case apierrors.IsNotFound(err):
+			writeError(w, http.StatusNotFound, "no server %s", auth.server.Name)
+			return false
+		case err != nil:
+			writeError(w, http.StatusServiceUnavailable, "looking up server %s: %v", auth.server.Name, err)
+			return false
+		}
+		auth.server = &fresh
+	}
+	if auth.server.Status.ProbeBoot != auth.boot {
+		s.Log.Info("refused a probe request: its boot is over", "server", auth.server.Name, "boot", auth.boot)
+		writeError(w, http.StatusForbidden, "the token is for an earlier probe boot of server %s", auth.server.Name)
+		return false
+	}
+	return true
+}
+
+// refuseOtherMachine refuses a request about another machine than its token's server.
+func (s *Server) refuseOtherMachine(w http.ResponseWriter, auth *authenticated) bool {
+	if why := otherMachine(auth.server, auth.about()); why != "" {
+		s.Log.Info("refused a probe request: it is about another machine", "server", auth.server.Name, "why", why, "remote", auth.remote)
+		writeError(w, http.StatusForbidden, "the request carries server %s's token but is about another machine: %s", auth.server.Name, why)
+		return false
+	}
+	return true
 }
 
 // otherMachine says why a request is not about the server's machine, or "" when nothing says it
@@ -195,42 +236,97 @@ func capList(ss []string, n int) []string {
 	return ss
 }
 
-// currentBoot says whether boot is the server's current probe boot, as the API has it now (the
-// cache may be behind the boot's start or end), and leaves that version of the server in
-// *server. A probe that reports after its boot is over (it kept retrying while the registry
-// was away, say) would otherwise have its wipe taken for a later one's.
-func (s *Server) currentBoot(ctx context.Context, server *metalv1alpha1.Server, boot string) bool {
-	if s.APIReader != nil {
-		var fresh metalv1alpha1.Server
-		if err := s.APIReader.Get(ctx, client.ObjectKeyFromObject(server), &fresh); err != nil {
+// store writes news into the server's status. News the status already has (a boot state sent
+// again) is not written. The version read may be the cache's: when the write's tests fail (the
+// boot has ended, or the conditions moved on, since), the server is read from the API, checked
+// again, and written once more.
+func (s *Server) store(ctx context.Context, w http.ResponseWriter, auth *authenticated, what string, news func(*metalv1alpha1.Server)) bool {
+	for attempt := 1; ; attempt++ {
+		server := auth.server
+		original := server.DeepCopy()
+		news(server)
+		if equality.Semantic.DeepEqual(server.Status, original.Status) {
+			return true
+		}
+		patch, err := statusPatch(auth.boot, original, server)
+		if err != nil {
+			writeError(w, http.StatusInternalServerError, "storing the %s: %v", what, err)
 			return false
 		}
-		*server = fresh
+		err = s.Client.Status().Patch(ctx, server, client.RawPatch(types.JSONPatchType, patch))
+		if err == nil {
+			return true
+		}
+		if attempt == 1 && (apierrors.IsInvalid(err) || apierrors.IsConflict(err)) {
+			// A test failed, or the status is really invalid: the API's version says which.
+			if !s.reread(ctx, w, auth) || !s.refuseOtherMachine(w, auth) {
+				return false
+			}
+			continue
+		}
+		switch {
+		case apierrors.IsConflict(err):
+			w.Header().Set("Retry-After", "1")
+			writeError(w, http.StatusServiceUnavailable, "server %s changed while the %s was stored; send it again", server.Name, what)
+		case apierrors.IsInvalid(err):
+			// The API's version has this boot: the conditions moved on again, or the news is
+			// invalid. Either way it is not stored.
+			writeError(w, http.StatusUnprocessableEntity, "storing the %s: %v", what, err)
+		case apierrors.IsNotFound(err):
+			writeError(w, http.StatusNotFound, "no server %s", server.Name)
+		default:
+			writeError(w, http.StatusServiceUnavailable, "storing the %s: %v", what, err)
+		}
+		return false
 	}
-	return server.Status.ProbeBoot == boot
 }
 
-// storeStatus writes a probe's news into the server's status, on the version whose boot was
-// checked: if the server changed since (its boot may have ended), the probe is asked to send
-// again, and is then checked again. News the status already has (a boot state sent again) is
-// not written.
-func (s *Server) storeStatus(ctx context.Context, w http.ResponseWriter, server, original *metalv1alpha1.Server, what string) bool {
-	if equality.Semantic.DeepEqual(server.Status, original.Status) {
-		return true
+// statusPatch is the JSON patch that writes the status fields news changed, each whole. Its
+// first operations test that boot is still the server's current probe boot and, when the
+// conditions change, that they are still those the news was set on (a list is written whole,
+// and another writer's condition must not be lost). Other status fields are not touched, so a
+// version read from the cache will do, even though the cache keeps a compact inventory: a
+// report's inventory replaces the server's whole, never merged into what the cache kept.
+func statusPatch(boot string, original, server *metalv1alpha1.Server) ([]byte, error) {
+	before, err := fields(&original.Status)
+	if err != nil {
+		return nil, err
 	}
-	err := s.Client.Status().Patch(ctx, server, client.MergeFromWithOptions(original, client.MergeFromWithOptimisticLock{}))
-	switch {
-	case err == nil:
-		return true
-	case apierrors.IsConflict(err):
-		w.Header().Set("Retry-After", "1")
-		writeError(w, http.StatusServiceUnavailable, "server %s changed while the %s was stored; send it again", server.Name, what)
-	case apierrors.IsInvalid(err):
-		writeError(w, http.StatusUnprocessableEntity, "storing the %s: %v", what, err)
-	default:
-		writeError(w, http.StatusServiceUnavailable, "storing the %s: %v", what, err)
+	after, err := fields(&server.Status)
+	if err != nil {
+		return nil, err
 	}
-	return false
+	ops := []map[string]any{{"op": "test", "path": "/status/probeBoot", "value": boot}}
+	var changes []map[string]any
+	for _, f := range slices.Sorted(maps.Keys(before)) {
+		if _, kept := after[f]; !kept {
+			changes = append(changes, map[string]any{"op": "remove", "path": "/status/" + f})
+		}
+	}
+	for _, f := range slices.Sorted(maps.Keys(after)) {
+		if bytes.Equal(before[f], after[f]) {
+			continue
+		}
+		if f == "conditions" {
+			was := before[f]
+			if was == nil {
+				was = json.RawMessage("null")
+			}
+			ops = append(ops, map[string]any{"op": "test", "path": "/status/conditions", "value": was})
+		}
+		changes = append(changes, map[string]any{"op": "add", "path": "/status/" + f, "value": after[f]})
+	}
+	return json.Marshal(append(ops, changes...))
+}
+
+// fields are a status's top-level fields, as JSON.
+func fields(st *metalv1alpha1.ServerStatus) (map[string]json.RawMessage, error) {
+	data, err := json.Marshal(st)
+	if err != nil {
+		return nil, err
+	}
+	var out map[string]json.RawMessage
+	return out, json.Unmarshal(data, &out)
 }
 
 // decodeBody reads exactly one strict JSON object into v, and says which status refuses a body
@@ -288,30 +384,30 @@ func (s *Server) postReport(w http.ResponseWriter, r *http.Request) {
 	if auth == nil {
 		return
 	}
-	server := auth.server
-	original := server.DeepCopy()
 	inv := rep.Inventory
 	inv.Source = "Probe"
 	inv.ReportedAt = &received
 	inv.CollectorVersion = rep.ProbeVersion
 	inv.Warnings = capStrings(rep.Warnings, 64)
-	server.Status.Inventory = &inv
-	server.Status.Hardware = metalv1alpha1.SummarizeInventory(&inv)
-	if rep.Wipe != nil {
-		wipe := *rep.Wipe
-		wipe.ReportedAt = &received
-		server.Status.LastWipe = &wipe
-	}
-	if rep.Install != nil {
-		install := *rep.Install
-		install.ReportedAt = &received
-		install.Message = truncate(install.Message, 2048)
-		server.Status.LastInstall = &install
-	}
-	if !s.storeStatus(r.Context(), w, server, original, "report") {
+	stored := s.store(r.Context(), w, auth, "report", func(server *metalv1alpha1.Server) {
+		server.Status.Inventory = inv.DeepCopy()
+		server.Status.Hardware = metalv1alpha1.SummarizeInventory(&inv)
+		if rep.Wipe != nil {
+			wipe := *rep.Wipe
+			wipe.ReportedAt = &received
+			server.Status.LastWipe = &wipe
+		}
+		if rep.Install != nil {
+			install := *rep.Install
+			install.ReportedAt = &received
+			install.Message = truncate(install.Message, 2048)
+			server.Status.LastInstall = &install
+		}
+	})
+	if !stored {
 		return
 	}
-	s.Log.Info("stored probe report", "server", server.Name, "disks", len(inv.Storage), "nics", len(inv.NetworkInterfaces), "wipe", rep.Wipe != nil, "install", rep.Install != nil)
+	s.Log.Info("stored probe report", "server", auth.server.Name, "disks", len(inv.Storage), "nics", len(inv.NetworkInterfaces), "wipe", rep.Wipe != nil, "install", rep.Install != nil)
 	w.WriteHeader(http.StatusNoContent)
 }
 
@@ -341,14 +437,13 @@ func (s *Server) postBootState(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusBadRequest, "state %q is not a CamelCase word", truncate(st.State, 32))
 		return
 	}
-	server := auth.server
-	original := server.DeepCopy()
 	status := metav1.ConditionTrue
 	if st.State == "Failed" {
 		status = metav1.ConditionFalse
 	}
-	setProbeCondition(server, status, st.State, truncate(st.Message, 1024))
-	if !s.storeStatus(r.Context(), w, server, original, "boot state") {
+	if !s.store(r.Context(), w, auth, "boot state", func(server *metalv1alpha1.Server) {
+		setProbeCondition(server, status, st.State, truncate(st.Message, 1024))
+	}) {
 		return
 	}
 	w.WriteHeader(http.StatusNoContent)

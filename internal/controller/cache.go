@@ -78,11 +78,13 @@ func CacheOptions() cache.Options {
 }
 
 // compactInventory keeps of a Server's inventory what the reconcilers read — its source and
-// time, the CPU and memory summaries, the disks (matching, wiping) and the NICs (boot MACs) —
-// and drops the per-part detail that only people read: processors, memory modules, PCI devices,
-// DMI, the collector's version and warnings. That detail is most of an inventory's size, and a
-// cache holds every Server of the fleet. Nothing written back is built from a cached Server's
-// inventory: the registry stores a report on the Server as the API has it.
+// time, the CPU and memory summaries, the disks (matching, wiping) and the NICs (boot MACs,
+// addresses) — and drops the per-part detail that only people read: processors, memory
+// modules, PCI devices, DMI, the NICs' LLDP neighbours and drivers, the collector's version and
+// warnings. That detail is most of an inventory's size, and a cache holds every Server of the
+// fleet. Nothing written back is built from a cached Server's inventory: the registry replaces
+// a Server's inventory whole with each report (a JSON patch), never merges into what the cache
+// kept.
 func compactInventory(s *metalv1alpha1.Server) {
 	inv := s.Status.Inventory
 	if inv == nil {
@@ -90,4 +92,7 @@ func compactInventory(s *metalv1alpha1.Server) {
 	}
 	inv.Processors, inv.MemoryModules, inv.PCIDevices, inv.DMI = nil, nil, nil, nil
 	inv.CollectorVersion, inv.Warnings = "", nil
+	for i := range inv.NetworkInterfaces {
+		inv.NetworkInterfaces[i].LLDP, inv.NetworkInterfaces[i].Driver = nil, ""
+	}
 }

@@ -5,6 +5,7 @@ import (
 	"sync"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/util/resourceversion"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 )
 
@@ -12,10 +13,14 @@ import (
 // reconcile that starts before the cache has caught up with that write can tell, and wait
 // instead of repeating side effects (a second PXE boot, a second power cycle).
 //
-// It asks the API only when the cache shows a version it cannot place: not the one written,
-// and not one already known to be behind (the version the writing reconcile read, or the one
-// the cache showed when the API was last asked). So a reconcile woken before the cache has
-// its write waits for the cache without a request, however often it is woken.
+// Resource versions are compared (comparable since Kubernetes 1.35, KEP-5504): a version the
+// cache shows is behind the write when it is older, and caught up when it is the write's or a
+// later one (someone else's write after ours), so no request is needed. Only when a version is
+// not a well-formed one does it ask the API, and then only when the cache shows a version it
+// cannot place: not the one written, and not one already known to be behind (the version the
+// writing reconcile read, or the one the cache showed when the API was last asked). Either way
+// a reconcile woken before the cache has its write waits for the cache without a request,
+// however often it is woken.
 type freshness struct {
 	mu      sync.Mutex
 	written map[string]versions
@@ -49,6 +54,13 @@ func (f *freshness) stale(ctx context.Context, api client.Reader, cached client.
 		return false, nil
 	case rv == v.behind:
 		return true, nil
+	}
+	if cmp, err := resourceversion.CompareResourceVersion(rv, v.want); err == nil {
+		if cmp < 0 {
+			return true, nil
+		}
+		f.forget(name) // ours, or a later write over it
+		return false, nil
 	}
 	// Someone wrote since (or the cache shows a version between ours): the API knows which.
 	if err := api.Get(ctx, client.ObjectKeyFromObject(cached), fresh); err != nil {

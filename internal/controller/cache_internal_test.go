@@ -22,7 +22,7 @@ func TestCachedServersKeepTheInventoryTheReconcilersRead(t *testing.T) {
 		TotalStorage: &total, Storage: []metalv1alpha1.StorageDevice{{Name: "nvme0n1"}},
 		NetworkInterfaces: []metalv1alpha1.NetworkInterface{{Name: "eno1", MACAddress: "02:00:00:00:00:01", SpeedMbps: 10000, Link: "Up", PCIAddress: "0000:18:00.0",
 			IPAddresses: []string{"10.0.0.5/24"}, Driver: "i40e", LLDP: &metalv1alpha1.LLDPNeighbor{SystemName: "leaf01", PortID: "swp12"}}},
-		PCIDevices:        []metalv1alpha1.PCIDevice{{Address: "0000:00:01.0"}}, DMI: &metalv1alpha1.DMI{},
+		PCIDevices: []metalv1alpha1.PCIDevice{{Address: "0000:00:01.0"}}, DMI: &metalv1alpha1.DMI{},
 	}
 	s := &metalv1alpha1.Server{ObjectMeta: metav1.ObjectMeta{Name: "s", ManagedFields: []metav1.ManagedFieldsEntry{{Manager: "x"}}},
 		Status: metalv1alpha1.ServerStatus{Inventory: inv.DeepCopy()}}

@@ -93,7 +93,7 @@ func newTransport(opts Options, insecureSkipVerify bool) http.RoundTripper {
 		// Connections close between polls (below), so most requests to a BMC open one: a BMC
 		// that offers session resumption is spared the full handshake (its certificate
 		// signed, ours verified) on each. Sessions are kept by BMC host name, a bounded number.
-		ClientSessionCache: tls.NewLRUClientSessionCache(tlsSessions),
+		ClientSessionCache: newSessionCache(tlsSessions),
 	}
 	transport.MaxIdleConnsPerHost = int(max(opts.MaxConcurrentRequests, 1))
 	// No cap across BMCs: the transport is shared by the whole fleet, and the default (100)
@@ -134,8 +134,8 @@ const idleConnTimeout = 15 * time.Second
 
 // tlsSessions is how many BMCs' TLS sessions a transport keeps for resumption: more than the
 // BMCs a fleet's reconcilers are busy with at once (a lifecycle's bursts resume), fewer than a
-// large fleet's routine polls cycle through (those mostly do a full handshake). A session holds
-// the BMC's parsed certificate chain (a few KiB), so this bounds them to a few MiB.
+// large fleet's routine polls cycle through (those mostly do a full handshake). A session is
+// kept serialized (sessionCache), its certificates as DER: this bounds them to a few MiB.
 const tlsSessions = 1024
 
 // keepAlive re-enables connection reuse, which gofish turns off (Request.Close) whenever it is

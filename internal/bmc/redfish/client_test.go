@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/url"
 	"os"
 	"path/filepath"
 	"strings"
@@ -276,6 +277,18 @@ func TestReconnectResumesTheTLSSession(t *testing.T) {
 	get()
 	transport.CloseIdleConnections()
 	assert.True(t, get().DidResume, "the second connection resumes the first one's session")
+
+	// A session kept in a form that no longer parses is a full handshake, not a failure.
+	kept, damage := redfish.SessionsOf(c.(*redfish.Client))
+	require.Equal(t, 1, kept())
+	u, err := url.Parse(sim.URL())
+	require.NoError(t, err)
+	damage(u.Hostname()) // crypto/tls keys sessions by server name
+
+	transport.CloseIdleConnections()
+	assert.False(t, get().DidResume, "a damaged session is not resumed")
+	transport.CloseIdleConnections()
+	assert.True(t, get().DidResume, "the new handshake's session is kept")
 }
 
 func TestOneSessionPerClient(t *testing.T) {

@@ -72,3 +72,15 @@ func Leaks(err error, secrets ...string) []string {
 	walk("", err, 0)
 	return leaks
 }
+
+// SessionsOf is the TLS session cache of a client's transport: how many sessions it keeps, and
+// a way to damage the one kept for key.
+func SessionsOf(c *Client) (kept func() int, damage func(key string)) {
+	cache := TransportOf(c).TLSClientConfig.ClientSessionCache.(*sessionCache)
+	return cache.lru.Len, func(key string) {
+		if v, ok := cache.lru.Get(key); ok {
+			s := v.(session)
+			cache.lru.Add(key, session{ticket: s.ticket, state: s.state[:len(s.state)/2]})
+		}
+	}
+}

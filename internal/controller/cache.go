@@ -78,10 +78,11 @@ func CacheOptions() cache.Options {
 }
 
 // compactInventory keeps of a Server's inventory what the reconcilers read — its source and
-// time, the CPU and memory summaries, the disks (matching, wiping) and the NICs (boot MACs,
-// addresses) — and drops the per-part detail that only people read: processors, memory
-// modules, PCI devices, DMI, the NICs' LLDP neighbours and drivers, the collector's version and
-// warnings. That detail is most of an inventory's size, and a cache holds every Server of the
+// time, the CPU, memory and storage summaries, the disks' names, sizes, kinds and whether they
+// are removable (wiping), and the NICs (boot MACs, addresses) — and drops the per-part detail
+// that only people read: processors, memory modules, PCI devices, DMI, the disks' models,
+// vendors, serial numbers, WWNs, controllers and bus paths, the NICs' LLDP neighbours, drivers
+// and PCI addresses, the collector's version and warnings. That detail is most of an inventory's size, and a cache holds every Server of the
 // fleet. Nothing written back is built from a cached Server's inventory: the registry replaces
 // a Server's inventory whole with each report (a JSON patch), never merges into what the cache
 // kept.
@@ -93,6 +94,11 @@ func compactInventory(s *metalv1alpha1.Server) {
 	inv.Processors, inv.MemoryModules, inv.PCIDevices, inv.DMI = nil, nil, nil, nil
 	inv.CollectorVersion, inv.Warnings = "", nil
 	for i := range inv.NetworkInterfaces {
-		inv.NetworkInterfaces[i].LLDP, inv.NetworkInterfaces[i].Driver = nil, ""
+		nic := &inv.NetworkInterfaces[i]
+		nic.LLDP, nic.Driver, nic.PCIAddress = nil, "", ""
+	}
+	for i := range inv.Storage {
+		d := &inv.Storage[i]
+		d.Model, d.Vendor, d.SerialNumber, d.WWN, d.Controller, d.BusPath = "", "", "", "", "", ""
 	}
 }

@@ -19,7 +19,8 @@ func TestCachedServersKeepTheInventoryTheReconcilersRead(t *testing.T) {
 		Source: "Probe", ReportedAt: &now, CollectorVersion: "0.1.0", Warnings: []string{"pci: unreadable"},
 		CPU: metalv1alpha1.CPUSummary{Cores: 16}, Processors: []metalv1alpha1.Processor{{ID: "CPU0"}},
 		Memory: metalv1alpha1.MemorySummary{Total: &total}, MemoryModules: []metalv1alpha1.MemoryModule{{Locator: "DIMM0"}},
-		TotalStorage: &total, Storage: []metalv1alpha1.StorageDevice{{Name: "nvme0n1"}},
+		TotalStorage: &total, Storage: []metalv1alpha1.StorageDevice{{Name: "nvme0n1", Size: &total, Type: "NVMe", Removable: true,
+			Model: "SAMSUNG MZQL23T8HCLS", Vendor: "Samsung", SerialNumber: "S64H", WWN: "eui.3634", Controller: "NVMe", BusPath: "pci-0000:5e:00.0-nvme-1"}},
 		NetworkInterfaces: []metalv1alpha1.NetworkInterface{{Name: "eno1", MACAddress: "02:00:00:00:00:01", SpeedMbps: 10000, Link: "Up", PCIAddress: "0000:18:00.0",
 			IPAddresses: []string{"10.0.0.5/24"}, Driver: "i40e", LLDP: &metalv1alpha1.LLDPNeighbor{SystemName: "leaf01", PortID: "swp12"}}},
 		PCIDevices: []metalv1alpha1.PCIDevice{{Address: "0000:00:01.0"}}, DMI: &metalv1alpha1.DMI{},
@@ -41,7 +42,8 @@ func TestCachedServersKeepTheInventoryTheReconcilersRead(t *testing.T) {
 
 	want := inv.DeepCopy()
 	want.CollectorVersion, want.Warnings, want.Processors, want.MemoryModules, want.PCIDevices, want.DMI = "", nil, nil, nil, nil, nil
-	want.NetworkInterfaces[0].LLDP, want.NetworkInterfaces[0].Driver = nil, ""
+	want.NetworkInterfaces[0].LLDP, want.NetworkInterfaces[0].Driver, want.NetworkInterfaces[0].PCIAddress = nil, "", ""
+	want.Storage[0] = metalv1alpha1.StorageDevice{Name: "nvme0n1", Size: &total, Type: "NVMe", Removable: true}
 	assert.Equal(t, want, got.Status.Inventory)
 
 	empty := &metalv1alpha1.Server{}

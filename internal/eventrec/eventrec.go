@@ -11,8 +11,11 @@ package eventrec
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/binary"
 	"errors"
 	"fmt"
+	"hash"
 	"os"
 	"sync"
 	"time"
@@ -87,10 +90,36 @@ type seen struct {
 	last, sent      time.Time
 }
 
-// key is what makes two events one series (client-go's: the note is not part of it).
-type key struct {
-	eventType, action, reason, controller, instance string
-	regarding, related                              corev1.ObjectReference
+// key is what makes two events one series, as client-go's (the note is not part of it):
+// their type, action, reason, reporting controller and instance, and the objects they are
+// about, at their versions. It is kept as a hash of those: a remembered event costs a few
+// dozen bytes, not two object references' strings.
+type key [sha256.Size]byte
+
+func keyOf(ev *eventsv1.Event) key {
+	h := sha256.New()
+	for _, s := range []string{ev.Type, ev.Action, ev.Reason, ev.ReportingController, ev.ReportingInstance} {
+		writeField(h, s)
+	}
+	for _, ref := range []*corev1.ObjectReference{&ev.Regarding, ev.Related} {
+		if ref == nil {
+			ref = &corev1.ObjectReference{}
+		}
+		for _, s := range []string{ref.Kind, ref.Namespace, ref.Name, string(ref.UID), ref.APIVersion, ref.ResourceVersion, ref.FieldPath} {
+			writeField(h, s)
+		}
+	}
+	var k key
+	h.Sum(k[:0])
+	return k
+}
+
+// writeField writes s with its length, so that no two lists of fields hash alike.
+func writeField(h hash.Hash, s string) {
+	var n [8]byte
+	binary.BigEndian.PutUint64(n[:], uint64(len(s)))
+	h.Write(n[:])
+	h.Write([]byte(s))
 }
 
 var (
@@ -214,10 +243,7 @@ func (r *recorder) Eventf(regarding, related runtime.Object, eventtype, reason, 
 // observe remembers ev and says what to send: ev itself when it is new, a series' count when
 // it repeats one (at its first repeat, then at most once per seriesUpdate), or nothing.
 func (p *Provider) observe(ev *eventsv1.Event, now time.Time) (job, bool) {
-	k := key{eventType: ev.Type, action: ev.Action, reason: ev.Reason, controller: ev.ReportingController, instance: ev.ReportingInstance, regarding: ev.Regarding}
-	if ev.Related != nil {
-		k.related = *ev.Related
-	}
+	k := keyOf(ev)
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if v, ok := p.recent.Get(k); ok {

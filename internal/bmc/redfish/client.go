@@ -95,7 +95,10 @@ func newTransport(opts Options, insecureSkipVerify bool) http.RoundTripper {
 		// signed, ours verified) on each. Sessions are kept by BMC host name, a bounded number.
 		ClientSessionCache: newSessionCache(tlsSessions),
 	}
-	transport.MaxIdleConnsPerHost = int(max(opts.MaxConcurrentRequests, 1))
+	// One idle connection per BMC: a BMC's reconcilers seldom overlap (a request that does opens
+	// a connection of its own, closed after it), and each idle one holds two goroutines, their
+	// stacks, and buffers (about 20 KiB): at a thousand BMCs enrolling, tens of MiB.
+	transport.MaxIdleConnsPerHost = 1
 	// No cap across BMCs: the transport is shared by the whole fleet, and the default (100)
 	// would close the connections of all but 100 BMCs, so most requests would pay a TLS
 	// handshake. Idle connections still close after idleConnTimeout.
@@ -129,8 +132,10 @@ func connect(ctx context.Context, t bmc.Target, opts Options, transport http.Rou
 	return &Client{api: api, systemPath: t.Address.SystemPath, media: opts.mediaTiming()}, nil
 }
 
-// idleConnTimeout closes a BMC connection nobody used for this long.
-const idleConnTimeout = 15 * time.Second
+// idleConnTimeout closes a BMC connection nobody used for this long: longer than the gaps in a
+// burst of requests (a PXE boot's three, a power change and its first check), shorter than the
+// seconds between a lifecycle's steps, which reconnect resuming the TLS session (sessionCache).
+const idleConnTimeout = 5 * time.Second
 
 // tlsSessions is how many BMCs' TLS sessions a transport keeps for resumption: more than the
 // BMCs a fleet's reconcilers are busy with at once (a lifecycle's bursts resume), fewer than a

@@ -486,7 +486,7 @@ func TestAWriteFromAnOutdatedVersionTestsWhatItMustNotUndo(t *testing.T) {
 	require.NoError(t, env.Client.Status().Update(ctx, other))
 	news := read.DeepCopy()
 	meta.SetStatusCondition(&news.Status.Conditions, metav1.Condition{Type: registry.ConditionProbe, Status: metav1.ConditionTrue, Reason: "Booted", Message: "y"})
-	patch, err := registry.StatusPatch(boot, read, news)
+	patch, err := registry.StatusPatch(boot, read, news, false)
 	require.NoError(t, err)
 	err = env.Client.Status().Patch(ctx, news, client.RawPatch(types.JSONPatchType, patch))
 	require.True(t, apierrors.IsInvalid(err), "the conditions moved on: %v", err)
@@ -496,7 +496,30 @@ func TestAWriteFromAnOutdatedVersionTestsWhatItMustNotUndo(t *testing.T) {
 	read = server(t, uuid)
 	news = read.DeepCopy()
 	news.Status.Hardware = &m.HardwareSummary{CPUs: 3}
-	patch, err = registry.StatusPatch(boot, read, news)
+	patch, err = registry.StatusPatch(boot, read, news, false)
+	require.NoError(t, err)
+	require.NoError(t, env.Client.Status().Patch(ctx, news, client.RawPatch(types.JSONPatchType, patch)))
+
+	// A report's NICs were compared with the inventory the version read had (none): a report
+	// stored since is a different one, and the write built on that comparison is refused.
+	read = server(t, uuid)
+	require.Nil(t, read.Status.Inventory)
+	other = read.DeepCopy()
+	reportedAt := metav1.Now()
+	other.Status.Inventory = &m.Inventory{Source: "Probe", ReportedAt: &reportedAt,
+		NetworkInterfaces: []m.NetworkInterface{{Name: "eno1", MACAddress: "02:00:00:00:00:09"}}}
+	require.NoError(t, env.Client.Status().Update(ctx, other))
+	news = read.DeepCopy()
+	news.Status.Inventory = &m.Inventory{Source: "Probe", ReportedAt: &reportedAt}
+	patch, err = registry.StatusPatch(boot, read, news, true)
+	require.NoError(t, err)
+	err = env.Client.Status().Patch(ctx, news, client.RawPatch(types.JSONPatchType, patch))
+	require.True(t, apierrors.IsInvalid(err), "another report was stored since: %v", err)
+	// Built on the report that is there, it goes in.
+	read = server(t, uuid)
+	news = read.DeepCopy()
+	news.Status.Hardware = &m.HardwareSummary{CPUs: 7}
+	patch, err = registry.StatusPatch(boot, read, news, true)
 	require.NoError(t, err)
 	require.NoError(t, env.Client.Status().Patch(ctx, news, client.RawPatch(types.JSONPatchType, patch)))
 
@@ -506,11 +529,11 @@ func TestAWriteFromAnOutdatedVersionTestsWhatItMustNotUndo(t *testing.T) {
 	require.NoError(t, env.Client.Status().Update(ctx, ended))
 	news = read.DeepCopy()
 	news.Status.Hardware = &m.HardwareSummary{CPUs: 5}
-	patch, err = registry.StatusPatch(boot, read, news)
+	patch, err = registry.StatusPatch(boot, read, news, false)
 	require.NoError(t, err)
 	err = env.Client.Status().Patch(ctx, news, client.RawPatch(types.JSONPatchType, patch))
 	require.True(t, apierrors.IsInvalid(err), "the boot is over: %v", err)
-	assert.EqualValues(t, 3, server(t, uuid).Status.Hardware.CPUs)
+	assert.EqualValues(t, 7, server(t, uuid).Status.Hardware.CPUs)
 
 	// And through the registry: the report is refused, as over.
 	status, msg := post(t, "/v1/reports", signer.Token(uuid, boot), reportFor(uuid, 6))

@@ -36,9 +36,10 @@ const MaxBodyBytes = 1 << 20
 type Server struct {
 	// Client reads Servers (through the manager's cache) and writes their status.
 	Client client.Client
-	// APIReader reads a Server around the cache: to check that the token's boot is still the
-	// Server's current one (the cache may be behind its start or end), and to find a Server the
-	// cache has not seen yet. Optional.
+	// APIReader reads a Server around the cache: when the cache does not show the token's boot
+	// (it may be behind its start), when a check on the cache's copy would refuse a request or
+	// a write's test fails (it may be behind the boot's end, or a report), and to find a Server
+	// the cache has not seen yet. Optional.
 	APIReader client.Reader
 	Signer    *Signer
 	Log       logr.Logger
@@ -72,6 +73,9 @@ func writeError(w http.ResponseWriter, status int, format string, args ...any) {
 // boot its token is for, and what the body says about its machine.
 type authenticated struct {
 	server *metalv1alpha1.Server
+	// cached says server is the cache's copy, which may be behind the API's; else it is the
+	// API's, read for this request.
+	cached bool
 	boot   string
 	about  func() about
 	remote string
@@ -110,19 +114,22 @@ func (s *Server) decodeAndAuthorize(w http.ResponseWriter, r *http.Request, v an
 		writeError(w, http.StatusForbidden, "the token does not belong to any server of this registry")
 		return nil
 	}
-	server, status, err := s.findServer(r.Context(), name)
+	server, cached, status, err := s.findServer(r.Context(), name)
 	if err != nil {
 		writeError(w, status, "%v", err)
 		return nil
 	}
-	auth := &authenticated{server: server, boot: boot, about: aboutOf, remote: r.RemoteAddr}
-	// The cache may be behind the boot's start: a boot it does not show is looked up in the API.
-	// One it shows may be over already: the write tests that it is not (statusPatch).
-	if server.Status.ProbeBoot != boot && !s.reread(r.Context(), w, auth) {
-		return nil
-	}
-	if !s.refuseOtherMachine(w, auth) {
-		return nil
+	auth := &authenticated{server: server, cached: cached, boot: boot, about: aboutOf, remote: r.RemoteAddr}
+	// The cache may be behind the boot's start, or behind the report the machine check compares
+	// with: what it refuses is asked of the API before it is refused. What it lets through may
+	// be over already: the write tests that it is not (statusPatch).
+	if server.Status.ProbeBoot != boot || otherMachine(server, aboutOf()) != "" {
+		if auth.cached && !s.reread(r.Context(), w, auth) {
+			return nil
+		}
+		if !s.refuseEndedBoot(w, auth) || !s.refuseOtherMachine(w, auth) {
+			return nil
+		}
 	}
 	return auth
 }
@@ -143,6 +150,12 @@ func (s *Server) reread(ctx context.Context, w http.ResponseWriter, auth *authen
 		}
 		auth.server = &fresh
 	}
+	auth.cached = false // the API's, or the best there is
+	return s.refuseEndedBoot(w, auth)
+}
+
+// refuseEndedBoot refuses a request whose token is not for the server's current probe boot.
+func (s *Server) refuseEndedBoot(w http.ResponseWriter, auth *authenticated) bool {
 	if auth.server.Status.ProbeBoot != auth.boot {
 		s.Log.Info("refused a probe request: its boot is over", "server", auth.server.Name, "boot", auth.boot)
 		writeError(w, http.StatusForbidden, "the token is for an earlier probe boot of server %s", auth.server.Name)
@@ -237,40 +250,50 @@ func capList(ss []string, n int) []string {
 }
 
 // store writes news into the server's status. News the status already has (a boot state sent
-// again) is not written. The version read may be the cache's: when the write's tests fail (the
-// boot has ended, or the conditions moved on, since), the server is read from the API, checked
-// again, and written once more.
+// again) is not written. On the cache's copy of the server it is written as a JSON patch that
+// tests what the checks relied on (statusPatch); when a test fails, or the cache's copy has the
+// news already, the server is read from the API, checked again, and the news is written on that
+// version under an optimistic lock, as every writer of a status whole does.
 func (s *Server) store(ctx context.Context, w http.ResponseWriter, auth *authenticated, what string, news func(*metalv1alpha1.Server)) bool {
-	for attempt := 1; ; attempt++ {
-		server := auth.server
-		original := server.DeepCopy()
+	for {
+		server := auth.server.DeepCopy()
 		news(server)
-		if equality.Semantic.DeepEqual(server.Status, original.Status) {
-			return true
-		}
-		patch, err := statusPatch(auth.boot, original, server)
-		if err != nil {
-			writeError(w, http.StatusInternalServerError, "storing the %s: %v", what, err)
-			return false
-		}
-		err = s.Client.Status().Patch(ctx, server, client.RawPatch(types.JSONPatchType, patch))
-		if err == nil {
-			return true
-		}
-		if attempt == 1 && (apierrors.IsInvalid(err) || apierrors.IsConflict(err)) {
-			// A test failed, or the status is really invalid: the API's version says which.
+		if equality.Semantic.DeepEqual(server.Status, auth.server.Status) {
+			if !auth.cached {
+				return true
+			}
+			// The cache may be behind: the API's version may not have it, or the boot may be over.
 			if !s.reread(ctx, w, auth) || !s.refuseOtherMachine(w, auth) {
 				return false
 			}
 			continue
 		}
+		var err error
+		if auth.cached {
+			patch, perr := statusPatch(auth.boot, auth.server, server, auth.about().listsNICs)
+			if perr != nil {
+				writeError(w, http.StatusInternalServerError, "storing the %s: %v", what, perr)
+				return false
+			}
+			err = s.Client.Status().Patch(ctx, server, client.RawPatch(types.JSONPatchType, patch))
+			if err != nil && (apierrors.IsInvalid(err) || apierrors.IsConflict(err) || apierrors.IsNotFound(err)) {
+				// A test failed (or the status is really invalid): the API's version says which.
+				if !s.reread(ctx, w, auth) || !s.refuseOtherMachine(w, auth) {
+					return false
+				}
+				continue
+			}
+		} else {
+			err = s.Client.Status().Patch(ctx, server, client.MergeFromWithOptions(auth.server, client.MergeFromWithOptimisticLock{}))
+		}
 		switch {
+		case err == nil:
+			auth.server = server
+			return true
 		case apierrors.IsConflict(err):
 			w.Header().Set("Retry-After", "1")
 			writeError(w, http.StatusServiceUnavailable, "server %s changed while the %s was stored; send it again", server.Name, what)
 		case apierrors.IsInvalid(err):
-			// The API's version has this boot: the conditions moved on again, or the news is
-			// invalid. Either way it is not stored.
 			writeError(w, http.StatusUnprocessableEntity, "storing the %s: %v", what, err)
 		case apierrors.IsNotFound(err):
 			writeError(w, http.StatusNotFound, "no server %s", server.Name)
@@ -281,13 +304,16 @@ func (s *Server) store(ctx context.Context, w http.ResponseWriter, auth *authent
 	}
 }
 
-// statusPatch is the JSON patch that writes the status fields news changed, each whole. Its
-// first operations test that boot is still the server's current probe boot and, when the
+// statusPatch is the JSON patch that writes the status fields news changed, each whole, on a
+// version of the server read from the cache. Its first operations test what the checks made on
+// that version relied on: that boot is still the server's current probe boot; for a request
+// whose NICs were compared with the server's (pinInventory), that the server's inventory is
+// still the report it was compared with (its source and time, or none); and, when the
 // conditions change, that they are still those the news was set on (a list is written whole,
-// and another writer's condition must not be lost). Other status fields are not touched, so a
-// version read from the cache will do, even though the cache keeps a compact inventory: a
-// report's inventory replaces the server's whole, never merged into what the cache kept.
-func statusPatch(boot string, original, server *metalv1alpha1.Server) ([]byte, error) {
+// and another writer's condition must not be lost). Other status fields are not touched, so the
+// cache's compact inventory does not matter: a report's inventory replaces the server's whole,
+// never merged into what the cache kept.
+func statusPatch(boot string, original, server *metalv1alpha1.Server, pinInventory bool) ([]byte, error) {
 	before, err := fields(&original.Status)
 	if err != nil {
 		return nil, err
@@ -297,6 +323,23 @@ func statusPatch(boot string, original, server *metalv1alpha1.Server) ([]byte, e
 		return nil, err
 	}
 	ops := []map[string]any{{"op": "test", "path": "/status/probeBoot", "value": boot}}
+	if pinInventory {
+		if inv := original.Status.Inventory; inv == nil {
+			ops = append(ops, map[string]any{"op": "test", "path": "/status/inventory", "value": nil})
+		} else {
+			var at any
+			if inv.ReportedAt != nil {
+				at = inv.ReportedAt
+			}
+			var source any
+			if inv.Source != "" {
+				source = inv.Source
+			}
+			ops = append(ops,
+				map[string]any{"op": "test", "path": "/status/inventory/source", "value": source},
+				map[string]any{"op": "test", "path": "/status/inventory/reportedAt", "value": at})
+		}
+	}
 	var changes []map[string]any
 	for _, f := range slices.Sorted(maps.Keys(before)) {
 		if _, kept := after[f]; !kept {
@@ -349,19 +392,20 @@ func decodeBody(body io.Reader, v any) (int, error) {
 
 // findServer reads the server a token names: from the cache, or, when the cache has not seen
 // it (a Server made a moment ago), from the API.
-func (s *Server) findServer(ctx context.Context, name string) (*metalv1alpha1.Server, int, error) {
-	var server metalv1alpha1.Server
-	err := s.Client.Get(ctx, client.ObjectKey{Name: name}, &server)
+func (s *Server) findServer(ctx context.Context, name string) (server *metalv1alpha1.Server, cached bool, status int, err error) {
+	server, cached = &metalv1alpha1.Server{}, true
+	err = s.Client.Get(ctx, client.ObjectKey{Name: name}, server)
 	if apierrors.IsNotFound(err) && s.APIReader != nil {
-		err = s.APIReader.Get(ctx, client.ObjectKey{Name: name}, &server)
+		cached = false
+		err = s.APIReader.Get(ctx, client.ObjectKey{Name: name}, server)
 	}
 	switch {
 	case err == nil:
-		return &server, 0, nil
+		return server, cached, 0, nil
 	case apierrors.IsNotFound(err):
-		return nil, http.StatusNotFound, fmt.Errorf("no server %s", name)
+		return nil, false, http.StatusNotFound, fmt.Errorf("no server %s", name)
 	default:
-		return nil, http.StatusServiceUnavailable, fmt.Errorf("looking up server %s: %w", name, err)
+		return nil, false, http.StatusServiceUnavailable, fmt.Errorf("looking up server %s: %w", name, err)
 	}
 }
 

@@ -39,7 +39,8 @@ import (
 
 const (
 	// queueSize bounds the events waiting to be sent (client-go's broadcaster queues 1,000
-	// too); past it an event is dropped and counted, never waited for.
+	// too), shared evenly by the senders; past it an event is dropped and counted, never
+	// waited for.
 	queueSize = 1000
 	// senders is how many events are sent at once.
 	senders = 8
@@ -48,7 +49,8 @@ const (
 	// seriesWindow: an event seen again within this long of its last sighting is a repeat, as
 	// in client-go.
 	seriesWindow = 6 * time.Minute
-	// seriesUpdate: a series' count is sent at its first repeat, then at most this often.
+	// seriesUpdate: a series' count is sent at its first repeat, then at most this often, and
+	// the count of repeats not sent yet is sent this long after the last update.
 	seriesUpdate = time.Minute
 	// NoteLimit is the longest note the API takes (events.k8s.io/v1); a longer one is cut.
 	NoteLimit = 1024
@@ -70,14 +72,20 @@ type Provider struct {
 	scheme *runtime.Scheme
 	host   string
 	log    logr.Logger
-	queue  chan job
+	// queues are the senders' own: a series always goes through the same one (by its key), so
+	// its update never overtakes the create of its first event.
+	queues [senders]chan job
+	// update is how often a series' count is sent at most (seriesUpdate; tests shorten it).
+	update time.Duration
 
 	mu     sync.Mutex
-	recent *lru.Cache // key → *seen
+	recent *lru.Cache     // key → *seen
+	unsent map[key]*seen // series with repeats counted but not sent yet
 }
 
 // job is one request to the API: an event to create, or a series' count to update.
 type job struct {
+	key    key
 	event  *eventsv1.Event
 	series bool
 }
@@ -86,8 +94,11 @@ type job struct {
 type seen struct {
 	name, namespace string
 	firstTime       metav1.MicroTime
-	count           int32
+	count, sentAt   int32 // sentAt: the count last sent
 	last, sent      time.Time
+	// latest is the last repeat not sent yet: what the next update sends (created again if
+	// the first event has gone meanwhile).
+	latest *eventsv1.Event
 }
 
 // key is what makes two events one series, as client-go's (the note is not part of it):
@@ -149,7 +160,17 @@ func For(mgr manager.Manager) (*Provider, error) {
 // New makes a provider that sends to sink once started (Run).
 func New(sink eventsv1client.EventsV1Interface, scheme *runtime.Scheme, log logr.Logger) *Provider {
 	host, _ := os.Hostname()
-	return &Provider{sink: sink, scheme: scheme, host: host, log: log, queue: make(chan job, queueSize), recent: lru.New(recentEvents)}
+	p := &Provider{sink: sink, scheme: scheme, host: host, log: log, update: seriesUpdate, unsent: map[key]*seen{}}
+	for i := range p.queues {
+		p.queues[i] = make(chan job, queueSize/senders)
+	}
+	// A series forgotten with repeats not sent yet sends them as it goes.
+	p.recent = lru.NewWithEvictionFunc(recentEvents, func(k lru.Key, v any) {
+		if j, ok := p.pending(k.(key), v.(*seen), time.Now()); ok {
+			p.enqueue(j)
+		}
+	})
+	return p
 }
 
 // Recorder is the recorder of one controller (the events' reportingController).
@@ -157,22 +178,66 @@ func (p *Provider) Recorder(controller string) events.EventRecorder {
 	return &recorder{p: p, controller: controller, instance: controller + "-" + p.host}
 }
 
-// Run sends events until ctx ends.
+// Run sends events until ctx ends, and the counts of series whose repeats were only counted
+// once they are due.
 func (p *Provider) Run(ctx context.Context) {
 	var wg sync.WaitGroup
-	for range senders {
+	for i := range p.queues {
+		queue := p.queues[i]
 		wg.Go(func() {
 			for {
 				select {
 				case <-ctx.Done():
 					return
-				case j := <-p.queue:
+				case j := <-queue:
 					p.send(ctx, j)
 				}
 			}
 		})
 	}
+	wg.Go(func() {
+		tick := time.NewTicker(p.update)
+		defer tick.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case now := <-tick.C:
+				for _, j := range p.due(now) {
+					p.enqueue(j)
+				}
+			}
+		}
+	})
 	wg.Wait()
+}
+
+// due are the updates of the series whose counted repeats are due to be sent.
+func (p *Provider) due(now time.Time) []job {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	var jobs []job
+	for k, s := range p.unsent {
+		if now.Sub(s.sent) < p.update {
+			continue
+		}
+		if j, ok := p.pending(k, s, now); ok {
+			jobs = append(jobs, j)
+		}
+	}
+	return jobs
+}
+
+// pending is the update that sends s's counted repeats (p.mu held), and marks them sent.
+func (p *Provider) pending(k key, s *seen, now time.Time) (job, bool) {
+	delete(p.unsent, k)
+	if s.latest == nil || s.count == s.sentAt {
+		return job{}, false
+	}
+	ev := s.latest
+	s.latest, s.sent, s.sentAt = nil, now, s.count
+	ev.Series = &eventsv1.EventSeries{Count: s.count, LastObservedTime: metav1.NewMicroTime(s.last)}
+	return job{key: k, event: ev, series: true}, true
 }
 
 type runnable struct {
@@ -241,7 +306,8 @@ func (r *recorder) Eventf(regarding, related runtime.Object, eventtype, reason, 
 }
 
 // observe remembers ev and says what to send: ev itself when it is new, a series' count when
-// it repeats one (at its first repeat, then at most once per seriesUpdate), or nothing.
+// it repeats one (at its first repeat, then at most once per update: repeats in between are
+// counted, and Run sends the count when it is due), or nothing.
 func (p *Provider) observe(ev *eventsv1.Event, now time.Time) (job, bool) {
 	k := keyOf(ev)
 	p.mu.Lock()
@@ -250,22 +316,25 @@ func (p *Provider) observe(ev *eventsv1.Event, now time.Time) (job, bool) {
 		if s := v.(*seen); now.Sub(s.last) < seriesWindow {
 			s.count++
 			s.last = now
-			if now.Sub(s.sent) < seriesUpdate {
-				return job{}, false // counted; a later update sends it
-			}
-			s.sent = now
 			ev.Name, ev.Namespace, ev.EventTime = s.name, s.namespace, s.firstTime
-			ev.Series = &eventsv1.EventSeries{Count: s.count, LastObservedTime: metav1.NewMicroTime(now)}
-			return job{event: ev, series: true}, true
+			s.latest = ev
+			if now.Sub(s.sent) < p.update {
+				p.unsent[k] = s // counted; Run's next tick sends it
+				return job{}, false
+			}
+			return p.pending(k, s, now)
+		}
+		if j, ok := p.pending(k, v.(*seen), now); ok { // the last repeats of the series that ended
+			p.enqueue(j)
 		}
 	}
-	p.recent.Add(k, &seen{name: ev.Name, namespace: ev.Namespace, firstTime: ev.EventTime, count: 1, last: now})
-	return job{event: ev}, true
+	p.recent.Add(k, &seen{name: ev.Name, namespace: ev.Namespace, firstTime: ev.EventTime, count: 1, sentAt: 1, last: now})
+	return job{key: k, event: ev}, true
 }
 
 func (p *Provider) enqueue(j job) {
 	select {
-	case p.queue <- j:
+	case p.queues[int(j.key[0])%senders] <- j:
 	default:
 		dropped.Inc()
 		p.log.V(1).Info("event dropped: too many waiting to be sent", "object", j.event.Regarding.Name, "reason", j.event.Reason)
@@ -279,7 +348,7 @@ func (p *Provider) send(ctx context.Context, j job) {
 		err := p.sendOnce(ctx, j)
 		var status apierrors.APIStatus
 		if err == nil || errors.As(err, &status) || ctx.Err() != nil {
-			if err != nil && !apierrors.IsAlreadyExists(err) {
+			if err != nil && !apierrors.IsAlreadyExists(err) && ctx.Err() == nil { // not at shutdown
 				p.log.Info("event not recorded", "object", j.event.Regarding.Name, "reason", j.event.Reason, "error", err.Error())
 			}
 			return

@@ -155,7 +155,9 @@ func TestAnEventOfNoKnownTypeIsNotSent(t *testing.T) {
 	p := New(nil, env.Scheme, logr.Discard())
 	server := &metalv1alpha1.Server{ObjectMeta: metav1.ObjectMeta{Name: "s", UID: "u"}}
 	p.Recorder("c").Eventf(server, nil, "Info", "R", "A", "n")
-	assert.Empty(t, p.queue)
+	for _, q := range p.queues {
+		assert.Empty(t, q)
+	}
 }
 
 // ev is an event as a recorder makes it, about server s.
@@ -214,10 +216,11 @@ func TestMemoryIsBounded(t *testing.T) {
 
 	// A full queue drops, and counts, rather than blocking the reconcile that records.
 	before := testutil.ToFloat64(dropped)
+	one := job{key: keyOf(ev("q", "Q", now)), event: ev("q", "Q", now)}
 	done := make(chan struct{})
 	go func() {
-		for i := range queueSize + 3 {
-			p.enqueue(job{event: ev(fmt.Sprint(i), "Q", now)})
+		for range queueSize/senders + 3 {
+			p.enqueue(one)
 		}
 		close(done)
 	}()
@@ -226,6 +229,78 @@ func TestMemoryIsBounded(t *testing.T) {
 	case <-time.After(10 * time.Second):
 		t.Fatal("recording blocked on a full queue")
 	}
-	assert.Len(t, p.queue, queueSize)
+	assert.Len(t, p.queues[int(one.key[0])%senders], queueSize/senders)
 	assert.InDelta(t, before+3, testutil.ToFloat64(dropped), 0.1)
+}
+
+func TestRepeatsOnlyCountedAreSentWhenDue(t *testing.T) {
+	p := New(nil, env.Scheme, logr.Discard())
+	t0 := time.Now()
+	_, ok := p.observe(ev("a", "R", t0), t0)
+	require.True(t, ok)
+	_, ok = p.observe(ev("a", "R", t0), t0.Add(time.Second))
+	require.True(t, ok, "the first repeat is sent")
+	for _, at := range []time.Duration{10 * time.Second, 20 * time.Second} {
+		_, ok = p.observe(ev("a", "R", t0), t0.Add(at))
+		require.False(t, ok, "counted")
+	}
+	assert.Empty(t, p.due(t0.Add(30*time.Second)), "not due within a minute of the last update")
+	jobs := p.due(t0.Add(62 * time.Second))
+	require.Len(t, jobs, 1, "the repeats only counted are sent once due, though no repeat follows")
+	assert.True(t, jobs[0].series)
+	assert.EqualValues(t, 4, jobs[0].event.Series.Count)
+	assert.Equal(t, t0.Add(20*time.Second).UnixMicro(), jobs[0].event.Series.LastObservedTime.UnixMicro())
+	assert.Empty(t, p.due(t0.Add(200*time.Second)), "sent once")
+}
+
+func TestAForgottenSeriesSendsItsCount(t *testing.T) {
+	p := New(nil, env.Scheme, logr.Discard())
+	t0 := time.Now()
+	a := ev("a", "R", t0)
+	p.observe(a, t0)
+	p.observe(ev("a", "R", t0), t0.Add(time.Second))
+	_, ok := p.observe(ev("a", "R", t0), t0.Add(2*time.Second))
+	require.False(t, ok)
+	for i := range recentEvents {
+		p.observe(ev(fmt.Sprint(i), "R", t0), t0.Add(3*time.Second)) // their creates are not queued here
+	}
+	queue := p.queues[int(keyOf(a)[0])%senders]
+	require.Len(t, queue, 1, "the series pushed out of memory sent its last count")
+	j := <-queue
+	assert.True(t, j.series)
+	assert.EqualValues(t, 3, j.event.Series.Count)
+	assert.Equal(t, a.Name, j.event.Name)
+}
+
+func TestASeriesKeepsToOneSender(t *testing.T) {
+	p := New(nil, env.Scheme, logr.Discard())
+	t0 := time.Now()
+	first, _ := p.observe(ev("a", "R", t0), t0)
+	repeat, _ := p.observe(ev("a", "R", t0), t0.Add(time.Second))
+	p.enqueue(first)
+	p.enqueue(repeat)
+	queue := p.queues[int(first.key[0])%senders]
+	require.Len(t, queue, 2, "the create and its series' update wait for the same sender, in order")
+	assert.False(t, (<-queue).series)
+	assert.True(t, (<-queue).series)
+}
+
+func TestRepeatsCountedBetweenUpdatesReachTheAPI(t *testing.T) {
+	sink, err := eventsv1client.NewForConfig(env.Config)
+	require.NoError(t, err)
+	p := New(sink, env.Scheme, logr.Discard())
+	p.update = 300 * time.Millisecond
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { p.Run(ctx); close(done) }()
+	t.Cleanup(func() { cancel(); <-done })
+	server, _ := objects(t)
+	rec := p.Recorder("bmc-controller")
+	for range 4 {
+		rec.Eventf(server, nil, corev1.EventTypeWarning, "Unreachable", "Connect", "dial: refused")
+	}
+	waitFor(t, "the series' last count", func() bool {
+		got := eventsAbout(t, "default", server.Name)
+		return len(got) == 1 && got[0].Series != nil && got[0].Series.Count == 4
+	})
 }

@@ -63,7 +63,7 @@ func objects(t *testing.T) (*metalv1alpha1.Server, *metalv1alpha1.ServerClaim) {
 	name := strings.ToLower(strings.ReplaceAll(t.Name(), "_", "-"))
 	server := &metalv1alpha1.Server{ObjectMeta: metav1.ObjectMeta{Name: name}, Spec: metalv1alpha1.ServerSpec{SystemUUID: "00000000-0000-4000-8000-000000000001"}}
 	require.NoError(t, env.Client.Create(ctx, server))
-	claim := &metalv1alpha1.ServerClaim{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: name}, Spec: metalv1alpha1.ServerClaimSpec{Power: metalv1alpha1.PowerOn}}
+	claim := &metalv1alpha1.ServerClaim{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: name + "-claim"}, Spec: metalv1alpha1.ServerClaimSpec{Power: metalv1alpha1.PowerOn}}
 	require.NoError(t, env.Client.Create(ctx, claim))
 	t.Cleanup(func() {
 		_ = env.Client.Delete(context.Background(), server)

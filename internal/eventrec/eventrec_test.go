@@ -72,11 +72,13 @@ func objects(t *testing.T) (*metalv1alpha1.Server, *metalv1alpha1.ServerClaim) {
 	return server, claim
 }
 
-// eventsAbout lists the Events about the object named name, in namespace ns.
-func eventsAbout(t *testing.T, ns, name string) []eventsv1.Event {
-	t.Helper()
+// eventsAbout lists the Events about the object named name, in namespace ns (none when the
+// API cannot be read: the caller polls again).
+func eventsAbout(ns, name string) []eventsv1.Event {
 	var list eventsv1.EventList
-	require.NoError(t, env.Client.List(context.Background(), &list, client.InNamespace(ns)))
+	if err := env.Client.List(context.Background(), &list, client.InNamespace(ns)); err != nil {
+		return nil
+	}
 	var out []eventsv1.Event
 	for _, e := range list.Items {
 		if e.Regarding.Name == name {
@@ -86,15 +88,10 @@ func eventsAbout(t *testing.T, ns, name string) []eventsv1.Event {
 	return out
 }
 
+// waitFor polls until ok holds, for at most 30 seconds.
 func waitFor(t *testing.T, what string, ok func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for !ok() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+	require.Eventually(t, ok, 30*time.Second, 50*time.Millisecond, "waiting for %s", what)
 }
 
 func TestAnEventReachesTheAPIAsClientGosWould(t *testing.T) {
@@ -103,7 +100,7 @@ func TestAnEventReachesTheAPIAsClientGosWould(t *testing.T) {
 	p.Recorder("server-controller").Eventf(server, claim, corev1.EventTypeNormal, "Bound", "Bind", "taken by claim %s", claim.Name)
 	// A cluster-scoped object's events go to the default namespace.
 	var got []eventsv1.Event
-	waitFor(t, "the event", func() bool { got = eventsAbout(t, "default", server.Name); return len(got) == 1 })
+	waitFor(t, "the event", func() bool { got = eventsAbout("default", server.Name); return len(got) == 1 })
 	e := got[0]
 	assert.Equal(t, "Server", e.Regarding.Kind)
 	assert.Equal(t, server.UID, e.Regarding.UID)
@@ -121,7 +118,7 @@ func TestAnEventReachesTheAPIAsClientGosWould(t *testing.T) {
 
 	// A namespaced object's go to its namespace.
 	p.Recorder("serverclaim-controller").Eventf(claim, nil, corev1.EventTypeWarning, "NoMatch", "Bind", "no server matches")
-	waitFor(t, "the claim's event", func() bool { return len(eventsAbout(t, claim.Namespace, claim.Name)) == 1 })
+	waitFor(t, "the claim's event", func() bool { return len(eventsAbout(claim.Namespace, claim.Name)) == 1 })
 }
 
 func TestARepeatIsCountedOnTheFirstEvent(t *testing.T) {
@@ -129,15 +126,15 @@ func TestARepeatIsCountedOnTheFirstEvent(t *testing.T) {
 	server, _ := objects(t)
 	rec := p.Recorder("bmc-controller")
 	rec.Eventf(server, nil, corev1.EventTypeWarning, "Unreachable", "Connect", "dial: refused")
-	waitFor(t, "the first event", func() bool { return len(eventsAbout(t, "default", server.Name)) == 1 })
+	waitFor(t, "the first event", func() bool { return len(eventsAbout("default", server.Name)) == 1 })
 	rec.Eventf(server, nil, corev1.EventTypeWarning, "Unreachable", "Connect", "dial: refused")
 	waitFor(t, "the series", func() bool {
-		got := eventsAbout(t, "default", server.Name)
+		got := eventsAbout("default", server.Name)
 		return len(got) == 1 && got[0].Series != nil && got[0].Series.Count == 2
 	})
 	// Another reason is another event.
 	rec.Eventf(server, nil, corev1.EventTypeNormal, "Connected", "Connect", "session opened")
-	waitFor(t, "a second event", func() bool { return len(eventsAbout(t, "default", server.Name)) == 2 })
+	waitFor(t, "a second event", func() bool { return len(eventsAbout("default", server.Name)) == 2 })
 }
 
 func TestALongNoteIsCutToWhatTheAPITakes(t *testing.T) {
@@ -145,7 +142,7 @@ func TestALongNoteIsCutToWhatTheAPITakes(t *testing.T) {
 	server, _ := objects(t)
 	p.Recorder("server-controller").Eventf(server, nil, corev1.EventTypeWarning, "BMCError", "Power", "%s", strings.Repeat("é", 1500))
 	var got []eventsv1.Event
-	waitFor(t, "the event", func() bool { got = eventsAbout(t, "default", server.Name); return len(got) == 1 })
+	waitFor(t, "the event", func() bool { got = eventsAbout("default", server.Name); return len(got) == 1 })
 	assert.LessOrEqual(t, len(got[0].Note), NoteLimit)
 	assert.True(t, strings.HasSuffix(got[0].Note, "…"))
 	assert.True(t, strings.HasPrefix(got[0].Note, "éé"))
@@ -300,7 +297,7 @@ func TestRepeatsCountedBetweenUpdatesReachTheAPI(t *testing.T) {
 		rec.Eventf(server, nil, corev1.EventTypeWarning, "Unreachable", "Connect", "dial: refused")
 	}
 	waitFor(t, "the series' last count", func() bool {
-		got := eventsAbout(t, "default", server.Name)
+		got := eventsAbout("default", server.Name)
 		return len(got) == 1 && got[0].Series != nil && got[0].Series.Count == 4
 	})
 }

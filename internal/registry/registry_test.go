@@ -470,6 +470,14 @@ func TestAReportCostsOneWriteAndNoRead(t *testing.T) {
 	assert.Equal(t, writes+1, statusWritesOf(uuid), "one status write")
 }
 
+// patchFrom writes news as the registry would on read, a version that may be outdated.
+func patchFrom(t *testing.T, read, news *m.Server, pinInventory bool) error {
+	t.Helper()
+	patch, err := registry.StatusPatch(boot, read, news, pinInventory)
+	require.NoError(t, err)
+	return env.Client.Status().Patch(context.Background(), news, client.RawPatch(types.JSONPatchType, patch))
+}
+
 // TestAWriteFromAnOutdatedVersionTestsWhatItMustNotUndo: news built on a version of the server
 // that is no longer the API's (the cache's, a moment behind) is written only if the boot is
 // still current, and conditions only if nobody changed them since.
@@ -478,6 +486,7 @@ func TestAWriteFromAnOutdatedVersionTestsWhatItMustNotUndo(t *testing.T) {
 	const uuid = "5b2e9c04-1f7a-4d63-a8e5-7c0b3d9f1e26"
 	newServer(t, uuid, uuid)
 	read := server(t, uuid)
+	var err error
 
 	// Another writer sets a condition after the version read: news that changes the
 	// conditions, built on that version, is refused by the API rather than undoing it.
@@ -486,9 +495,7 @@ func TestAWriteFromAnOutdatedVersionTestsWhatItMustNotUndo(t *testing.T) {
 	require.NoError(t, env.Client.Status().Update(ctx, other))
 	news := read.DeepCopy()
 	meta.SetStatusCondition(&news.Status.Conditions, metav1.Condition{Type: registry.ConditionProbe, Status: metav1.ConditionTrue, Reason: "Booted", Message: "y"})
-	patch, err := registry.StatusPatch(boot, read, news, false)
-	require.NoError(t, err)
-	err = env.Client.Status().Patch(ctx, news, client.RawPatch(types.JSONPatchType, patch))
+	err = patchFrom(t, read, news, false)
 	require.True(t, apierrors.IsInvalid(err), "the conditions moved on: %v", err)
 	assert.NotNil(t, meta.FindStatusCondition(server(t, uuid).Status.Conditions, "Ready"), "the other writer's condition is kept")
 
@@ -496,9 +503,7 @@ func TestAWriteFromAnOutdatedVersionTestsWhatItMustNotUndo(t *testing.T) {
 	read = server(t, uuid)
 	news = read.DeepCopy()
 	news.Status.Hardware = &m.HardwareSummary{CPUs: 3}
-	patch, err = registry.StatusPatch(boot, read, news, false)
-	require.NoError(t, err)
-	require.NoError(t, env.Client.Status().Patch(ctx, news, client.RawPatch(types.JSONPatchType, patch)))
+	require.NoError(t, patchFrom(t, read, news, false))
 
 	// A report's NICs were compared with the inventory the version read had (none): a report
 	// stored since is a different one, and the write built on that comparison is refused.
@@ -511,17 +516,13 @@ func TestAWriteFromAnOutdatedVersionTestsWhatItMustNotUndo(t *testing.T) {
 	require.NoError(t, env.Client.Status().Update(ctx, other))
 	news = read.DeepCopy()
 	news.Status.Inventory = &m.Inventory{Source: "Probe", ReportedAt: &reportedAt}
-	patch, err = registry.StatusPatch(boot, read, news, true)
-	require.NoError(t, err)
-	err = env.Client.Status().Patch(ctx, news, client.RawPatch(types.JSONPatchType, patch))
+	err = patchFrom(t, read, news, true)
 	require.True(t, apierrors.IsInvalid(err), "another report was stored since: %v", err)
 	// Built on the report that is there, it goes in.
 	read = server(t, uuid)
 	news = read.DeepCopy()
 	news.Status.Hardware = &m.HardwareSummary{CPUs: 7}
-	patch, err = registry.StatusPatch(boot, read, news, true)
-	require.NoError(t, err)
-	require.NoError(t, env.Client.Status().Patch(ctx, news, client.RawPatch(types.JSONPatchType, patch)))
+	require.NoError(t, patchFrom(t, read, news, true))
 
 	// A boot that ended: nothing is written.
 	ended := server(t, uuid)
@@ -529,9 +530,7 @@ func TestAWriteFromAnOutdatedVersionTestsWhatItMustNotUndo(t *testing.T) {
 	require.NoError(t, env.Client.Status().Update(ctx, ended))
 	news = read.DeepCopy()
 	news.Status.Hardware = &m.HardwareSummary{CPUs: 5}
-	patch, err = registry.StatusPatch(boot, read, news, false)
-	require.NoError(t, err)
-	err = env.Client.Status().Patch(ctx, news, client.RawPatch(types.JSONPatchType, patch))
+	err = patchFrom(t, read, news, false)
 	require.True(t, apierrors.IsInvalid(err), "the boot is over: %v", err)
 	assert.EqualValues(t, 7, server(t, uuid).Status.Hardware.CPUs)
 

@@ -260,8 +260,8 @@ func onlyTypes(notCD []string) string {
 
 // serviceRoot is the service root's path, as gofish found it.
 func (c *Client) serviceRoot() string {
-	if c.api.Service != nil && c.api.Service.ODataID != "" {
-		return c.api.Service.ODataID
+	if c.root.self != "" {
+		return c.root.self
 	}
 	return "/redfish/v1/"
 }

@@ -31,7 +31,7 @@ func (c *Client) Systems(ctx context.Context) ([]bmc.SystemInfo, error) {
 		systems = []*redfish.ComputerSystem{system}
 	} else {
 		var err error
-		if systems, err = c.api.Service.Systems(); err != nil {
+		if systems, err = redfish.ListReferencedComputerSystems(c.api, c.root.systems); err != nil {
 			return nil, classify("listing systems", err)
 		}
 	}
@@ -82,7 +82,7 @@ func (c *Client) Manager(ctx context.Context) (bmc.ManagerInfo, error) {
 	if err := ctx.Err(); err != nil {
 		return bmc.ManagerInfo{}, err
 	}
-	managers, err := c.api.Service.Managers()
+	managers, err := redfish.ListReferencedManagers(c.api, c.root.managers)
 	if err != nil {
 		return bmc.ManagerInfo{}, classify("listing managers", err)
 	}

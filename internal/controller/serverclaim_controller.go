@@ -10,6 +10,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/tools/events"
+	"k8s.io/client-go/util/workqueue"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -279,9 +280,42 @@ func (r *ServerClaimReconciler) SetupWithManager(mgr ctrl.Manager) error {
 		Named("serverclaim").
 		For(&metalv1alpha1.ServerClaim{}, builder.WithPredicates(predicate.Or(predicate.GenerationChangedPredicate{}, predicate.AnnotationChangedPredicate{}))).
 		Owns(&metalv1alpha1.ServerBootConfiguration{}).
-		Watches(&metalv1alpha1.Server{}, handler.EnqueueRequestsFromMapFunc(r.claimsForServer), builder.WithPredicates(claimRelevantServerChange())).
+		Watches(&metalv1alpha1.Server{}, r.serverEvents(), builder.WithPredicates(claimRelevantServerChange())).
 		WithOptions(r.Settings.controllerOptions("serverclaim")).
 		Complete(r)
+}
+
+// serverEvents wakes claims for server events: the claims claimsForServer names for the server
+// as it is now, and, on an update, the claim that held it before (released, or replaced).
+// handler.EnqueueRequestsFromMapFunc would map the server as it was, too: every bind would then
+// wake every waiting claim the server could have satisfied before it was taken (all of them,
+// when 5,000 claims wait for 10,000 servers), for nothing — a taken server frees no one.
+func (r *ServerClaimReconciler) serverEvents() handler.EventHandler {
+	enqueue := func(q workqueue.TypedRateLimitingInterface[reconcile.Request], reqs []reconcile.Request) {
+		for _, req := range reqs {
+			q.Add(req)
+		}
+	}
+	return handler.Funcs{
+		CreateFunc: func(ctx context.Context, e event.CreateEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+			enqueue(q, r.claimsForServer(ctx, e.Object))
+		},
+		UpdateFunc: func(ctx context.Context, e event.UpdateEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+			enqueue(q, r.claimsForServer(ctx, e.ObjectNew))
+			old, ok := e.ObjectOld.(*metalv1alpha1.Server)
+			if !ok || old.Spec.ServerClaimRef == nil {
+				return
+			}
+			if now, ok := e.ObjectNew.(*metalv1alpha1.Server); ok && sameRef(old.Spec.ServerClaimRef, now.Spec.ServerClaimRef) {
+				return // woken above
+			}
+			ref := old.Spec.ServerClaimRef
+			q.Add(reconcile.Request{NamespacedName: client.ObjectKey{Namespace: ref.Namespace, Name: ref.Name}})
+		},
+		DeleteFunc: func(ctx context.Context, e event.DeleteEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+			enqueue(q, r.claimsForServer(ctx, e.Object))
+		},
+	}
 }
 
 // claimsForServer: a server that became bindable wakes the waiting claims it would satisfy;

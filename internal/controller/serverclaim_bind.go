@@ -4,10 +4,8 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"hash/fnv"
 	"maps"
 	"slices"
-	"sort"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -49,14 +47,10 @@ func (r *ServerClaimReconciler) boundServer(ctx context.Context, claim *metalv1a
 // when the claim needs no boot configuration, its power). When none matches it returns nil and
 // why (noMatchMessage).
 func (r *ServerClaimReconciler) bind(ctx context.Context, claim *metalv1alpha1.ServerClaim) (*metalv1alpha1.Server, string, error) {
-	candidates, why, err := r.candidates(ctx, claim)
-	if err != nil || len(candidates) == 0 {
+	pick, why, err := r.pick(ctx, claim)
+	if err != nil || pick == nil {
 		return nil, why, err
 	}
-	// Claims racing for the same servers start at different ones.
-	h := fnv.New32a()
-	h.Write([]byte(claim.UID))
-	pick := candidates[int(h.Sum32()%uint32(len(candidates)))]
 
 	before := claim.DeepCopy()
 	claim.Status.ServerRef = &metalv1alpha1.LocalObjectReference{Name: pick.Name}
@@ -151,10 +145,12 @@ func errRetryBindAfter(ctx context.Context, c client.Client, claim *metalv1alpha
 	return errRetryBind
 }
 
-// candidates are the bindable servers that match, in a stable order; when there are none, why
-// not. They are the cache's own objects (a fleet of thousands is not copied per claim, not even
-// into a list): read them, never change them.
-func (r *ServerClaimReconciler) candidates(ctx context.Context, claim *metalv1alpha1.ServerClaim) ([]*metalv1alpha1.Server, string, error) {
+// pick is the bindable server that matches and ranks first for this claim; when none matches,
+// why not. Claims racing for the same servers rank them differently (rendezvous hashing: each
+// server scores a hash of the claim's UID and its name), so they start at different ones, and a
+// claim's choice moves only when the server it chose is taken. It reads the cache's own objects
+// (a fleet of thousands is neither copied per claim nor sorted): read them, never change them.
+func (r *ServerClaimReconciler) pick(ctx context.Context, claim *metalv1alpha1.ServerClaim) (*metalv1alpha1.Server, string, error) {
 	reqs, err := requirements(claim)
 	if err != nil {
 		return nil, "", err
@@ -164,21 +160,47 @@ func (r *ServerClaimReconciler) candidates(ctx context.Context, claim *metalv1al
 	if err != nil {
 		return nil, "", err
 	}
-	var pool, out []*metalv1alpha1.Server
+	var best *metalv1alpha1.Server
+	var bestScore uint64
 	for _, s := range servers {
-		if !bindable(s) {
+		if !bindable(s) || !meetsAll(reqs, s) {
 			continue
 		}
-		pool = append(pool, s)
-		if meetsAll(reqs, s) {
-			out = append(out, s)
+		if score := rendezvous(string(claim.UID), s.Name); best == nil || score > bestScore || (score == bestScore && s.Name < best.Name) {
+			best, bestScore = s, score
 		}
 	}
-	if len(out) == 0 {
-		return nil, noMatchMessage(reqs, pool), nil
+	if best != nil {
+		return best, "", nil
 	}
-	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
-	return out, "", nil
+	pool := make([]*metalv1alpha1.Server, 0, len(servers))
+	for _, s := range servers {
+		if bindable(s) {
+			pool = append(pool, s)
+		}
+	}
+	return nil, noMatchMessage(reqs, pool), nil
+}
+
+// rendezvous is how the claim ranks the server: the 64-bit FNV-1a hash of claim, a zero byte and
+// server, mixed (MurmurHash3's finalizer) so that names differing only at the end, as servers'
+// do, do not leave the high bits alike.
+func rendezvous(claim, server string) uint64 {
+	const offset, prime = 14695981039346656037, 1099511628211
+	h := uint64(offset)
+	for i := 0; i < len(claim); i++ {
+		h = (h ^ uint64(claim[i])) * prime
+	}
+	h *= prime // the separator, a zero byte: h ^ 0 == h
+	for i := 0; i < len(server); i++ {
+		h = (h ^ uint64(server[i])) * prime
+	}
+	h ^= h >> 33
+	h *= 0xff51afd7ed558ccd
+	h ^= h >> 33
+	h *= 0xc4ceb9fe1a85ec53
+	h ^= h >> 33
+	return h
 }
 
 // patchHeldServer changes the spec of a server this claim holds with a JSON patch whose first

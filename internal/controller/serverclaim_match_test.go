@@ -2,6 +2,7 @@ package controller
 
 import (
 	"encoding/json"
+	"fmt"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -113,4 +114,39 @@ func TestNoMatchMessageNamesWhatNoServerHas(t *testing.T) {
 		message(m.ServerClaimSpec{MinTotalDisk: ptr.To(resource.MustParse("1Ti"))}, pool), "a server without the figure does not meet it")
 	assert.Equal(t, "each requirement is met by an Available server, but none meets them all: it has labels rack=r1 (spec.serverSelector), has 64 CPU cores or more (spec.minCPUCores); the claim binds as soon as one does",
 		message(m.ServerClaimSpec{ServerSelector: &m.ServerSelector{MatchLabels: map[string]m.LabelValue{"rack": "r1"}}, MinCPUCores: ptr.To[int32](64)}, pool))
+}
+
+func TestRendezvousSpreadsClaimsAndKeepsTheirChoice(t *testing.T) {
+	servers := make([]string, 100)
+	for i := range servers {
+		servers[i] = fmt.Sprintf("server-%03d", i)
+	}
+	first := func(claim string, among []string) string {
+		best, score := "", uint64(0)
+		for _, s := range among {
+			if h := rendezvous(claim, s); best == "" || h > score {
+				best, score = s, h
+			}
+		}
+		return best
+	}
+	chosen := map[string]bool{}
+	for i := range 100 {
+		claim := fmt.Sprintf("uid-%d", i)
+		pick := first(claim, servers)
+		chosen[pick] = true
+		// Taking away servers the claim did not choose leaves its choice alone.
+		var others []string
+		for j, s := range servers {
+			if s == pick || j%3 != i%3 {
+				others = append(others, s)
+			}
+		}
+		assert.Less(t, len(others), len(servers)-30)
+		assert.Equal(t, pick, first(claim, others), claim)
+	}
+	// 100 claims over 100 servers: uniform choices would leave about 63 distinct; all on a few
+	// servers would mean racing claims start at the same one.
+	assert.Greater(t, len(chosen), 45, "claims should start at different servers")
+	assert.NotEqual(t, rendezvous("a", "bc"), rendezvous("ab", "c"), "the separator keeps claim and server apart")
 }

@@ -141,7 +141,13 @@ type recordingStatus struct {
 }
 
 func (s recordingStatus) Patch(ctx context.Context, obj client.Object, patch client.Patch, opts ...client.SubResourcePatchOption) error {
-	if b, ok := obj.(*m.BMC); ok {
+	body := obj // the object written; a write answered with metadata only names it in its options
+	for _, o := range opts {
+		if p, ok := o.(*client.SubResourcePatchOptions); ok && p.SubResourceBody != nil {
+			body = p.SubResourceBody
+		}
+	}
+	if b, ok := body.(*m.BMC); ok {
 		s.log.concluded(ctx, b)
 	}
 	return s.SubResourceWriter.Patch(ctx, obj, patch, opts...)

@@ -303,7 +303,7 @@ func (r *BMCReconciler) refreshServerStatus(ctx context.Context, c bmc.Client, s
 	// Optimistic: the server reconciler and the registry write this status too, and a poll
 	// that read a stale server must not undo them (a stale "no inventory" would overwrite the
 	// probe's report). A conflict just waits for the next poll.
-	err = r.Client.Status().Patch(ctx, server, client.MergeFromWithOptions(original, client.MergeFromWithOptimisticLock{}))
+	err = patchStatus(ctx, r.Client, server, client.MergeFromWithOptions(original, client.MergeFromWithOptimisticLock{}))
 	if apierrors.IsConflict(err) {
 		return true, nil
 	}

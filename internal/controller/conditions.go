@@ -37,7 +37,7 @@ func finishWithStatus(ctx context.Context, c client.Client, obj, original client
 	if equality.Semantic.DeepEqual(obj, original) {
 		return result, err
 	}
-	if patchErr := c.Status().Patch(ctx, obj, client.MergeFrom(original)); patchErr != nil && !apierrors.IsNotFound(patchErr) {
+	if patchErr := patchStatus(ctx, c, obj, client.MergeFrom(original)); patchErr != nil && !apierrors.IsNotFound(patchErr) {
 		return ctrl.Result{}, errors.Join(err, fmt.Errorf("patching %s status: %w", obj.GetName(), patchErr))
 	}
 	return result, err

@@ -14,3 +14,6 @@ func ByIndex[T client.Object](ctx context.Context, c cache.Cache, obj T, list cl
 
 // ItemPointers is itemPointers, for the same.
 func ItemPointers[T any](items []T) []*T { return itemPointers(items) }
+
+// PatchStatus is patchStatus, for the suite's check of what the apiserver answers.
+var PatchStatus = patchStatus

@@ -223,7 +223,7 @@ func (r *ServerReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctr
 	}
 	// The optimistic lock makes a reconcile that read a stale Server fail here instead of
 	// firing the same transition twice.
-	patchErr := r.Client.Status().Patch(ctx, &server, client.MergeFromWithOptions(original, client.MergeFromWithOptimisticLock{}))
+	patchErr := patchStatus(ctx, r.Client, &server, client.MergeFromWithOptions(original, client.MergeFromWithOptimisticLock{}))
 	if apierrors.IsConflict(patchErr) {
 		return ctrl.Result{RequeueAfter: 100 * time.Millisecond}, actErr
 	}
@@ -338,7 +338,7 @@ func (r *ServerReconciler) afterWrite(ctx context.Context, server *metalv1alpha1
 	if equality.Semantic.DeepEqual(before.Status, server.Status) {
 		return err
 	}
-	patchErr := r.Client.Status().Patch(ctx, server, client.MergeFrom(before))
+	patchErr := patchStatus(ctx, r.Client, server, client.MergeFrom(before))
 	switch {
 	case err != nil:
 		if patchErr != nil {

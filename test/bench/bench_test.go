@@ -4,6 +4,7 @@ package bench
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -150,6 +151,13 @@ func TestBench(t *testing.T) {
 	// After each phase the figures so far are written, with the manager's cost up to then and
 	// where the phase's requests went, by the apiserver's own count.
 	var lastCounts map[string]float64
+	// phaseCPU is the CPU sample at the current phase's start.
+	var phaseCPU cpuSample
+	startCPU := func() {
+		var err error
+		phaseCPU, err = sampleCPU(l.ManagerPID())
+		require.NoError(t, err)
+	}
 	countRequests := func() map[string]float64 {
 		counts, err := apiserverCounts(ctx, l.Env.Config)
 		require.NoError(t, err)
@@ -163,6 +171,9 @@ func TestBench(t *testing.T) {
 		res.APIServerRequestsPerServer[phase] = perServer(lastCounts, counts, n)
 		lastCounts = counts
 		logf("%s: apiserver requests per server: %s", phase, topRequests(res.APIServerRequestsPerServer[phase]))
+		now, err := sampleCPU(l.ManagerPID())
+		require.NoError(t, err)
+		res.CPU[phase] = now.since(phaseCPU)
 		rss, cpu, err := procStats(l.ManagerPID())
 		require.NoError(t, err)
 		res.Cost.PeakRSSMiB, res.Cost.CPUSeconds = float64(rss)/(1<<20), cpu.Seconds()
@@ -177,6 +188,10 @@ func TestBench(t *testing.T) {
 	fl, err := runFloor(ctx, l.Env.Config, c, cfg, n)
 	require.NoError(t, err)
 	floor := fl.enrollment
+	res.CPU = map[string]PhaseCPU{}
+	for phase, used := range fl.cpu {
+		res.CPU[floorPhase(phase)] = used
+	}
 	res.Floor = Floor{Seconds: floor.Seconds(), WritesPerServer: 1 + len(floorStates), Workers: cfg.concurrency}
 	logf("floor: enrollment %.1f s, claims %.1f s, release %.1f s", fl.enrollment.Seconds(), fl.claims.Seconds(), fl.release.Seconds())
 
@@ -192,6 +207,7 @@ func TestBench(t *testing.T) {
 		return fmt.Sprint(counts)
 	}
 	logf("enrollment: %d Endpoints", n)
+	startCPU()
 	start := time.Now()
 	require.NoError(t, l.StartManager())
 	require.NoError(t, l.CreateEndpoints(ctx))
@@ -224,6 +240,7 @@ func TestBench(t *testing.T) {
 		})
 	require.NoError(t, err)
 	logf("claims: %d created at once", claims)
+	startCPU()
 	claimStart := time.Now()
 	require.NoError(t, lab.Parallel(64, claims, func(i int) error {
 		claim := l.SampleClaim(benchClaim(i))
@@ -262,6 +279,7 @@ func TestBench(t *testing.T) {
 
 	// Release them all: until every server is Available again (wiped, verified).
 	logf("release: deleting %d claims", claims)
+	startCPU()
 	releaseStart := time.Now()
 	// One delete per claim, as their users would: a single delete-collection of 5,000 claims
 	// outlasts the apiserver's request timeout at 10,000 servers.
@@ -296,6 +314,7 @@ func TestBench(t *testing.T) {
 	}
 	before, err := scrape(l.MetricsURL)
 	require.NoError(t, err)
+	startCPU()
 	idle := time.NewTimer(cfg.idle)
 	select {
 	case <-idle.C:
@@ -330,6 +349,8 @@ func scaled(items int, per time.Duration) time.Duration {
 // workers: what any operator would have to write, and nothing else.
 type floors struct {
 	enrollment, claims, release time.Duration
+	// cpu is where the machine's CPU went during each, by phase.
+	cpu map[string]PhaseCPU
 }
 
 // Writes per item of each floor: enrollment creates the Server and writes its status once per
@@ -357,15 +378,21 @@ func runFloor(ctx context.Context, base *rest.Config, admin client.Client, cfg c
 		c, err = client.New(rc, client.Options{Scheme: admin.Scheme()})
 		return err
 	}
-	var f floors
-	timed := func(d *time.Duration, items int, work func(i int) error) error {
+	f := floors{cpu: map[string]PhaseCPU{}}
+	timed := func(phase string, d *time.Duration, items int, work func(i int) error) error {
 		if err := fresh(); err != nil {
 			return err
 		}
+		before, err := sampleCPU(0)
+		if err != nil {
+			return err
+		}
 		start := time.Now()
-		err := lab.Parallel(cfg.concurrency, items, work)
+		err = lab.Parallel(cfg.concurrency, items, work)
 		*d = time.Since(start)
-		return err
+		after, cpuErr := sampleCPU(0)
+		f.cpu[phase] = after.since(before)
+		return errors.Join(err, cpuErr)
 	}
 	server := func(i int) *metalv1alpha1.Server {
 		return &metalv1alpha1.Server{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("floor-%06d", i), Labels: map[string]string{floorLabel: "true"}},
@@ -383,7 +410,7 @@ func runFloor(ctx context.Context, base *rest.Config, admin client.Client, cfg c
 	}
 	claims := n / 2
 	made := make([]*metalv1alpha1.ServerClaim, claims) // as created, with their UIDs
-	err := timed(&f.enrollment, n, func(i int) error {
+	err := timed(phaseEnrollment, &f.enrollment, n, func(i int) error {
 		s := server(i)
 		if err := c.Create(ctx, s); err != nil {
 			return err
@@ -400,7 +427,7 @@ func runFloor(ctx context.Context, base *rest.Config, admin client.Client, cfg c
 		err = lab.Parallel(64, claims, func(i int) error { made[i] = claim(i); return admin.Create(ctx, made[i]) })
 	}
 	if err == nil {
-		err = timed(&f.claims, claims, func(i int) error {
+		err = timed(phaseClaims, &f.claims, claims, func(i int) error {
 			cl := made[i]
 			ref := fmt.Sprintf(`{"spec":{"serverClaimRef":{"namespace":%q,"name":%q,"uid":%q},"power":"On"}}`, cl.Namespace, cl.Name, cl.UID)
 			if err := merge(server(i), ref); err != nil {
@@ -410,7 +437,7 @@ func runFloor(ctx context.Context, base *rest.Config, admin client.Client, cfg c
 		})
 	}
 	if err == nil {
-		err = timed(&f.release, claims, func(i int) error {
+		err = timed(phaseRelease, &f.release, claims, func(i int) error {
 			s := server(i)
 			if err := merge(s, `{"spec":{"serverClaimRef":null,"power":"Off"}}`); err != nil {
 				return err

@@ -2,6 +2,7 @@ package bench
 
 import (
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -100,4 +101,49 @@ apiserver_request_total{code="200",component="apiserver",dry_run="",group="coord
 	assert.Equal(t, map[string]float64{"PATCH servers/status": 40, "POST secrets": 20}, got, "watches and other groups are left out")
 	assert.Equal(t, map[string]float64{"PATCH servers/status": 3, "POST secrets": 2}, perServer(map[string]float64{"PATCH servers/status": 10}, got, 10))
 	assert.Equal(t, "PATCH servers/status 3.00, POST secrets 2.00", topRequests(perServer(map[string]float64{"PATCH servers/status": 10}, got, 10)))
+}
+
+func TestCPUSamplesCountThisProcessAndTheControlPlaneItStarted(t *testing.T) {
+	// A child named as the control plane's processes are is counted under its name.
+	sleep, err := exec.LookPath("sleep")
+	require.NoError(t, err)
+	data, err := os.ReadFile(sleep)
+	require.NoError(t, err)
+	etcd := filepath.Join(t.TempDir(), procEtcd)
+	require.NoError(t, os.WriteFile(etcd, data, 0o755))
+	child := exec.Command(etcd, "60")
+	require.NoError(t, child.Start())
+	t.Cleanup(func() { _ = child.Process.Kill(); _ = child.Wait() })
+
+	before, err := sampleCPU(0)
+	require.NoError(t, err)
+	assert.Contains(t, before.procs, procEtcd)
+	assert.NotContains(t, before.procs, procManager, "no manager yet")
+	// Spend CPU here until the kernel has counted some of it.
+	var now cpuSample
+	sum := 0
+	require.Eventually(t, func() bool {
+		for i := range 5_000_000 {
+			sum += i
+		}
+		now, err = sampleCPU(child.Process.Pid) // the child stands in for a manager
+		return err == nil && now.procs[procLab]-before.procs[procLab] >= 50*time.Millisecond
+	}, 30*time.Second, time.Millisecond, "this process's CPU time never grew (sum %d)", sum)
+	used := now.since(before)
+	assert.GreaterOrEqual(t, used.Seconds[procLab], 0.05)
+	assert.Contains(t, used.Seconds, procManager)
+	assert.Greater(t, used.MachineBusy, 0.0)
+	assert.LessOrEqual(t, used.MachineBusy, 1.0)
+}
+
+func TestCPUFiguresNameThePhaseAndItsFloor(t *testing.T) {
+	r := Result{Completed: []string{phaseEnrollment, phaseClaims}, CPU: map[string]PhaseCPU{
+		phaseEnrollment:             {MachineBusy: 0.994, Seconds: map[string]float64{procManager: 27.2, procAPIServer: 61, procLab: 24, procEtcd: 9.6}},
+		floorPhase(phaseEnrollment): {MachineBusy: 0.47},
+		phaseClaims:                 {MachineBusy: 1},
+	}}
+	assert.Equal(t, "99% (floor 47%)", r.busyFigure(phaseEnrollment))
+	assert.Equal(t, "100%", r.busyFigure(phaseClaims), "a run whose claims floor was not sampled")
+	assert.Equal(t, "not measured (run before the CPU figures)", r.busyFigure(phaseRelease))
+	assert.Equal(t, "kube-apiserver 61, manager 27, lab 24, etcd 10", r.cpuFigure(phaseEnrollment))
 }

@@ -234,22 +234,117 @@ func procStats(pid int) (peakRSSBytes int64, cpu time.Duration, err error) {
 			peakRSSBytes = kb << 10
 		}
 	}
+	_, _, cpu, err = procStat(pid)
+	return peakRSSBytes, cpu, err
+}
+
+// clockTicks is USER_HZ, 100 on every Linux architecture Go supports here.
+const clockTicks = 100
+
+// procStat reads a process's command name, parent and CPU time (user and system) from
+// /proc/<pid>/stat.
+func procStat(pid int) (comm string, ppid int, cpu time.Duration, err error) {
 	stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
 	if err != nil {
-		return 0, 0, err
+		return "", 0, 0, err
 	}
-	// Fields after the parenthesised command: state is field 3, utime 14, stime 15.
-	fields := strings.Fields(string(stat[strings.LastIndexByte(string(stat), ')')+1:]))
+	open, end := strings.IndexByte(string(stat), '('), strings.LastIndexByte(string(stat), ')')
+	if open < 0 || end < open {
+		return "", 0, 0, fmt.Errorf("/proc/%d/stat: no command name", pid)
+	}
+	// Fields after the parenthesised command: state is field 3, ppid 4, utime 14, stime 15.
+	fields := strings.Fields(string(stat[end+1:]))
 	if len(fields) < 13 {
-		return 0, 0, fmt.Errorf("/proc/%d/stat: too few fields", pid)
+		return "", 0, 0, fmt.Errorf("/proc/%d/stat: too few fields", pid)
 	}
+	parent, err0 := strconv.Atoi(fields[1])
 	utime, err1 := strconv.ParseInt(fields[11], 10, 64)
 	stime, err2 := strconv.ParseInt(fields[12], 10, 64)
-	if err1 != nil || err2 != nil {
-		return 0, 0, fmt.Errorf("/proc/%d/stat: utime/stime unreadable", pid)
+	if err0 != nil || err1 != nil || err2 != nil {
+		return "", 0, 0, fmt.Errorf("/proc/%d/stat: ppid/utime/stime unreadable", pid)
 	}
-	const clockTicks = 100 // USER_HZ, 100 on every Linux architecture Go supports here
-	return peakRSSBytes, time.Duration(utime+stime) * time.Second / clockTicks, nil
+	return string(stat[open+1 : end]), parent, time.Duration(utime+stime) * time.Second / clockTicks, nil
+}
+
+// cpuSample is, at one moment, how long all the machine's cores have been busy and in all
+// (/proc/stat), and the CPU time of each of the run's processes: the manager, kube-apiserver and
+// etcd (this process's children), and this process, "lab": the simulated fleet, the boot
+// service and the benchmark's own clients (the floors' plain client among them).
+type cpuSample struct {
+	busy, total time.Duration
+	procs       map[string]time.Duration
+}
+
+// Processes a cpuSample names.
+const (
+	procManager   = "manager"
+	procAPIServer = "kube-apiserver"
+	procEtcd      = "etcd"
+	procLab       = "lab"
+)
+
+// sampleCPU takes a cpuSample; managerPID 0 means no manager runs yet.
+func sampleCPU(managerPID int) (cpuSample, error) {
+	s := cpuSample{procs: map[string]time.Duration{}}
+	data, err := os.ReadFile("/proc/stat")
+	if err != nil {
+		return s, err
+	}
+	// cpu  user nice system idle iowait irq softirq steal (guest time is in user already)
+	line, _, _ := strings.Cut(string(data), "\n")
+	fields := strings.Fields(line)
+	if len(fields) < 9 || fields[0] != "cpu" {
+		return s, fmt.Errorf("/proc/stat: unexpected first line %q", line)
+	}
+	var total, idle int64
+	for i, f := range fields[1:9] {
+		v, err := strconv.ParseInt(f, 10, 64)
+		if err != nil {
+			return s, fmt.Errorf("/proc/stat: %q: %w", f, err)
+		}
+		total += v
+		if i == 3 || i == 4 { // idle, iowait
+			idle += v
+		}
+	}
+	s.total, s.busy = time.Duration(total)*time.Second/clockTicks, time.Duration(total-idle)*time.Second/clockTicks
+	self := os.Getpid()
+	if _, _, s.procs[procLab], err = procStat(self); err != nil {
+		return s, err
+	}
+	if managerPID != 0 {
+		if _, _, s.procs[procManager], err = procStat(managerPID); err != nil {
+			return s, err
+		}
+	}
+	entries, err := os.ReadDir("/proc")
+	if err != nil {
+		return s, err
+	}
+	for _, e := range entries {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		comm, ppid, cpu, err := procStat(pid)
+		if err != nil || ppid != self || (comm != procAPIServer && comm != procEtcd) {
+			continue // gone meanwhile, or not the control plane this run started
+		}
+		s.procs[comm] += cpu
+	}
+	return s, nil
+}
+
+// since is where the CPU went between an earlier sample and this one.
+func (s cpuSample) since(before cpuSample) PhaseCPU {
+	p := PhaseCPU{Seconds: map[string]float64{}}
+	if d := s.total - before.total; d > 0 {
+		p.MachineBusy = float64(s.busy-before.busy) / float64(d)
+	}
+	for name, cpu := range s.procs {
+		p.Seconds[name] = (cpu - before.procs[name]).Seconds()
+	}
+	return p
 }
 
 // percentile is the nearest-rank p-th percentile of ds (p in (0, 100]).

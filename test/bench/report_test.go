@@ -1,9 +1,11 @@
 package bench
 
 import (
+	"cmp"
 	"encoding/json"
 	"fmt"
 	"io"
+	"maps"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -33,6 +35,8 @@ type Result struct {
 	// APIServerRequestsPerServer is, per phase, the apiserver's count of requests by
 	// "VERB resource[/subresource]" (all clients, watches left out) over N.
 	APIServerRequestsPerServer map[string]map[string]float64 `json:"apiserverRequestsPerServer,omitempty"`
+	// CPU is where the machine's CPU went, per phase, and per floor ("floor enrollment", …).
+	CPU map[string]PhaseCPU `json:"cpu,omitempty"`
 	// Completed lists the phases measured, in order: a run stopped part-way (a deadline, a
 	// person) still leaves the figures it got, and says which.
 	Completed []string `json:"completed"`
@@ -146,6 +150,50 @@ type Cost struct {
 	IdleReconcilesByController map[string]float64 `json:"idleReconcilesByController"`
 }
 
+// PhaseCPU is where the machine's CPU went during one phase: a phase that keeps every core busy
+// is bound by the CPU (the control plane's, the manager's, the simulated fleet's), one that
+// leaves cores idle by something else (a client's rate limiter, a wait).
+type PhaseCPU struct {
+	// MachineBusy is the share of all cores' time spent busy (1: every core, the whole phase).
+	MachineBusy float64 `json:"machineBusy"`
+	// Seconds is each process's CPU time over the phase (sampleCPU): manager, kube-apiserver,
+	// etcd and lab (this process: the simulated fleet, the boot service, the benchmark's clients).
+	Seconds map[string]float64 `json:"seconds"`
+}
+
+// floorPhase is the key of a phase's floor in Result.CPU.
+func floorPhase(phase string) string { return "floor " + phase }
+
+// busyFigure is "99% (floor 47%)" for a phase and its floor: the share of the machine's cores
+// each kept busy.
+func (r Result) busyFigure(phase string) string {
+	op, ok := r.CPU[phase]
+	if !ok {
+		return "not measured (run before the CPU figures)"
+	}
+	s := fmt.Sprintf("%.0f%%", 100*op.MachineBusy)
+	if fl, ok := r.CPU[floorPhase(phase)]; ok {
+		s += fmt.Sprintf(" (floor %.0f%%)", 100*fl.MachineBusy)
+	}
+	return s
+}
+
+// cpuFigure is the phase's CPU-seconds by process, the most first: "kube-apiserver 61,
+// manager 27, lab 24, etcd 10".
+func (r Result) cpuFigure(phase string) string {
+	op, ok := r.CPU[phase]
+	if !ok {
+		return "not measured (run before the CPU figures)"
+	}
+	names := slices.Collect(maps.Keys(op.Seconds))
+	slices.SortFunc(names, func(a, b string) int { return cmp.Or(cmp.Compare(op.Seconds[b], op.Seconds[a]), cmp.Compare(a, b)) })
+	parts := make([]string, len(names))
+	for i, name := range names {
+		parts[i] = fmt.Sprintf("%s %.0f", name, op.Seconds[name])
+	}
+	return strings.Join(parts, ", ")
+}
+
 // target is one row of the issue's targets table, checked against a result.
 type target struct {
 	figure, want string
@@ -219,6 +267,10 @@ func (r Result) rows() [][2]string {
 		{"release: all servers Available again", r.ifHas(phaseRelease, fmt.Sprintf("%.1f s", r.Release.Seconds))},
 		{"release floor: plain client releases as many", r.ifHas(phaseRelease, floorFigure(r.Release.FloorSeconds, r.Release.FloorWritesPerServer, "server"))},
 		{"release ÷ floor", r.ifHas(phaseRelease, overFloor(r.Release.OverFloor))},
+		{"machine CPU busy: enrollment (its floor)", r.ifHas(phaseEnrollment, r.busyFigure(phaseEnrollment))},
+		{"machine CPU busy: claims (their floor)", r.ifHas(phaseClaims, r.busyFigure(phaseClaims))},
+		{"machine CPU busy: release (its floor)", r.ifHas(phaseRelease, r.busyFigure(phaseRelease))},
+		{"CPU-seconds in enrollment, by process", r.ifHas(phaseEnrollment, r.cpuFigure(phaseEnrollment))},
 		{"manager peak RSS", fmt.Sprintf("%.0f MiB", r.Cost.PeakRSSMiB)},
 		{"manager CPU", fmt.Sprintf("%.0f s", r.Cost.CPUSeconds)},
 		{"API requests / server: enrollment", r.ifHas(phaseEnrollment, fmt.Sprintf("%.1f", r.Cost.APIRequestsPerServerEnrollment))},

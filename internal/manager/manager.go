@@ -116,8 +116,8 @@ func BindFlags(fs *flag.FlagSet, o *Options) {
 		return err
 	})
 	fs.IntVar(&o.GCPercent, "gc-percent", o.GCPercent, "Garbage-collection target of the manager process, as GOGC: lower keeps less memory for more CPU. A GOGC environment variable is honoured instead when this flag is not given.")
-	fs.Float64Var(&o.KubeQPS, "kube-api-qps", o.KubeQPS, "Queries per second the manager's Kubernetes client may make.")
-	fs.IntVar(&o.KubeBurst, "kube-api-burst", o.KubeBurst, "Burst of the manager's Kubernetes client.")
+	fs.Float64Var(&o.KubeQPS, "kube-api-qps", o.KubeQPS, "Queries per second the manager's Kubernetes client may make of each kind of object (Servers, ServerClaims, Secrets, …: the client keeps a rate limiter per kind, so the manager's total may be a few times this).")
+	fs.IntVar(&o.KubeBurst, "kube-api-burst", o.KubeBurst, "Burst of the manager's Kubernetes client, per kind of object, as --kube-api-qps.")
 	fs.StringVar(&o.RegistryAddr, "registry-bind-address", o.RegistryAddr, "Address the probe registry (HTTPS) listens on.")
 	fs.StringVar(&o.RegistryURL, "registry-url", o.RegistryURL, "URL probes reach the registry at; its host is put in the registry's certificate.")
 	fs.StringVar(&o.RegistrySecret, "registry-secret", o.RegistrySecret, "namespace/name of the Secret holding the registry's token key and certificate (created if missing).")

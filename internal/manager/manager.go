@@ -91,8 +91,8 @@ func DefaultOptions() Options {
 // last collection, not doubled (Go's 100). At 1,000 servers, back to back (docs/bench): peak
 // resident memory 95 MiB at 50, 88 MiB at 25, for 62 CPU-seconds over the run against 55. At
 // 10,000 (docs/bench; runs of neighbouring commits) it is steeper: 266 MiB against 353, for
-// 1,292 CPU-seconds against 815 — time a small control-plane node's apiserver then lacks. Users with memory to spare set 50 or
-// 100.
+// 1,292 CPU-seconds against 815 — time a small control-plane node's apiserver then lacks.
+// Users with memory to spare set 50 or 100.
 const DefaultGCPercent = 25
 
 // BindFlags registers a flag for every option, defaulting to o's values.

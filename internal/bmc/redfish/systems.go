@@ -30,8 +30,11 @@ func (c *Client) Systems(ctx context.Context) ([]bmc.SystemInfo, error) {
 		}
 		systems = []*redfish.ComputerSystem{system}
 	} else {
-		var err error
-		if systems, err = redfish.ListReferencedComputerSystems(c.api, c.root.systems); err != nil {
+		links, err := c.systemLinks()
+		if err != nil {
+			return nil, err
+		}
+		if systems, err = common.GetObjects[redfish.ComputerSystem](c.api, links); err != nil {
 			return nil, classify("listing systems", err)
 		}
 	}
@@ -40,6 +43,36 @@ func (c *Client) Systems(ctx context.Context) ([]bmc.SystemInfo, error) {
 		out = append(out, systemInfo(s))
 	}
 	return out, nil
+}
+
+// systemLinks reads the Systems collection's members, page by page, and refuses a BMC that
+// lists more than maxSystems before any of them is read: each member read costs a request,
+// and each system a Server.
+func (c *Client) systemLinks() ([]string, error) {
+	var links []string
+	for page, next := 0, c.root.systems; next != ""; page++ {
+		// A page lists one member at least: more pages than the cap are too many members, or
+		// pages that list none and never end.
+		if page > c.maxSystems {
+			return nil, bmc.Errorf(metalv1alpha1.BMCReasonTooManySystems,
+				"the BMC's Systems collection runs to more than %d pages, more than the %d systems a BMC may have (--max-systems-per-bmc): no server is made for any of them", c.maxSystems, c.maxSystems)
+		}
+		collection, err := common.GetCollection(c.api, next)
+		if err != nil {
+			return nil, classify("listing systems", err)
+		}
+		links = append(links, collection.ItemLinks...)
+		next = collection.MembersNextLink
+		if len(links) > c.maxSystems {
+			count := fmt.Sprintf("%d systems", len(links))
+			if next != "" {
+				count = "at least " + count
+			}
+			return nil, bmc.Errorf(metalv1alpha1.BMCReasonTooManySystems,
+				"the BMC lists %s, more than the %d a BMC may have (--max-systems-per-bmc): no server is made for any of them", count, c.maxSystems)
+		}
+	}
+	return links, nil
 }
 
 func systemInfo(s *redfish.ComputerSystem) bmc.SystemInfo {

@@ -59,7 +59,7 @@ func (c *Client) systemLinks() ([]string, error) {
 		}
 		collection, err := common.GetCollection(c.api, next)
 		if err != nil {
-			return nil, classify("listing systems", err)
+			return nil, classify("listing systems: reading "+next, err)
 		}
 		links = append(links, collection.ItemLinks...)
 		next = collection.MembersNextLink

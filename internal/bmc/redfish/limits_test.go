@@ -1,8 +1,14 @@
 package redfish_test
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
+	"io"
+	"net/http"
+	"strings"
+	"sync/atomic"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -103,4 +109,38 @@ func TestSystemsAboveTheCapAreRefusedUnread(t *testing.T) {
 	_, err = capped.Systems(ctx)
 	assert.Equal(t, m.BMCReasonTooManySystems, bmc.Reason(err))
 	assert.Contains(t, err.Error(), "lists 11 systems, more than the 10")
+}
+
+// A system whose memory collection lists 2,000 modules (the real module, over and over) has
+// that list skipped unread, as a list that fails is; its other hardware is read as usual.
+func TestInventoryListAboveTheBoundIsSkippedUnread(t *testing.T) {
+	ctx := context.Background()
+	sim := startSim(t, bmcsim.Options{Systems: []bmcsim.SystemSpec{testSystem(0)}})
+	c := connect(t, sim)
+	var moduleReads atomic.Int64
+	redfish.WrapTransport(c, func(next http.RoundTripper) http.RoundTripper {
+		return roundTripFunc(func(req *http.Request) (*http.Response, error) {
+			path := strings.TrimSuffix(req.URL.Path, "/")
+			if strings.Contains(path, "/Memory/") {
+				moduleReads.Add(1)
+			}
+			if req.Method != http.MethodGet || !strings.HasSuffix(path, "/Systems/1/Memory") {
+				return next.RoundTrip(req)
+			}
+			members := make([]map[string]string, 2000)
+			for i := range members {
+				members[i] = map[string]string{"@odata.id": "/redfish/v1/Systems/1/Memory/DIMM1"}
+			}
+			body, _ := json.Marshal(map[string]any{"@odata.id": path, "Name": "Memory", "Members": members, "Members@odata.count": len(members)})
+			return &http.Response{StatusCode: http.StatusOK, Status: "200 OK", Proto: "HTTP/1.1", ProtoMajor: 1, ProtoMinor: 1,
+				Header: http.Header{"Content-Type": []string{"application/json"}}, Body: io.NopCloser(bytes.NewReader(body)),
+				ContentLength: int64(len(body)), Request: req}, nil
+		})
+	})
+	inv, err := c.Inventory(ctx, "/redfish/v1/Systems/1")
+	require.NoError(t, err)
+	assert.Zero(t, len(inv.MemoryModules), "the list of 2,000 was skipped")
+	assert.Zero(t, moduleReads.Load(), "no module was read")
+	assert.NotEmpty(t, inv.Processors)
+	assert.NotEmpty(t, inv.NetworkInterfaces)
 }

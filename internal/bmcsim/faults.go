@@ -17,6 +17,18 @@ type Faults struct {
 	UnauthorizedRate float64       // answered 401 whatever the credentials
 	DropRate         float64       // connection closed without an answer
 	Seed             int64         // seeds the draw, so a failing run can be replayed
+
+	// Hostile answers, what a compromised BMC could send to exhaust its client (hostile.go);
+	// unlike the rates they apply to every request they concern.
+	//
+	// HugeSystem, when above 0, answers each ComputerSystem's GET with a JSON body of this many
+	// bytes, generated as it is written, never held. HugeSystemChunked leaves out its
+	// Content-Length, so a client learns its size only by reading it.
+	HugeSystem        int64
+	HugeSystemChunked bool
+	// ExtraSystems lists this many more systems in the Systems collection, each answered as a
+	// minimal ComputerSystem made up on request.
+	ExtraSystems int
 }
 
 // maxHang bounds a TimeoutRate hang for clients that never give up (gofish's default client
@@ -37,6 +49,7 @@ func (b *BMC) SetFaults(f Faults) {
 		*r = min(max(*r, 0), 1)
 	}
 	f.Latency = max(f.Latency, 0)
+	f.HugeSystem, f.ExtraSystems = max(f.HugeSystem, 0), max(f.ExtraSystems, 0)
 	if f == (Faults{Seed: f.Seed}) {
 		b.faults.Store(nil)
 		return

@@ -108,14 +108,6 @@ func (m *model) serviceRoot() obj {
 	return root
 }
 
-func (m *model) systemsCollection() obj {
-	paths := make([]string, len(m.systems))
-	for i, s := range m.systems {
-		paths[i] = s.path
-	}
-	return m.collection(systemsPath, "ComputerSystemCollection", "Computer System Collection", paths)
-}
-
 func (m *model) managersCollection() obj {
 	return m.collection(managersPath, "ManagerCollection", "Manager Collection", []string{m.managerPath()})
 }

@@ -168,14 +168,20 @@ func (b *BMC) routeSessions(rest []string) (endpoint, bool) {
 func (b *BMC) routeSystems(rest []string) (endpoint, bool) {
 	m := b.model
 	if len(rest) == 0 {
-		return get(func() any { return m.systemsCollection() }), true
+		return get(b.systemsCollection), true
 	}
 	s := m.findSystem(rest[0])
 	if s == nil {
+		if len(rest) == 1 {
+			return b.extraSystem(rest[0])
+		}
 		return endpoint{}, false
 	}
 	rest = rest[1:]
 	if len(rest) == 0 {
+		if f := b.hostile(); f.HugeSystem > 0 {
+			return endpoint{get: b.hugeSystem(s, f.HugeSystem, f.HugeSystemChunked), patch: b.patchSystem(s)}, true
+		}
 		return endpoint{get: b.getSystem(s), patch: b.patchSystem(s)}, true
 	}
 	sub, n := rest[0], len(rest)

@@ -193,6 +193,11 @@ func (r *BMCReconciler) poll(ctx context.Context, b *metalv1alpha1.BMC) (pollOut
 	}
 	systems, err := client.Systems(ctx)
 	if err != nil {
+		if bmc.Reason(err) == metalv1alpha1.BMCReasonTooManySystems {
+			// The BMC lists what it lists: looked at again at the next poll, not retried
+			// sooner. Its Servers, if it had any, are left as they are.
+			return failedPoll(err), ctrl.Result{RequeueAfter: r.Settings.jitteredResync()}, nil
+		}
 		return r.callFailed(b, err), ctrl.Result{}, err
 	}
 	raced, err := r.syncServers(ctx, b, client, systems)

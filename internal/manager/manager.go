@@ -57,6 +57,12 @@ type Options struct {
 	RegistrySecret  string
 	SystemNamespace string
 	ProbeImage      string
+
+	// BMCMaxResponseBytes bounds each Redfish response's body; BMCMaxSystems is how many
+	// systems a BMC may list (docs/bmc-access.md: what a hostile BMC can do).
+	BMCMaxResponseBytes int64
+	BMCMaxSystems       int
+
 	// BootOperator names the boot service serving the boot configurations the operator makes
 	// (their metal.ironfleet.dev/boot-operator label).
 	BootOperator string
@@ -75,6 +81,7 @@ func DefaultOptions() Options {
 	return Options{
 		MetricsAddr: ":8080", ProbeAddr: ":8081",
 		BMCTimeout: 30 * time.Second, KubeQPS: 50, KubeBurst: 100,
+		BMCMaxResponseBytes: redfish.DefaultMaxResponseBytes, BMCMaxSystems: redfish.DefaultMaxSystems,
 		RegistryAddr:    ":8443",
 		RegistryURL:     "https://ironfleet-registry.ironfleet-system.svc:8443",
 		RegistrySecret:  "ironfleet-system/ironfleet-registry",
@@ -106,6 +113,22 @@ func BindFlags(fs *flag.FlagSet, o *Options) {
 	fs.StringVar(&o.BMCCAFile, "bmc-ca-file", o.BMCCAFile, "PEM bundle of CAs trusted for BMC certificates, in addition to the system roots.")
 	fs.StringVar(&o.ImageCAFile, "image-ca-file", o.ImageCAFile, "PEM bundle of CAs the probe trusts for claims' images (https servers, OCI registries), in addition to the system roots.")
 	fs.DurationVar(&o.BMCTimeout, "bmc-request-timeout", o.BMCTimeout, "Upper bound of each HTTP request to a Redfish BMC, and of each IPMI command with its retries.")
+	fs.Func("bmc-max-response-bytes", fmt.Sprintf("Largest Redfish response body read from a BMC, in bytes; a larger one fails the request (default %d).", o.BMCMaxResponseBytes), func(v string) error {
+		n, err := strconv.ParseInt(v, 10, 64)
+		if err != nil || n < 1 {
+			return fmt.Errorf("--bmc-max-response-bytes: %q is not a whole number ≥ 1", v)
+		}
+		o.BMCMaxResponseBytes = n
+		return nil
+	})
+	fs.Func("max-systems-per-bmc", fmt.Sprintf("Most systems a Redfish BMC may list; one that lists more gets no Servers and is TooManySystems (default %d).", o.BMCMaxSystems), func(v string) error {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 {
+			return fmt.Errorf("--max-systems-per-bmc: %q is not a whole number ≥ 1", v)
+		}
+		o.BMCMaxSystems = n
+		return nil
+	})
 	fs.DurationVar(&o.Settings.ResyncPeriod, "bmc-resync-period", o.Settings.ResyncPeriod, "How often a healthy BMC is polled (jittered by ±10%).")
 	fs.DurationVar(&o.Settings.BackoffBase, "retry-backoff-base", o.Settings.BackoffBase, "First retry delay of a failing reconcile; doubles per failure.")
 	fs.DurationVar(&o.Settings.BackoffMax, "retry-backoff-max", o.Settings.BackoffMax, "Longest retry delay of a failing reconcile.")
@@ -160,6 +183,8 @@ func (o Options) Args() []string {
 		"--bmc-ca-file=" + o.BMCCAFile,
 		"--image-ca-file=" + o.ImageCAFile,
 		"--bmc-request-timeout=" + dur(o.BMCTimeout),
+		"--bmc-max-response-bytes=" + strconv.FormatInt(o.BMCMaxResponseBytes, 10),
+		"--max-systems-per-bmc=" + strconv.Itoa(o.BMCMaxSystems),
 		"--bmc-resync-period=" + dur(o.Settings.ResyncPeriod),
 		"--retry-backoff-base=" + dur(o.Settings.BackoffBase),
 		"--retry-backoff-max=" + dur(o.Settings.BackoffMax),
@@ -314,7 +339,8 @@ func (p *Prepared) Run(ctx context.Context, cfg *rest.Config) error {
 	}
 	if err := controller.Setup(mgr, controller.Dependencies{
 		MACDB: p.db,
-		Connect: bmc.ByProtocol(redfish.Connector(redfish.Options{Timeout: o.BMCTimeout, RootCAs: p.roots}),
+		Connect: bmc.ByProtocol(redfish.Connector(redfish.Options{Timeout: o.BMCTimeout, RootCAs: p.roots,
+			MaxResponseBytes: o.BMCMaxResponseBytes, MaxSystems: o.BMCMaxSystems}),
 			ipmi.Connector(ipmi.Options{CallTimeout: o.BMCTimeout})),
 		Settings: o.Settings,
 		Probe: controller.ProbeBoot{

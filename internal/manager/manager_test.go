@@ -15,7 +15,7 @@ func TestArgsRoundTripThroughTheFlags(t *testing.T) {
 	o := Options{
 		MetricsAddr: "127.0.0.1:1", ProbeAddr: "127.0.0.1:2", PprofAddr: "127.0.0.1:3",
 		LeaderElect: true, LeaderElectNS: "ns", MACPrefixesFile: "/m.yaml", BMCCAFile: "/ca.pem", ImageCAFile: "/images-ca.pem",
-		BMCTimeout: 7 * time.Second, KubeQPS: 123.5, KubeBurst: 456,
+		BMCTimeout: 7 * time.Second, BMCMaxResponseBytes: 12345, BMCMaxSystems: 3, KubeQPS: 123.5, KubeBurst: 456,
 		RegistryAddr: "127.0.0.1:4", RegistryURL: "https://r:4", RegistrySecret: "a/b",
 		SystemNamespace: "sys", ProbeImage: "img:1", BootOperator: "other-boot-operator", GCPercent: 35,
 	}

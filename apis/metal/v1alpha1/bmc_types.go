@@ -85,6 +85,9 @@ const (
 	// BMCReasonVirtualMediaUnsupported: bootMethod is VirtualMedia but the BMC offers no
 	// CD/DVD virtual media slot Ironfleet can insert an ISO into; the message says what it found.
 	BMCReasonVirtualMediaUnsupported = "VirtualMediaUnsupported"
+	// BMCReasonTooManySystems: the BMC lists more systems than a BMC may have
+	// (--max-systems-per-bmc); no Server is made for any of them.
+	BMCReasonTooManySystems = "TooManySystems"
 )
 
 // BMCStatus is what the BMC last told us about itself.

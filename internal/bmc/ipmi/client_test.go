@@ -391,6 +391,26 @@ func TestReferenceBMCFRUFailures(t *testing.T) {
 	assert.Zero(t, areaInfo())
 }
 
+// TestReferenceBMCFRUThatNeverEnds: a BMC whose Read FRU Data answers a full datagram but
+// claims to return no bytes is read once, not until the call's deadline (go-ipmi's GetFRUData
+// would read on, its buffer growing by every datagram): the identity stays empty, and the
+// next call reads again.
+func TestReferenceBMCFRUThatNeverEnds(t *testing.T) {
+	r := startRefBMC(t, refOptions{})
+	c := dialRef(t, r)
+	ctx := testContext(t)
+	r.fruLies.Store(true)
+	systems, err := c.Systems(ctx)
+	require.NoError(t, err)
+	assert.Empty(t, systems[0].Manufacturer)
+	assert.Len(t, r.received(types.CommandReadFRUData), 1, "one answer that claims nothing ends the read")
+
+	r.fruLies.Store(false)
+	systems, err = c.Systems(ctx)
+	require.NoError(t, err)
+	assert.Equal(t, "Ironfleet Labs", systems[0].Manufacturer, "read again")
+}
+
 // TestReferenceBMCMACLookupWithoutAnswer: an unanswered request in the optional MAC lookup
 // gives "" once for the client's life, and neither tears the session down nor logs in again.
 func TestReferenceBMCMACLookupWithoutAnswer(t *testing.T) {

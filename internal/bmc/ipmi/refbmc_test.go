@@ -52,6 +52,9 @@ type refBMC struct {
 	fruCC atomic.Uint32
 	// hardResetCC, when not 0, is the completion code a Chassis Control hard reset answers.
 	hardResetCC atomic.Uint32
+	// fruLies makes Read FRU Data answer as a hostile BMC could: a full datagram of data, and
+	// a count of 0 bytes returned.
+	fruLies atomic.Bool
 }
 
 type refOptions struct {
@@ -108,6 +111,9 @@ func (r *refBMC) serve(port int) {
 			if cc := r.fruCC.Load(); cc != 0 && hctx.Command.ID == types.CommandGetFRUInventoryAreaInfo.ID &&
 				hctx.Command.NetFn == types.CommandGetFRUInventoryAreaInfo.NetFn {
 				return nil, types.CompletionCode(cc), nil
+			}
+			if r.fruLies.Load() && hctx.Command.ID == types.CommandReadFRUData.ID && hctx.Command.NetFn == types.CommandReadFRUData.NetFn {
+				return append([]byte{0}, make([]byte, 1000)...), types.CodeOK, nil
 			}
 			if cc := r.hardResetCC.Load(); cc != 0 && hctx.Command.ID == types.CommandChassisControl.ID &&
 				hctx.Command.NetFn == types.CommandChassisControl.NetFn && len(data) > 0 && data[0] == 0x03 {

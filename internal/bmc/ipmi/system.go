@@ -55,7 +55,7 @@ func (c *Client) readFRU(ctx context.Context, ic *client.Client) (FRU, error) {
 	if c.fru != nil {
 		return *c.fru, nil
 	}
-	data, err := ic.GetFRUData(ctx, 0)
+	data, err := readFRUData(ctx, ic)
 	switch {
 	case err == nil:
 	case isNoResponse(err):

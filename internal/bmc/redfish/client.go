@@ -39,6 +39,11 @@ type Options struct {
 	// MediaInsertTimeout (default 60s) and MediaEjectTimeout (default 30s) bound how long
 	// InsertMedia and EjectMedia wait for the BMC to report the change.
 	MediaPollInterval, MediaInsertTimeout, MediaEjectTimeout time.Duration
+	// MaxResponseBytes bounds every response body (default DefaultMaxResponseBytes).
+	MaxResponseBytes int64
+	// MaxSystems is how many systems a BMC may list (default DefaultMaxSystems); one that lists
+	// more fails Systems with BMCReasonTooManySystems, its systems unread.
+	MaxSystems int
 }
 
 // Client is a bmc.Client over one gofish session.
@@ -46,6 +51,7 @@ type Client struct {
 	api        *gofish.APIClient
 	root       rootLinks
 	systemPath string
+	maxSystems int
 	media      mediaTiming
 
 	mediaMu sync.Mutex
@@ -83,10 +89,17 @@ func (o Options) withDefaults() Options {
 	if o.MaxConcurrentRequests == 0 {
 		o.MaxConcurrentRequests = 2
 	}
+	if o.MaxResponseBytes <= 0 {
+		o.MaxResponseBytes = DefaultMaxResponseBytes
+	}
+	if o.MaxSystems <= 0 {
+		o.MaxSystems = DefaultMaxSystems
+	}
 	return o
 }
 
-// newTransport is an HTTP transport to BMCs; its connections are pooled per BMC.
+// newTransport is an HTTP transport to BMCs; its connections are pooled per BMC, and its
+// response bodies bounded (limitBodies).
 func newTransport(opts Options, insecureSkipVerify bool) http.RoundTripper {
 	transport := http.DefaultTransport.(*http.Transport).Clone()
 	transport.TLSClientConfig = &tls.Config{
@@ -110,7 +123,7 @@ func newTransport(opts Options, insecureSkipVerify bool) http.RoundTripper {
 	// polls: ten thousand idle TLS connections would cost the manager hundreds of MiB. The
 	// session is not tied to the connection and survives.
 	transport.IdleConnTimeout = idleConnTimeout
-	return keepAlive{transport}
+	return keepAlive{limitBodies{next: transport, limit: opts.MaxResponseBytes}}
 }
 
 func connect(ctx context.Context, t bmc.Target, opts Options, transport http.RoundTripper) (*Client, error) {
@@ -137,7 +150,7 @@ func connect(ctx context.Context, t bmc.Target, opts Options, transport http.Rou
 	// link and property), the roots of half a 10,000-BMC fleet held 9.5 MiB of the manager's
 	// heap: it keeps a client per BMC.
 	api.Service = nil
-	return &Client{api: api, root: root, systemPath: t.Address.SystemPath, media: opts.mediaTiming()}, nil
+	return &Client{api: api, root: root, systemPath: t.Address.SystemPath, maxSystems: opts.MaxSystems, media: opts.mediaTiming()}, nil
 }
 
 // rootLinks are what the client follows of a BMC's service root.
@@ -196,6 +209,11 @@ func classify(doing string, err error) error {
 	var collectionErr *common.CollectionError
 	if errors.As(err, &collectionErr) && len(collectionErr.Failures) > 0 {
 		return classifyCollection(doing, collectionErr)
+	}
+	// Before the transport errors: http.Client wraps it in a *url.Error, which is a net.Error.
+	var tooLarge *ResponseTooLargeError
+	if errors.As(err, &tooLarge) {
+		return bmc.Errorf(metalv1alpha1.BMCReasonProtocolError, "%s: %v", doing, tooLarge)
 	}
 	var redfishErr *common.Error
 	if errors.As(err, &redfishErr) {

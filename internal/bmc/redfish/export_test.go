@@ -13,7 +13,7 @@ import (
 
 // TransportOf is the HTTP transport a client's requests go through.
 func TransportOf(c *Client) *http.Transport {
-	return c.api.HTTPClient.Transport.(keepAlive).next.(*http.Transport)
+	return c.api.HTTPClient.Transport.(keepAlive).next.(limitBodies).next.(*http.Transport)
 }
 
 // WrapTransport puts wrap around a client's HTTP transport: tests make the BMC answer what

@@ -2,6 +2,7 @@ package redfish
 
 import (
 	"context"
+	"reflect"
 	"slices"
 	"strings"
 	"time"
@@ -27,24 +28,68 @@ func (c *Client) Inventory(ctx context.Context, systemURI string) (metalv1alpha1
 	}
 	now := metav1.NewTime(time.Now())
 	inv := metalv1alpha1.Inventory{Source: "Redfish", ReportedAt: &now}
-	if processors, err := system.Processors(); err == nil {
+	if processors, err := inventoryMembers[redfish.Processor](c, privateLink(system, "processors")); err == nil {
 		addProcessors(&inv, processors)
 	}
-	if memory, err := system.Memory(); err == nil {
+	if memory, err := inventoryMembers[redfish.Memory](c, privateLink(system, "memory")); err == nil {
 		addMemory(&inv, memory)
 	}
 	if inv.Memory.Total == nil && system.MemorySummary.TotalSystemMemoryGiB > 0 {
 		// Some BMCs list no DIMMs but do summarise (and in float GiB).
 		inv.Memory.Total = bytesQuantity(int64(float64(system.MemorySummary.TotalSystemMemoryGiB) * (1 << 30)))
 	}
-	if storage, err := system.Storage(); err == nil {
+	if storage, err := inventoryMembers[redfish.Storage](c, privateLink(system, "storage")); err == nil {
 		addDrives(&inv, storage)
 	}
-	if nics, err := system.EthernetInterfaces(); err == nil {
+	if nics, err := inventoryMembers[redfish.EthernetInterface](c, privateLink(system, "ethernetInterfaces")); err == nil {
 		addNICs(&inv, nics)
 	}
 	sortInventory(&inv)
 	return inv, nil
+}
+
+// maxInventoryMembers bounds each list of a system's hardware a BMC gives (processors, memory
+// modules, storage subsystems, each one's drives, NICs), whose members are each read and kept:
+// more than any server has. A longer list is skipped, as one that fails to read is; without the
+// bound, a collection of the response limit lists some 90,000 members.
+const maxInventoryMembers = 1024
+
+// inventoryMembers reads the members of one of a system's hardware collections, at most
+// maxInventoryMembers of them (none when there are more); none when the system has no link.
+func inventoryMembers[T any, PT interface {
+	*T
+	common.SchemaObject
+}](c *Client, collection string) ([]*T, error) {
+	if collection == "" {
+		return nil, nil
+	}
+	links, err := c.memberLinks(collection, maxInventoryMembers)
+	if err != nil {
+		return nil, err
+	}
+	return common.GetObjects[T, PT](c.api, links)
+}
+
+// privateLink and privateLinks read a link gofish keeps in an unexported field of a resource
+// (v0.20 follows them only without a bound); a field it no longer has reads as no link, which
+// the tests against the simulators and the DMTF mockup catch, as for linksOf.
+func privateLink(resource any, name string) string {
+	if f := reflect.ValueOf(resource).Elem().FieldByName(name); f.IsValid() && f.Kind() == reflect.String {
+		return f.String()
+	}
+	return ""
+}
+
+func privateLinks(resource any, name string) []string {
+	f := reflect.ValueOf(resource).Elem().FieldByName(name)
+	if !f.IsValid() || f.Kind() != reflect.Slice || f.Type().Elem().Kind() != reflect.String {
+		return nil
+	}
+	out := make([]string, f.Len())
+	for i := range out {
+		out[i] = f.Index(i).String()
+	}
+	return out
 }
 
 func addProcessors(inv *metalv1alpha1.Inventory, processors []*redfish.Processor) {
@@ -102,6 +147,9 @@ func addMemory(inv *metalv1alpha1.Inventory, modules []*redfish.Memory) {
 func addDrives(inv *metalv1alpha1.Inventory, storage []*redfish.Storage) {
 	var total int64
 	for _, s := range storage {
+		if len(privateLinks(s, "drives")) > maxInventoryMembers {
+			continue // skipped as a list that fails to read is
+		}
 		drives, err := s.Drives()
 		if err != nil {
 			continue

@@ -30,8 +30,11 @@ func (c *Client) Systems(ctx context.Context) ([]bmc.SystemInfo, error) {
 		}
 		systems = []*redfish.ComputerSystem{system}
 	} else {
-		var err error
-		if systems, err = redfish.ListReferencedComputerSystems(c.api, c.root.systems); err != nil {
+		links, err := c.systemLinks()
+		if err != nil {
+			return nil, err
+		}
+		if systems, err = common.GetObjects[redfish.ComputerSystem](c.api, links); err != nil {
 			return nil, classify("listing systems", err)
 		}
 	}
@@ -41,6 +44,78 @@ func (c *Client) Systems(ctx context.Context) ([]bmc.SystemInfo, error) {
 	}
 	return out, nil
 }
+
+// systemLinks reads the Systems collection's members and refuses a BMC that lists more than
+// maxSystems before any of them is read: each member read costs a request, and each system a
+// Server.
+func (c *Client) systemLinks() ([]string, error) {
+	links, err := c.memberLinks(c.root.systems, c.maxSystems)
+	var tooMany *tooManyMembers
+	if errors.As(err, &tooMany) {
+		return nil, bmc.Errorf(metalv1alpha1.BMCReasonTooManySystems,
+			"the BMC lists %s, more than the %d a BMC may have (--max-systems-per-bmc): no server is made for any of them", tooMany.count("systems"), c.maxSystems)
+	}
+	var failed *pageError
+	if errors.As(err, &failed) {
+		return nil, classify("listing systems: reading "+failed.page, failed.err)
+	}
+	return links, err
+}
+
+// memberLinks reads a collection's member links, page by page (Members@odata.nextLink),
+// and stops with a *tooManyMembers as soon as there are more than max.
+func (c *Client) memberLinks(collection string, max int) ([]string, error) {
+	var links []string
+	for page, next := 0, collection; next != ""; page++ {
+		// A page lists one member at least: more pages than max are too many members, or
+		// pages that list none and never end.
+		if page > max {
+			return nil, &tooManyMembers{listed: len(links), pages: page}
+		}
+		col, err := common.GetCollection(c.api, next)
+		if err != nil {
+			return nil, &pageError{page: next, err: err}
+		}
+		links = append(links, col.ItemLinks...)
+		next = col.MembersNextLink
+		if len(links) > max {
+			return nil, &tooManyMembers{listed: len(links), more: next != ""}
+		}
+	}
+	return links, nil
+}
+
+// tooManyMembers: a collection lists more members than its reader takes.
+type tooManyMembers struct {
+	listed int
+	// more: there were pages still unread; pages, when not 0: the pages read, which
+	// outnumbered the bound.
+	more  bool
+	pages int
+}
+
+func (e *tooManyMembers) count(what string) string {
+	switch {
+	case e.pages > 0:
+		return fmt.Sprintf("%d %s on %d pages and more pages", e.listed, what, e.pages)
+	case e.more:
+		return fmt.Sprintf("at least %d %s", e.listed, what)
+	}
+	return fmt.Sprintf("%d %s", e.listed, what)
+}
+
+func (e *tooManyMembers) Error() string {
+	return "the collection lists " + e.count("members") + ", too many"
+}
+
+// pageError: reading a page of a collection failed.
+type pageError struct {
+	page string
+	err  error
+}
+
+func (e *pageError) Error() string { return "reading " + e.page + ": " + e.err.Error() }
+func (e *pageError) Unwrap() error { return e.err }
 
 func systemInfo(s *redfish.ComputerSystem) bmc.SystemInfo {
 	return bmc.SystemInfo{

@@ -77,11 +77,13 @@ type Server struct {
 // namespace the caller opened conn in.
 func (s *Server) Serve(ctx context.Context, conn net.PacketConn) error {
 	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
 	stop := context.AfterFunc(ctx, func() { _ = conn.Close() })
 	defer stop()
 	var wg sync.WaitGroup
-	defer wg.Wait() // after cancel: every transfer ends at once
+	defer func() {
+		cancel() // every transfer ends at once
+		wg.Wait()
+	}()
 	s.mu.Lock()
 	s.transfers = map[string]*transfer{}
 	s.mu.Unlock()

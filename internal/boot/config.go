@@ -85,7 +85,8 @@ type Config struct {
 	// configurations whose metal.ironfleet.dev/boot-operator label names it (one without the
 	// label is Ironfleet's). Default "ironfleet", the manager's default --boot-operator.
 	BootOperator string
-	// Namespace, when set, is the only namespace whose boot configurations are served.
+	// Namespace, when set, is the only namespace whose boot configurations are served. Full
+	// mode needs it: its leases are kept in ConfigMap LeaseConfigMap there.
 	Namespace string
 	// RecheckInterval is how often a boot configuration waiting for a file on disk (a missing
 	// artifact) is checked again. Kubernetes objects it waits for are watched instead.
@@ -183,6 +184,9 @@ func (c Config) Validate() error {
 		if err := c.validateRange(); err != nil {
 			return err
 		}
+		if c.Namespace == "" {
+			return fieldError("Namespace", "required in full mode: the leases are kept in ConfigMap %s there", LeaseConfigMap)
+		}
 	}
 	if c.LeaseTime < time.Minute {
 		return fieldError("LeaseTime", "%s is shorter than a minute", c.LeaseTime)
@@ -208,6 +212,9 @@ func (c Config) validateRange() error {
 	}
 	if c.DHCPRangeEnd.Less(c.DHCPRangeStart) {
 		return fieldError("DHCPRange", "%s is after %s", c.DHCPRangeStart, c.DHCPRangeEnd)
+	}
+	if n := ipv4Uint(c.DHCPRangeEnd) - ipv4Uint(c.DHCPRangeStart) + 1; n > MaxLeaseRange {
+		return fieldError("DHCPRange", "%d addresses, more than the %d whose leases fit the ConfigMap they are kept in", n, MaxLeaseRange)
 	}
 	mask, err := c.mask()
 	if err != nil {
@@ -239,6 +246,11 @@ func (c Config) mask() (net.IPMask, error) {
 		return nil, fieldError("SubnetMask", "%s is not a contiguous mask", c.SubnetMask)
 	}
 	return m, nil
+}
+
+func ipv4Uint(a netip.Addr) uint32 {
+	b := a.As4()
+	return uint32(b[0])<<24 | uint32(b[1])<<16 | uint32(b[2])<<8 | uint32(b[3])
 }
 
 func addrString(a netip.Addr) string {

@@ -137,3 +137,22 @@ func TestMediaSecretName(t *testing.T) {
 	assert.Contains(t, name, "-boot-media")
 	assert.NotEqual(t, name, boot.MediaSecretName(long+"x"), "distinct names stay distinct")
 }
+
+// Full mode keeps its leases in a ConfigMap of Namespace, which must fit them.
+func TestFullModeNeedsANamespaceAndARangeThatFits(t *testing.T) {
+	cfg := testConfig("ns", nil)
+	_, err := boot.New(cfg)
+	require.NoError(t, err)
+	cfg.Namespace = ""
+	_, err = boot.New(cfg)
+	assert.Equal(t, "Namespace", configField(err))
+
+	cfg = testConfig("ns", nil)
+	cfg.SubnetMask = netip.MustParseAddr("255.255.0.0")
+	cfg.DHCPRangeStart, cfg.DHCPRangeEnd = netip.MustParseAddr("10.20.0.1"), netip.MustParseAddr("10.20.63.255")
+	_, err = boot.New(cfg)
+	require.NoError(t, err, "16,383 addresses")
+	cfg.DHCPRangeEnd = netip.MustParseAddr("10.20.64.1")
+	_, err = boot.New(cfg)
+	assert.Equal(t, "DHCPRange", configField(err))
+}

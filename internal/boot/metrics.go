@@ -23,7 +23,7 @@ var (
 	})
 	tftpErrors = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "ironfleet_boot_tftp_errors_total",
-		Help: "TFTP requests refused or failed, by kind (refused, missing, write, transfer).",
+		Help: "TFTP packets refused, dropped or failed, by kind (refused, missing, write, transfer, stray, busy).",
 	}, []string{"kind"})
 	httpBytes = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "ironfleet_boot_http_sent_bytes_total",

@@ -46,6 +46,7 @@ type Service struct {
 	cfg    Config
 	tokens tokenSigner
 	leases *dhcp.LeaseTable // full mode; addresses only, nothing about boots
+	store  *leaseStore      // full mode: leases kept across restarts (leases.go)
 	media  *bootMedia       // the template ISO and the embeds being served
 
 	// From the manager: client reads the cache, api reads the API server.
@@ -83,6 +84,10 @@ func (s *Service) Config() Config { return s.cfg }
 // +kubebuilder:rbac:groups=metal.ironfleet.dev,namespace=ironfleet-system,resources=serverbootconfigurations/status,verbs=get;patch;update
 // +kubebuilder:rbac:groups="",namespace=ironfleet-system,resources=secrets,verbs=get;list;watch;create;update
 // +kubebuilder:rbac:groups=events.k8s.io,namespace=ironfleet-system,resources=events,verbs=create;patch
+//
+// Full DHCP mode keeps its leases in one ConfigMap: create cannot be narrowed to a name.
+// +kubebuilder:rbac:groups="",namespace=ironfleet-system,resources=configmaps,resourceNames=ironfleet-boot-leases,verbs=get;update
+// +kubebuilder:rbac:groups="",namespace=ironfleet-system,resources=configmaps,verbs=create
 
 // SetupWithManager registers the indexes and the reconciler of boot configurations on mgr.
 // The manager's cache must see Servers, ServerBootConfigurations and the ignition Secrets.
@@ -94,6 +99,9 @@ func (s *Service) SetupWithManager(mgr ctrl.Manager) error {
 	}
 	s.events = rec.Recorder(s.cfg.Name)
 	s.log = mgr.GetLogger().WithName("boot-service")
+	if s.leases != nil {
+		s.store = newLeaseStore(s.leases, s.cfg.Namespace, s.api, s.client, s.log.WithName("dhcp-leases"))
+	}
 	// The template ISO is loaded now; when it cannot be, virtual-media boots are not Ready
 	// (ArtifactMissing) and it is tried again when they are re-checked.
 	if _, err := s.media.template(); err != nil {
@@ -273,6 +281,13 @@ func (s *Service) Serve(ctx context.Context, l Listeners) error {
 		}
 		return errors.New("boot service: the cache did not sync")
 	}
+	if s.store != nil {
+		// Before the first DHCP answer: without them a leased address could be offered again.
+		if err := s.store.load(ctx); err != nil {
+			_ = l.Close()
+			return err
+		}
+	}
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	var (
@@ -317,6 +332,9 @@ func (s *Service) Serve(ctx context.Context, l Listeners) error {
 		ts := &tftp.Server{Dir: s.cfg.IPXEDir, Files: IPXEBinaries, Log: s.log.WithName("tftp"),
 			OnSent: func(n int64) { tftpBytes.Add(float64(n)) }, OnError: func(k string) { tftpErrors.WithLabelValues(k).Inc() }}
 		run("TFTP", func() error { return ts.Serve(ctx, l.TFTP) })
+	}
+	if s.store != nil {
+		run("DHCP leases", func() error { s.store.run(ctx); return nil })
 	}
 	ds := s.dhcpServer()
 	for _, sock := range []struct {

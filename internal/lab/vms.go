@@ -256,8 +256,10 @@ func BootServiceConfig(network *vm.Network, probeDir string, uuids map[string]bo
 		HTTPBindAddress: net.JoinHostPort(ip.String(), "8080"),
 		TFTPBindAddress: net.JoinHostPort(ip.String(), "69"),
 		URLKey:          key,
-		ServerFilter:    func(s *metalv1alpha1.Server) bool { return uuids[strings.ToLower(s.Spec.SystemUUID)] },
-		Name:            "lab-vm-boot-service",
+		// The operator's system namespace: its boot configurations, and the leases' ConfigMap.
+		Namespace:    Namespace,
+		ServerFilter: func(s *metalv1alpha1.Server) bool { return uuids[strings.ToLower(s.Spec.SystemUUID)] },
+		Name:         "lab-vm-boot-service",
 	}, nil
 }
 

@@ -55,6 +55,7 @@ const (
 	IgnoredMessageType Reason = "unsupported_message"
 	IgnoredNoAddress   Reason = "no_free_address" // full mode: the range is exhausted
 	IgnoredReleased    Reason = "released"        // a RELEASE or DECLINE: recorded, nothing to answer
+	IgnoredDecline     Reason = "decline_refused" // full mode: a DECLINE outside its lease's exchange (leases.go)
 	IgnoredOff         Reason = "dhcp_off"        // ModeOff: this service answers no DHCP
 )
 
@@ -97,10 +98,12 @@ type Handler struct {
 	Leases *LeaseTable
 }
 
-// Decision is the answer to one request: a reply, or the reason it was ignored.
+// Decision is the answer to one request: a reply, or the reason it was ignored (and, for a
+// reason worth a log line, what happened).
 type Decision struct {
 	Reply   *dhcpv4.DHCPv4
 	Ignored Reason
+	Detail  string
 }
 
 // client is what a request says about its sender.
@@ -260,7 +263,9 @@ func (h *Handler) full(c client) Decision {
 		h.Leases.Release(c.mac, addrOf(req.ClientIPAddr))
 		return ignore(IgnoredReleased)
 	case dhcpv4.MessageTypeDecline:
-		h.Leases.Decline(c.mac, addrOf(req.RequestedIPAddress()))
+		if err := h.Leases.Decline(c.mac, addrOf(req.RequestedIPAddress())); err != nil {
+			return Decision{Ignored: IgnoredDecline, Detail: "DECLINE ignored: " + err.Error()}
+		}
 		return ignore(IgnoredReleased)
 	case dhcpv4.MessageTypeDiscover:
 		ip, ok := h.Leases.Offer(c.mac, addrOf(req.RequestedIPAddress()))

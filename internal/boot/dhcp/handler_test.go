@@ -314,7 +314,8 @@ func TestLeaseTableLimits(t *testing.T) {
 	assert.Equal(t, got, got2)
 
 	// A declined address is set aside even from its decliner.
-	table.Decline(otherMAC, got2)
+	require.True(t, table.Commit(otherMAC, got2))
+	require.NoError(t, table.Decline(otherMAC, got2))
 	_, ok = table.Offer(otherMAC, netip.Addr{})
 	assert.False(t, ok)
 

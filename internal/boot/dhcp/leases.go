@@ -2,9 +2,11 @@ package dhcp
 
 import (
 	"encoding/binary"
+	"fmt"
 	"hash/fnv"
 	"net"
 	"net/netip"
+	"sort"
 	"sync"
 	"time"
 )
@@ -13,13 +15,23 @@ import (
 // it was offered to: long enough for a slow PXE ROM to send its REQUEST.
 const offerHold = time.Minute
 
+// A DECLINE is honoured only as the end of the exchange that leased the address: from the MAC
+// it was acknowledged to, within declineWindow of that ACK (a client's conflict check, RFC
+// 5227, ends within ~10 s of it), and while that MAC has fewer than maxDeclinesPerMAC addresses
+// set aside by its earlier declines. Any other DECLINE is ignored: a forged one must not set
+// free addresses aside, nor a client looping through exchanges set the range aside.
+const (
+	declineWindow     = time.Minute
+	maxDeclinesPerMAC = 2
+)
+
 // LeaseTable hands out addresses of a range in full mode.
 //
-// A MAC keeps its address across restarts of the boot service without any state on disk: its
-// preferred address is derived from the MAC (a hash into the range), so a restarted service
-// offers it the same one. Only when that address is held by another MAC does the table fall
-// back to the next free address after it; a client renewing or rebooting asks for the address
-// it has (option 50 or ciaddr) and keeps it if nobody else holds it. The table never pings an
+// A MAC's preferred address is derived from the MAC (a hash into the range), so that a MAC is
+// offered the same address boot after boot. Only when that address is held by another MAC does
+// the table fall back to the next free address after it. What the table holds is kept across
+// restarts by its owner (Snapshot, Restore, Notify: the boot service keeps it in a ConfigMap),
+// so that a restarted service offers no leased address to another MAC. The table never pings an
 // address before offering it (that costs iPXE seconds per boot): the range must be dedicated to
 // the boot service.
 type LeaseTable struct {
@@ -29,14 +41,27 @@ type LeaseTable struct {
 	leaseTime  time.Duration
 	now        func() time.Time
 
-	mu    sync.Mutex
-	byIP  map[netip.Addr]lease
-	byMAC map[string]netip.Addr
+	mu       sync.Mutex
+	byIP     map[netip.Addr]lease
+	byMAC    map[string]netip.Addr
+	onChange func()
 }
 
 type lease struct {
 	mac     string // "" for a declined address
 	expires time.Time
+	// acked is when the lease was last acknowledged (zero for an offer not yet requested, and
+	// for a lease restored from a snapshot); declinedBy is who declined a declined address.
+	acked      time.Time
+	declinedBy string
+}
+
+// Lease is one entry of a Snapshot: an address leased (or offered) to MAC, or set aside after
+// a DECLINE (MAC empty), until Expires.
+type Lease struct {
+	IP      netip.Addr
+	MAC     string
+	Expires time.Time
 }
 
 // NewLeaseTable is a table for the addresses start..end (inclusive, IPv4), never handing out
@@ -101,6 +126,10 @@ func (t *LeaseTable) Commit(mac net.HardwareAddr, ip netip.Addr) bool {
 		return false
 	}
 	t.hold(ip, key, now.Add(t.leaseTime))
+	l := t.byIP[ip]
+	l.acked = now
+	t.byIP[ip] = l
+	t.changed()
 	return true
 }
 
@@ -117,21 +146,102 @@ func (t *LeaseTable) Release(mac net.HardwareAddr, ip netip.Addr) {
 	if l, ok := t.byIP[held]; ok && l.mac == key {
 		delete(t.byIP, held)
 	}
+	t.changed()
 }
 
-// Decline sets ip aside for a lease time: a client found it in use (DHCPDECLINE), so something
-// the table does not know about has it.
-func (t *LeaseTable) Decline(mac net.HardwareAddr, ip netip.Addr) {
+// Decline sets ip aside for a lease time when mac found it in use (DHCPDECLINE), so something
+// the table does not know about has it; only within the exchange that leased it (declineWindow,
+// maxDeclinesPerMAC). It says why when it ignores the DECLINE.
+func (t *LeaseTable) Decline(mac net.HardwareAddr, ip netip.Addr) error {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	if !t.Contains(ip) {
-		return
+	key := mac.String()
+	now := t.now()
+	l, ok := t.byIP[ip]
+	switch {
+	case !ok || l.mac != key || !now.Before(l.expires):
+		return fmt.Errorf("%s is not leased to %s", addrOrNone(ip), key)
+	case l.acked.IsZero() || now.Sub(l.acked) > declineWindow:
+		return fmt.Errorf("%s was not acknowledged to %s within the last %s", ip, key, declineWindow)
 	}
-	if l, ok := t.byIP[ip]; ok && l.mac != "" && l.mac != mac.String() {
-		return // another client's lease: a forged decline must not take it away
+	declined := 0
+	for _, o := range t.byIP {
+		if o.mac == "" && o.declinedBy == key && now.Before(o.expires) {
+			declined++
+		}
 	}
-	delete(t.byMAC, mac.String())
-	t.byIP[ip] = lease{expires: t.now().Add(t.leaseTime)}
+	if declined >= maxDeclinesPerMAC {
+		return fmt.Errorf("%s already has %d declined addresses set aside", key, declined)
+	}
+	delete(t.byMAC, key)
+	t.byIP[ip] = lease{expires: now.Add(t.leaseTime), declinedBy: key}
+	t.changed()
+	return nil
+}
+
+// Notify makes f be called after every change worth keeping (a lease acknowledged, released
+// or declined; offers are not). f must not block: it is called with the table locked.
+func (t *LeaseTable) Notify(f func()) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.onChange = f
+}
+
+func (t *LeaseTable) changed() {
+	if t.onChange != nil {
+		t.onChange()
+	}
+}
+
+// Snapshot is what the table holds and has not expired, by address.
+func (t *LeaseTable) Snapshot() []Lease {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	now := t.now()
+	out := make([]Lease, 0, len(t.byIP))
+	for ip, l := range t.byIP {
+		if now.Before(l.expires) {
+			out = append(out, Lease{IP: ip, MAC: l.mac, Expires: l.expires})
+		}
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].IP.Less(out[j].IP) })
+	return out
+}
+
+// Restore adds leases (a Snapshot, perhaps of another instance) to the table. What the table
+// holds wins: an address or a MAC it already has is not taken from a snapshot, nor is an
+// expired lease or an address out of the range. It returns how many were added.
+func (t *LeaseTable) Restore(leases []Lease) int {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	now := t.now()
+	added := 0
+	for _, in := range leases {
+		if !t.Contains(in.IP) || !now.Before(in.Expires) {
+			continue
+		}
+		if l, ok := t.byIP[in.IP]; ok && now.Before(l.expires) {
+			continue
+		}
+		if in.MAC != "" {
+			if held, ok := t.byMAC[in.MAC]; ok && held != in.IP {
+				if l, ok := t.byIP[held]; ok && l.mac == in.MAC && now.Before(l.expires) {
+					continue
+				}
+			}
+			t.byMAC[in.MAC] = in.IP
+		}
+		t.byIP[in.IP] = lease{mac: in.MAC, expires: in.Expires}
+		added++
+	}
+	return added
+}
+
+func addrOrNone(ip netip.Addr) string {
+	if !ip.IsValid() {
+		return "no address"
+	}
+	return ip.String()
 }
 
 // Holder is the MAC holding ip now ("" when free or declined).

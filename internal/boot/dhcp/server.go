@@ -44,6 +44,9 @@ func (s *Server) Serve(ctx context.Context, conn net.PacketConn, port Port) erro
 			if s.OnIgnored != nil {
 				s.OnIgnored(d.Ignored)
 			}
+			if d.Detail != "" {
+				s.Log.Info(d.Detail, "from", peer.String())
+			}
 			continue
 		}
 		to := replyAddress(d.Reply, peer, port)

@@ -12,6 +12,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -141,4 +142,38 @@ func TestBootServiceReadsOnlyTheBoots(t *testing.T) {
 	assert.NoError(t, c.Create(ctx, secret(bootNS, "new"), client.DryRunAll))
 	err = c.Create(ctx, secret(systemNS, "new"), client.DryRunAll)
 	assert.True(t, apierrors.IsForbidden(err), "the boot service must not create Secrets in %s: %v", systemNS, err)
+}
+
+// TestDefaultCredentialsAreNotForViewers: the MAC-prefix database, which holds the BMCs'
+// default passwords, ships as a Secret, and neither Kubernetes' view role nor Ironfleet's
+// viewer and editor roles (which aggregate into view and edit) bound in the manager's
+// namespace let anyone read it. The ConfigMap it was before is what view does read. (view's
+// rules are system:aggregate-to-view's, which kube-controller-manager copies into it; none
+// runs here. Kubernetes' edit reads Secrets: bind it in no Ironfleet namespace.)
+func TestDefaultCredentialsAreNotForViewers(t *testing.T) {
+	ctx := context.Background()
+	env, err := testenv.Start()
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = env.Stop() })
+	objs := shipped(t, ctx, env)
+	require.Empty(t, objs["ConfigMap"], "nothing ships as a ConfigMap: view reads them all")
+	require.Len(t, objs["Secret"], 1)
+	require.Equal(t, macDBSecret, objs["Secret"][0].GetName())
+	require.NoError(t, env.Client.Create(ctx, objs["Secret"][0].DeepCopy()))
+	old := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: systemNS, Name: macDBSecret}, Data: map[string]string{"mac-prefixes.yaml": "macPrefixes: []"}}
+	require.NoError(t, env.Client.Create(ctx, old))
+
+	for user, role := range map[string]string{"viewer": "system:aggregate-to-view", "metal-viewer": "ironfleet-metal-viewer-role", "metal-editor": "ironfleet-metal-editor-role"} {
+		require.NoError(t, env.Client.Create(ctx, &rbacv1.RoleBinding{ObjectMeta: metav1.ObjectMeta{Namespace: systemNS, Name: user},
+			RoleRef:  rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: role},
+			Subjects: []rbacv1.Subject{{Kind: rbacv1.UserKind, APIGroup: rbacv1.GroupName, Name: user}}}))
+	}
+	for _, user := range []string{"viewer", "metal-viewer", "metal-editor"} {
+		c := impersonating(t, env, user)
+		for verb, err := range readsSecret(ctx, c, client.ObjectKey{Namespace: systemNS, Name: macDBSecret}) {
+			assert.True(t, apierrors.IsForbidden(err), "%s must not %s the default credentials, but was answered %v", user, verb, err)
+		}
+	}
+	// The test can fail: view reads a ConfigMap, as it read the database when it was one.
+	assert.NoError(t, impersonating(t, env, "viewer").Get(ctx, client.ObjectKeyFromObject(old), &corev1.ConfigMap{}))
 }

@@ -82,7 +82,7 @@ manifests: $(CONTROLLER_GEN) ## Generate CRDs and RBAC from markers into config/
 	$(CONTROLLER_GEN) crd:maxDescLen=512 paths=./apis/metal/... output:crd:artifacts:config=config/crd/bases
 	$(CONTROLLER_GEN) crd:maxDescLen=512 paths=./apis/infrastructure/... output:crd:artifacts:config=config/capi/crd/bases
 	$(CONTROLLER_GEN) rbac:roleName=manager-role paths=./internal/controller/... output:rbac:artifacts:config=config/rbac
-	$(CONTROLLER_GEN) rbac:roleName=boot-service-role paths=./internal/boot/... output:rbac:artifacts:config=config/boot-service
+	$(CONTROLLER_GEN) rbac:roleName=boot-service-role paths=./internal/boot/... output:rbac:artifacts:config=config/boot-namespace
 	$(CONTROLLER_GEN) rbac:roleName=manager-role paths=./internal/capi/... output:rbac:artifacts:config=config/capi/rbac
 
 .PHONY: docs

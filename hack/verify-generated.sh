@@ -11,7 +11,7 @@ generated=(
   config/capi/crd/bases
   config/crd/bases
   config/rbac/role.yaml
-  config/boot-service/role.yaml
+  config/boot-namespace/role.yaml
   config/capi/rbac/role.yaml
 )
 # Every lifecycle document internal/fsm generates, new ones included.

@@ -79,7 +79,7 @@ func run(args []string) error {
 	fs.StringVar(&o.probeAddr, "health-probe-bind-address", ":8083", "Address of /healthz and /readyz (0 disables).")
 	fs.StringVar(&o.bootOperator, "boot-operator", metalv1alpha1.BootOperatorIronfleet, "The name this service answers to: it serves the boot configurations labelled metal.ironfleet.dev/boot-operator=<name> (the manager's --boot-operator; unlabelled ones are ironfleet's).")
 	fs.StringVar(&o.selector, "server-selector", "", "Label selector of the Servers this service boots (empty: all); other Servers' boot configurations are left alone.")
-	fs.StringVar(&o.namespace, "namespace", "ironfleet-system", "Namespace of the boot configurations and ignition Secrets served (the operator's --system-namespace); only it is watched.")
+	fs.StringVar(&o.namespace, "namespace", "ironfleet-boot", "Namespace of the boot configurations and ignition Secrets served (the operator's --system-namespace); only it is watched. It should hold nothing else: the service may read every Secret in it (docs/security.md).")
 	fs.StringVar(&o.urlKeyFile, "url-key-file", "", "File holding the key (at least 32 bytes) that signs per-boot URLs. Empty: a Secret in --namespace, created on first start (see --url-key-secret).")
 	fs.StringVar(&o.urlKeySecret, "url-key-secret", "ironfleet-boot-url-key", "Name of the Secret in --namespace holding the URL key when --url-key-file is not set.")
 	fs.DurationVar(&o.recheck, "recheck-interval", 30*time.Second, "How often a boot configuration is re-checked for files on disk (artifacts are not watched).")

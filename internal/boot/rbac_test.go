@@ -27,11 +27,11 @@ import (
 	"github.com/ironfleet/ironfleet/internal/testenv"
 )
 
-// shippedRBAC is config/boot-service/role.yaml (generated from this package's markers): the
+// shippedRBAC is config/boot-namespace/role.yaml (generated from this package's markers): the
 // ClusterRole's rules and the Role's, with the Role's namespace.
 func shippedRBAC(t *testing.T) (cluster []rbacv1.PolicyRule, ns string, rules []rbacv1.PolicyRule) {
 	t.Helper()
-	data, err := os.ReadFile(filepath.Join("..", "..", "config", "boot-service", "role.yaml"))
+	data, err := os.ReadFile(filepath.Join("..", "..", "config", "boot-namespace", "role.yaml"))
 	require.NoError(t, err)
 	objs, err := testenv.DecodeObjects(data)
 	require.NoError(t, err)

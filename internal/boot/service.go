@@ -74,20 +74,24 @@ func New(cfg Config) (*Service, error) {
 // Config is the service's configuration, defaults applied.
 func (s *Service) Config() Config { return s.cfg }
 
-// What the boot service may do, generated into config/boot-service/role.yaml (make manifests):
-// read Servers (cluster-scoped); in its namespace only, read boot configurations and write their
-// status, read ignition Secrets, create the URL key's, create and update the boot media
-// Secrets (virtual-media boots' ISO URLs), record events about them.
+// What the boot service may do, generated into config/boot-namespace/role.yaml (make manifests):
+// read Servers (cluster-scoped); in the boot namespace only (--namespace, ironfleet-boot as
+// shipped), read boot configurations and write their status, read their ignition Secrets,
+// create the URL key's, create and update the boot media Secrets (virtual-media boots' ISO
+// URLs), record events about them. That namespace holds the boots and nothing else: Secrets
+// cannot be granted by label, and a watch cannot be limited to names, so the Secrets the
+// service serves are fenced off by namespace from those it must not read (the registry's keys
+// and the BMC credentials, in the manager's namespace). See docs/security.md.
 //
 // +kubebuilder:rbac:groups=metal.ironfleet.dev,resources=servers,verbs=get;list;watch
-// +kubebuilder:rbac:groups=metal.ironfleet.dev,namespace=ironfleet-system,resources=serverbootconfigurations,verbs=get;list;watch
-// +kubebuilder:rbac:groups=metal.ironfleet.dev,namespace=ironfleet-system,resources=serverbootconfigurations/status,verbs=get;patch;update
-// +kubebuilder:rbac:groups="",namespace=ironfleet-system,resources=secrets,verbs=get;list;watch;create;update
-// +kubebuilder:rbac:groups=events.k8s.io,namespace=ironfleet-system,resources=events,verbs=create;patch
+// +kubebuilder:rbac:groups=metal.ironfleet.dev,namespace=ironfleet-boot,resources=serverbootconfigurations,verbs=get;list;watch
+// +kubebuilder:rbac:groups=metal.ironfleet.dev,namespace=ironfleet-boot,resources=serverbootconfigurations/status,verbs=get;patch;update
+// +kubebuilder:rbac:groups="",namespace=ironfleet-boot,resources=secrets,verbs=get;list;watch;create;update
+// +kubebuilder:rbac:groups=events.k8s.io,namespace=ironfleet-boot,resources=events,verbs=create;patch
 //
 // Full DHCP mode keeps its leases in one ConfigMap: create cannot be narrowed to a name.
-// +kubebuilder:rbac:groups="",namespace=ironfleet-system,resources=configmaps,resourceNames=ironfleet-boot-leases,verbs=get;update
-// +kubebuilder:rbac:groups="",namespace=ironfleet-system,resources=configmaps,verbs=create
+// +kubebuilder:rbac:groups="",namespace=ironfleet-boot,resources=configmaps,resourceNames=ironfleet-boot-leases,verbs=get;update
+// +kubebuilder:rbac:groups="",namespace=ironfleet-boot,resources=configmaps,verbs=create
 
 // SetupWithManager registers the indexes and the reconciler of boot configurations on mgr.
 // The manager's cache must see Servers, ServerBootConfigurations and the ignition Secrets.

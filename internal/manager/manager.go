@@ -85,7 +85,7 @@ func DefaultOptions() Options {
 		RegistryAddr:    ":8443",
 		RegistryURL:     "https://ironfleet-registry.ironfleet-system.svc:8443",
 		RegistrySecret:  "ironfleet-system/ironfleet-registry",
-		SystemNamespace: "ironfleet-system",
+		SystemNamespace: "ironfleet-boot",
 		ProbeImage:      "ghcr.io/ironfleet/metalprobe:latest",
 		BootOperator:    metalv1alpha1.BootOperatorIronfleet,
 		Discovery:       controller.DiscoverySettings{Timeout: 10 * time.Minute, Attempts: 3, InstallTimeout: 30 * time.Minute, InstallAttempts: 3},
@@ -144,7 +144,7 @@ func BindFlags(fs *flag.FlagSet, o *Options) {
 	fs.StringVar(&o.RegistryAddr, "registry-bind-address", o.RegistryAddr, "Address the probe registry (HTTPS) listens on.")
 	fs.StringVar(&o.RegistryURL, "registry-url", o.RegistryURL, "URL probes reach the registry at; its host is put in the registry's certificate.")
 	fs.StringVar(&o.RegistrySecret, "registry-secret", o.RegistrySecret, "namespace/name of the Secret holding the registry's token key and certificate (created if missing).")
-	fs.StringVar(&o.SystemNamespace, "system-namespace", o.SystemNamespace, "Namespace of the boot configurations and ignition Secrets Ironfleet makes for probe boots.")
+	fs.StringVar(&o.SystemNamespace, "system-namespace", o.SystemNamespace, "Namespace of the boot configurations and ignition Secrets Ironfleet makes for probe boots: the boot service reads every Secret in it, so it should hold nothing else (not the --registry-secret; docs/security.md).")
 	fs.StringVar(&o.ProbeImage, "probe-image", o.ProbeImage, "metalprobe image the boot service serves for discovery and cleanup.")
 	fs.StringVar(&o.BootOperator, "boot-operator", o.BootOperator, "Which boot service serves the boot configurations the operator makes: Ironfleet's (ironfleet) or another that honours the ServerBootConfiguration contract, by the name it answers to (the metal.ironfleet.dev/boot-operator label).")
 	fs.DurationVar(&o.Settings.Power.Confirm, "power-confirm-timeout", o.Settings.Power.Confirm, "How long a BMC that took a power request may take to report it before it is sent once more (then left Unconfirmed).")
@@ -297,6 +297,10 @@ func (p *Prepared) Run(ctx context.Context, cfg *rest.Config) error {
 	log := ctrl.Log.WithName("setup")
 	if p.db.Len() == 0 {
 		log.Info("no MAC-prefix database entries: Endpoints will not match any BMC vendor")
+	}
+	if p.secret.Namespace == o.SystemNamespace {
+		// As OLM installs it: one namespace for everything (docs/security.md).
+		log.Info("the registry's keys are in the boot namespace, where the boot service may read every Secret: give the boots a namespace of their own (--system-namespace)", "namespace", o.SystemNamespace)
 	}
 	scheme := runtime.NewScheme()
 	if err := clientgoscheme.AddToScheme(scheme); err != nil {

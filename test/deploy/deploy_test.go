@@ -62,7 +62,7 @@ func TestDefaultManifestsAreAccepted(t *testing.T) {
 		kinds[obj.GetKind()]++
 	}
 	assert.Equal(t, 7, kinds["CustomResourceDefinition"])
-	for _, kind := range []string{"Namespace", "Deployment", "ServiceAccount", "ClusterRole", "ClusterRoleBinding", "Role", "RoleBinding", "Service", "ConfigMap"} {
+	for _, kind := range []string{"Namespace", "Deployment", "ServiceAccount", "ClusterRole", "ClusterRoleBinding", "Role", "RoleBinding", "Service", "Secret"} {
 		assert.Positive(t, kinds[kind], "the manifests include a %s", kind)
 	}
 

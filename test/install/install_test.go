@@ -95,7 +95,7 @@ func explainer(ctx context.Context, n *node.Node, ns string) func() string {
 			{"-n", ns, "get", "pods,deployments,events", "-o", "wide"},
 			{"-n", ns, "logs", "deploy/ironfleet-controller-manager", "--tail=40"},
 			{"-n", ns, "logs", "deploy/ironfleet-boot-service", "--tail=20"},
-			{"-n", ns, "get", "serverbootconfigurations", "-o", "yaml"},
+			{"get", "serverbootconfigurations", "-A", "-o", "yaml"},
 			{"get", "bmcs,servers,serverclaims", "-A", "-o", "wide"},
 		} {
 			out, err := n.Kubectl(ctx, args...)

@@ -25,9 +25,9 @@ import (
 // The tenancy model (docs/tenancy.md): a tenant is a namespace; its people hold the shipped
 // roles through RoleBindings there. An editor claims servers and approves maintenance on its
 // own claims; a viewer reads its namespace's claims, boot configurations and maintenances.
-// Servers, BMCs, their credentials, Endpoints and Ironfleet's own Secrets (probe ignitions) are
-// cluster-scoped or in the system namespace: no tenant role reaches them. Maintenance is an
-// admin act.
+// Servers, BMCs, their credentials, Endpoints and Ironfleet's own Secrets (probe ignitions,
+// registry keys) are cluster-scoped or in the system and boot namespaces: no tenant role
+// reaches them. Maintenance is an admin act.
 const (
 	tenantA, tenantB = "tenant-a", "tenant-b"
 	systemNS         = "ironfleet-system"
@@ -76,10 +76,10 @@ var kinds = []kind{
 var verbs = []string{"get", "list", "watch", "create", "update", "patch", "delete", "update status"}
 
 // scopes are where a kind's objects are tried: every namespaced kind in both tenants' namespaces
-// and the system namespace, every cluster-scoped kind at the cluster.
+// and the system and boot namespaces, every cluster-scoped kind at the cluster.
 func scopes(k kind) []string {
 	if k.namespaced {
-		return []string{tenantA, tenantB, systemNS}
+		return []string{tenantA, tenantB, systemNS, bootNS}
 	}
 	return []string{cluster}
 }
@@ -127,7 +127,7 @@ func TestTenantsAreFencedOff(t *testing.T) {
 	t.Cleanup(func() { _ = env.Stop() })
 	admin := env.Client
 
-	for _, ns := range []string{tenantA, tenantB, systemNS} {
+	for _, ns := range []string{tenantA, tenantB, systemNS, bootNS} {
 		require.NoError(t, admin.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}))
 	}
 	// The shipped roles, as config/rbac has them, bound in tenant A.

@@ -25,6 +25,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	metalv1alpha1 "github.com/ironfleet/ironfleet/apis/metal/v1alpha1"
+	"github.com/ironfleet/ironfleet/internal/hwrecord"
 	"github.com/ironfleet/ironfleet/internal/identity"
 	"github.com/ironfleet/ironfleet/internal/report"
 )
@@ -220,17 +221,7 @@ func probeMACs(server *metalv1alpha1.Server) map[string]bool {
 // nicMACs are the NICs' usable MACs as net.HardwareAddr prints them (lower case, colons): an
 // all-zero or broadcast address names no NIC.
 func nicMACs(nics []metalv1alpha1.NetworkInterface) []string {
-	var macs []string
-	for _, nic := range nics {
-		hw, err := net.ParseMAC(strings.TrimSpace(nic.MACAddress))
-		if err != nil || len(hw) != 6 {
-			continue
-		}
-		if s := hw.String(); s != "00:00:00:00:00:00" && s != "ff:ff:ff:ff:ff:ff" {
-			macs = append(macs, s)
-		}
-	}
-	return macs
+	return hwrecord.MACs(nics)
 }
 
 func listMACs(set map[string]bool) string {
@@ -433,9 +424,9 @@ func (s *Server) postReport(w http.ResponseWriter, r *http.Request) {
 	inv.ReportedAt = &received
 	inv.CollectorVersion = rep.ProbeVersion
 	inv.Warnings = capStrings(rep.Warnings, 64)
+	var diffs []string
 	stored := s.store(r.Context(), w, auth, "report", func(server *metalv1alpha1.Server) {
-		server.Status.Inventory = inv.DeepCopy()
-		server.Status.Hardware = metalv1alpha1.SummarizeInventory(&inv)
+		diffs = recordReport(server, &inv, received)
 		if rep.Wipe != nil {
 			wipe := *rep.Wipe
 			wipe.ReportedAt = &received
@@ -451,7 +442,7 @@ func (s *Server) postReport(w http.ResponseWriter, r *http.Request) {
 	if !stored {
 		return
 	}
-	s.Log.Info("stored probe report", "server", auth.server.Name, "disks", len(inv.Storage), "nics", len(inv.NetworkInterfaces), "wipe", rep.Wipe != nil, "install", rep.Install != nil)
+	s.Log.Info("stored probe report", "server", auth.server.Name, "disks", len(inv.Storage), "nics", len(inv.NetworkInterfaces), "wipe", rep.Wipe != nil, "install", rep.Install != nil, "hardwareDifferences", len(diffs))
 	w.WriteHeader(http.StatusNoContent)
 }
 
@@ -494,9 +485,13 @@ func (s *Server) postBootState(w http.ResponseWriter, r *http.Request) {
 }
 
 func setProbeCondition(server *metalv1alpha1.Server, status metav1.ConditionStatus, reason, message string) {
-	cond := metav1.Condition{Type: ConditionProbe, Status: status, Reason: reason, Message: message, ObservedGeneration: server.Generation}
+	setCondition(server, ConditionProbe, status, reason, message)
+}
+
+func setCondition(server *metalv1alpha1.Server, typ string, status metav1.ConditionStatus, reason, message string) {
+	cond := metav1.Condition{Type: typ, Status: status, Reason: reason, Message: message, ObservedGeneration: server.Generation}
 	for i := range server.Status.Conditions {
-		if server.Status.Conditions[i].Type == ConditionProbe {
+		if server.Status.Conditions[i].Type == typ {
 			if server.Status.Conditions[i].Status != status {
 				cond.LastTransitionTime = metav1.Now()
 			} else {

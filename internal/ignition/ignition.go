@@ -105,6 +105,8 @@ type Config struct {
 	SystemUUID string                   `json:"systemUUID,omitempty"`
 	Mode       Mode                     `json:"mode"`
 	WipePolicy metalv1alpha1.WipePolicy `json:"wipePolicy,omitempty"`
+	// WipeExclusions are the devices wipe mode leaves alone (the Server's spec.wipeExclusions).
+	WipeExclusions []metalv1alpha1.WipeExclusion `json:"wipeExclusions,omitempty"`
 	// Install is provision mode's work (nil in the other modes). WipePolicy, in provision mode,
 	// is how the chosen disk is wiped again when the install fails.
 	Install *Install `json:"install,omitempty"`

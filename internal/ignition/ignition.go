@@ -157,6 +157,11 @@ func (c Config) Validate() error {
 	default:
 		return fmt.Errorf("mode %q is not discovery, wipe or provision", c.Mode)
 	}
+	for i, ex := range c.WipeExclusions {
+		if (ex.SerialNumber == "") == (ex.Path == "") || ex.Path != "" && !strings.HasPrefix(ex.Path, metalv1alpha1.ByPathPrefix) {
+			return fmt.Errorf("wipeExclusions[%d] must name its device by serialNumber or by a %s path, one of them", i, metalv1alpha1.ByPathPrefix)
+		}
+	}
 	if c.Mode != ModeProvision && c.Install != nil {
 		return fmt.Errorf("install is only for provision mode, not %s", c.Mode)
 	}

@@ -47,7 +47,7 @@ func recordReport(server *metalv1alpha1.Server, inv *metalv1alpha1.Inventory, re
 // record), or a person's retry accepted its changed hardware (HardwareRecord Unknown).
 func takesInventory(server *metalv1alpha1.Server, diffs []string) bool {
 	switch server.Status.State {
-	case metalv1alpha1.ServerStateInitial, metalv1alpha1.ServerStateDiscovery:
+	case "", metalv1alpha1.ServerStateInitial, metalv1alpha1.ServerStateDiscovery: // "": a new Server
 	default:
 		return false
 	}

@@ -298,8 +298,8 @@ func (s *Server) store(ctx context.Context, w http.ResponseWriter, auth *authent
 // statusPatch is the JSON patch that writes the status fields news changed, each whole, on a
 // version of the server read from the cache. Its first operations test what the checks made on
 // that version relied on: that boot is still the server's current probe boot; for a request
-// whose NICs were compared with the server's (pinInventory), that the server's inventory is
-// still the report it was compared with (its source and time, or none); and, when the
+// whose NICs were compared with the server's (pinInventory), that the server's state and
+// inventory are still those the report was compared with (its source and time, or none); and, when the
 // conditions change, that they are still those the news was set on (a list is written whole,
 // and another writer's condition must not be lost). Other status fields are not touched, so the
 // cache's compact inventory does not matter: a report's inventory replaces the server's whole,
@@ -315,6 +315,12 @@ func statusPatch(boot string, original, server *metalv1alpha1.Server, pinInvento
 	}
 	ops := []map[string]any{{"op": "test", "path": "/status/probeBoot", "value": boot}}
 	if pinInventory {
+		// Whether a report replaces the record depends on the state too (recordReport).
+		var st any
+		if original.Status.State != "" {
+			st = original.Status.State
+		}
+		ops = append(ops, map[string]any{"op": "test", "path": "/status/state", "value": st})
 		if inv := original.Status.Inventory; inv == nil {
 			ops = append(ops, map[string]any{"op": "test", "path": "/status/inventory", "value": nil})
 		} else {

@@ -255,6 +255,7 @@ func probeIgnition(c client.Client, pb ProbeBoot, server *metalv1alpha1.Server, 
 	switch purpose {
 	case metalv1alpha1.BootPurposeCleanup:
 		cfg.Mode, cfg.WipePolicy = ignition.ModeWipe, orDefault(server.Spec.WipePolicy, metalv1alpha1.WipeMetadata)
+		cfg.WipeExclusions = server.Spec.WipeExclusions
 	case metalv1alpha1.BootPurposeProvisioning:
 		cfg.Mode, cfg.WipePolicy, cfg.Install = ignition.ModeProvision, orDefault(server.Spec.WipePolicy, metalv1alpha1.WipeMetadata), in
 		if in != nil && pb.ImageCA != "" {

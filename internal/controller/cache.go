@@ -78,10 +78,11 @@ func CacheOptions() cache.Options {
 }
 
 // compactInventory keeps of a Server's inventory what the reconcilers read — its source and
-// time, the CPU, memory and storage summaries, the disks' names, sizes, kinds and whether they
-// are removable (wiping), and the NICs (boot MACs, addresses) — and drops the per-part detail
-// that only people read: processors, memory modules, PCI devices, DMI, the disks' models,
-// vendors, serial numbers, WWNs, controllers and bus paths, the NICs' LLDP neighbours, drivers
+// time, the CPU, memory and storage summaries, the disks' names, sizes, kinds, whether they
+// are removable, and what identifies them (serial numbers, WWNs and bus paths: the record a
+// wipe is judged against, and wipe exclusions, name disks by them), and the NICs (boot MACs,
+// addresses) — and drops the per-part detail that only people read: processors, memory
+// modules, PCI devices, DMI, the disks' models, vendors and controllers, the NICs' LLDP neighbours, drivers
 // and PCI addresses, the collector's version and warnings. That detail is most of an inventory's size, and a cache holds every Server of the
 // fleet. Nothing written back is built from a cached Server's inventory: the registry replaces
 // a Server's inventory whole with each report (a JSON patch), never merges into what the cache
@@ -99,6 +100,6 @@ func compactInventory(s *metalv1alpha1.Server) {
 	}
 	for i := range inv.Storage {
 		d := &inv.Storage[i]
-		d.Model, d.Vendor, d.SerialNumber, d.WWN, d.Controller, d.BusPath = "", "", "", "", "", ""
+		d.Model, d.Vendor, d.Controller = "", "", ""
 	}
 }

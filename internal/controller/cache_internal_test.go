@@ -43,7 +43,8 @@ func TestCachedServersKeepTheInventoryTheReconcilersRead(t *testing.T) {
 	want := inv.DeepCopy()
 	want.CollectorVersion, want.Warnings, want.Processors, want.MemoryModules, want.PCIDevices, want.DMI = "", nil, nil, nil, nil, nil
 	want.NetworkInterfaces[0].LLDP, want.NetworkInterfaces[0].Driver, want.NetworkInterfaces[0].PCIAddress = nil, "", ""
-	want.Storage[0] = metalv1alpha1.StorageDevice{Name: "nvme0n1", Size: &total, Type: "NVMe", Removable: true}
+	want.Storage[0] = metalv1alpha1.StorageDevice{Name: "nvme0n1", Size: &total, Type: "NVMe", Removable: true,
+		SerialNumber: "S64H", WWN: "eui.3634", BusPath: "pci-0000:5e:00.0-nvme-1"}
 	assert.Equal(t, want, got.Status.Inventory)
 
 	empty := &metalv1alpha1.Server{}

@@ -13,6 +13,7 @@ import (
 	metalv1alpha1 "github.com/ironfleet/ironfleet/apis/metal/v1alpha1"
 	"github.com/ironfleet/ironfleet/internal/bmc"
 	"github.com/ironfleet/ironfleet/internal/fsm"
+	"github.com/ironfleet/ironfleet/internal/hwrecord"
 )
 
 // Reasons of cleanup steps.
@@ -24,8 +25,8 @@ const (
 )
 
 // cleanup boots metalprobe in wipe mode and returns the server to the pool only when every disk
-// is reported wiped as its policy asks. A failed wipe sends it to Error: a dirty server never
-// becomes Available.
+// of its record is reported wiped as its policy asks. A failed wipe, or a report that lists
+// other hardware than the record, sends it to Error: a dirty server never becomes Available.
 func (r *ServerReconciler) cleanup(ctx context.Context, server *metalv1alpha1.Server) (step, error) {
 	// An install boot the release did not see (the cache had not caught up with its making)
 	// must not be served in place of the wipe: it goes when it shows up (its watch wakes us).
@@ -36,17 +37,17 @@ func (r *ServerReconciler) cleanup(ctx context.Context, server *metalv1alpha1.Se
 			return step{}, err
 		}
 	}
-	if wiped, failed := r.wipeVerdict(server, enteredAt(server)); wiped || failed != "" {
+	if done, reason, failed := r.cleanVerdict(server, enteredAt(server)); done {
 		if err := deleteProbeBoot(ctx, r.Client, r.Probe, server, metalv1alpha1.BootPurposeCleanup); err != nil {
 			return step{}, err
 		}
 		if failed != "" {
-			return step{event: fsm.EventFail, reason: ReasonWipeFailed, message: failed, effect: setPower(server.Spec.SystemURI, bmc.PowerOff), apply: func(s *metalv1alpha1.Server) {
-				setCondition(&s.Status.Conditions, s.Generation, metalv1alpha1.ConditionCleaned, metav1.ConditionFalse, ReasonWipeFailed, failed)
+			return step{event: fsm.EventFail, reason: reason, message: failed, effect: setPower(server.Spec.SystemURI, bmc.PowerOff), apply: func(s *metalv1alpha1.Server) {
+				setCondition(&s.Status.Conditions, s.Generation, metalv1alpha1.ConditionCleaned, metav1.ConditionFalse, reason, failed)
 			}}, nil
 		}
 		const off = "powered off, wiped, back in the pool"
-		return step{event: fsm.EventCleaned, reason: ReasonWipeVerified, message: "every disk reported wiped as the policy asks",
+		return step{event: fsm.EventCleaned, reason: ReasonWipeVerified, message: "every disk of the server's record reported wiped as the policy asks",
 			effect: sendPower(server.Spec.SystemURI, metalv1alpha1.PowerOff, off),
 			apply: func(s *metalv1alpha1.Server) {
 				markClean(s)
@@ -58,8 +59,26 @@ func (r *ServerReconciler) cleanup(ctx context.Context, server *metalv1alpha1.Se
 
 func markClean(s *metalv1alpha1.Server) {
 	setCondition(&s.Status.Conditions, s.Generation, metalv1alpha1.ConditionCleaned, metav1.ConditionTrue, ReasonWipeVerified,
-		fmt.Sprintf("%d disk(s) wiped (%s)", len(s.Status.LastWipe.Disks), s.Status.LastWipe.Policy))
+		fmt.Sprintf("%d disk(s) wiped (%s)%s", len(s.Status.LastWipe.Disks), s.Status.LastWipe.Policy, excludedNote(s)))
 	s.Status.CleanupAttempts = 0
+}
+
+// excludedNote names the recorded disks that spec.wipeExclusions kept out of the wipe, each
+// with its reason; "" when there are none.
+func excludedNote(s *metalv1alpha1.Server) string {
+	if s.Status.Inventory == nil {
+		return ""
+	}
+	var excluded []string
+	for _, disk := range s.Status.Inventory.Storage {
+		if ex := metalv1alpha1.ExclusionOf(s.Spec.WipeExclusions, disk); ex != nil {
+			excluded = append(excluded, fmt.Sprintf("%s: %s", hwrecord.Describe(disk), ex.Reason))
+		}
+	}
+	if len(excluded) == 0 {
+		return ""
+	}
+	return "; not wiped, as spec.wipeExclusions asks: " + strings.Join(excluded, "; ")
 }
 
 // dirty is a server released by a claim whose disks have not been verified wiped since.
@@ -68,42 +87,106 @@ func dirty(server *metalv1alpha1.Server) bool {
 	return c != nil && c.Status == metav1.ConditionFalse
 }
 
-// wipeVerdict judges the last wipe report, if it came after since: wiped when every disk of the
-// inventory was wiped as the policy asks; failed names the disks that were not.
-func (r *ServerReconciler) wipeVerdict(server *metalv1alpha1.Server, since time.Time) (wiped bool, failed string) {
+// hardwareChanged is the HardwareRecord condition when the last report compared with the
+// server's record listed other disks or NICs (the registry kept the record); else nil.
+func hardwareChanged(server *metalv1alpha1.Server) *metav1.Condition {
+	c := meta.FindStatusCondition(server.Status.Conditions, metalv1alpha1.ConditionHardwareRecord)
+	if c == nil || c.Status != metav1.ConditionFalse {
+		return nil
+	}
+	return c
+}
+
+// cleanVerdict judges a wipe once a report came after since: done when it did; then failed
+// says why the server is not clean, under reason (HardwareChanged: the report lists other disks
+// or NICs than the server's record; WipeFailed: a recorded disk was not wiped as asked), or is
+// empty when every recorded disk was.
+func (r *ServerReconciler) cleanVerdict(server *metalv1alpha1.Server, since time.Time) (done bool, reason, failed string) {
+	since = since.Truncate(time.Second)
+	changed := hardwareChanged(server)
 	w := server.Status.LastWipe
-	if w == nil || w.ReportedAt == nil || w.ReportedAt.Time.Before(since.Truncate(time.Second)) {
-		return false, ""
+	wipeIn := w != nil && w.ReportedAt != nil && !w.ReportedAt.Time.Before(since)
+	if !wipeIn && (changed == nil || changed.LastTransitionTime.Time.Before(since)) {
+		return false, "", ""
 	}
+	if changed != nil {
+		return true, metalv1alpha1.ReasonHardwareChanged, changed.Message + "; the server stays in Error: find out why (a disk or NIC replaced, or a report that was not its probe's), then set the " +
+			AnnotationRetry + " annotation: its next discovery wipes the disks it finds and records them as the server's; or delete the Server with " + metalv1alpha1.AnnotationDeleteWithoutWipe + "=true to give it up unwiped"
+	}
+	if failed := r.wipeVerdict(server); failed != "" {
+		return true, ReasonWipeFailed, failed
+	}
+	return true, "", ""
+}
+
+// wipeVerdict judges the last wipe report against the server's record of its disks (the
+// inventory its discovery recorded, which later reports do not replace), not against the
+// report's own list: every recorded disk, removable ones too, but those spec.wipeExclusions
+// names and those that can hold no data (metalv1alpha1.NoDataOn), must be reported wiped,
+// Succeeded, by a method the policy accepts. A disk the report lists that the record does not
+// fails it too. It returns why the wipe failed, naming each disk, or "".
+func (r *ServerReconciler) wipeVerdict(server *metalv1alpha1.Server) string {
+	w := server.Status.LastWipe
 	policy := orDefault(server.Spec.WipePolicy, metalv1alpha1.WipeMetadata)
-	results := map[string]metalv1alpha1.DiskWipe{}
-	for _, d := range w.Disks {
-		results[d.Name] = d
+	var record []metalv1alpha1.StorageDevice
+	if server.Status.Inventory != nil {
+		record = server.Status.Inventory.Storage
 	}
+	used := make([]bool, len(w.Disks))
 	var bad []string
-	for _, disk := range server.Status.Inventory.Storage {
-		if disk.Removable {
+	for _, disk := range record {
+		if metalv1alpha1.NoDataOn(disk) != "" || metalv1alpha1.ExclusionOf(server.Spec.WipeExclusions, disk) != nil {
 			continue
 		}
-		res, ok := results[disk.Name]
-		switch {
-		case !ok:
-			bad = append(bad, disk.Name+" (not reported)")
+		i := resultOf(w.Disks, disk)
+		if i < 0 {
+			bad = append(bad, hwrecord.Describe(disk)+" (not reported)")
+			continue
+		}
+		used[i] = true
+		switch res := w.Disks[i]; {
 		case !res.Succeeded:
 			bad = append(bad, fmt.Sprintf("%s (%s)", disk.Name, orDefault(res.Message, "failed")))
 		case !methodSatisfies(res.Method, policy):
 			bad = append(bad, fmt.Sprintf("%s (wiped by %s, policy %s)", disk.Name, res.Method, policy))
 		}
 	}
+	for i, res := range w.Disks {
+		if !used[i] && !recorded(record, res) {
+			bad = append(bad, fmt.Sprintf("%s (serial %q: not a disk of the server's record)", res.Name, res.SerialNumber))
+		}
+	}
 	if w.Policy != policy {
 		bad = append(bad, fmt.Sprintf("the probe applied policy %q, not %q", w.Policy, policy))
 	}
-	if len(bad) > 0 {
-		sort.Strings(bad)
-		return false, "wipe failed: " + strings.Join(bad, ", ") + "; the server stays in Error: fix or replace these disks (or set spec.wipePolicy to one they support), then set the " +
-			AnnotationRetry + " annotation; or delete the Server with " + metalv1alpha1.AnnotationDeleteWithoutWipe + "=true to give it up unwiped"
+	if len(bad) == 0 {
+		return ""
 	}
-	return true, ""
+	sort.Strings(bad)
+	return "wipe failed: " + strings.Join(bad, ", ") + "; the server stays in Error: fix or replace these disks (or set spec.wipePolicy to one they support), then set the " +
+		AnnotationRetry + " annotation; or delete the Server with " + metalv1alpha1.AnnotationDeleteWithoutWipe + "=true to give it up unwiped"
+}
+
+// resultOf is the index of a recorded disk's result in a wipe report, or -1: found by serial
+// number where the disk has one (kernel names may change between boots), else by name.
+func resultOf(results []metalv1alpha1.DiskWipe, disk metalv1alpha1.StorageDevice) int {
+	for i, res := range results {
+		if disk.SerialNumber != "" && res.SerialNumber == disk.SerialNumber || disk.SerialNumber == "" && res.Name == disk.Name {
+			return i
+		}
+	}
+	return -1
+}
+
+// recorded says whether a wipe result is of a recorded disk (one excluded or holding no data,
+// wiped all the same, is no surprise).
+func recorded(record []metalv1alpha1.StorageDevice, res metalv1alpha1.DiskWipe) bool {
+	for _, disk := range record {
+		if resultOf([]metalv1alpha1.DiskWipe{res}, disk) == 0 {
+			return true
+		}
+	}
+	return false
 }
 
 // methodSatisfies: a disk is wiped as the policy asks only by that policy's method. A secure

@@ -484,7 +484,15 @@ func (r *ServerReconciler) errored(server *metalv1alpha1.Server) step {
 		return step{}
 	}
 	return step{event: fsm.EventRetry, reason: "RetryRequested", message: "the " + AnnotationRetry + " annotation asked for a retry",
-		apply: func(s *metalv1alpha1.Server) { s.Status.DiscoveryAttempts, s.Status.CleanupAttempts = 0, 0 }}
+		apply: func(s *metalv1alpha1.Server) {
+			s.Status.DiscoveryAttempts, s.Status.CleanupAttempts = 0, 0
+			// A person looked at the changed hardware: the next discovery records what it finds
+			// (and, for a dirty server, judges its wipe against that).
+			if hardwareChanged(s) != nil {
+				setCondition(&s.Status.Conditions, s.Generation, metalv1alpha1.ConditionHardwareRecord, metav1.ConditionUnknown, metalv1alpha1.ReasonHardwareChangeAccepted,
+					"the retry accepts the hardware the next discovery finds as the server's record")
+			}
+		}}
 }
 
 // SetupWithManager registers the reconciler.
@@ -515,7 +523,7 @@ func serverChanged() predicate.Predicate {
 				!mapsEqual(old.Annotations, now.Annotations) ||
 				old.Status.State == "" ||
 				reportTime(old) != reportTime(now) || reportSource(old) != reportSource(now) ||
-				wipeTime(old) != wipeTime(now)
+				wipeTime(old) != wipeTime(now) || hardwareRecord(old) != hardwareRecord(now)
 		},
 	}
 }
@@ -534,6 +542,15 @@ func reportTime(s *metalv1alpha1.Server) time.Time {
 		return time.Time{}
 	}
 	return s.Status.Inventory.ReportedAt.Time
+}
+
+// hardwareRecord is the status of the server's HardwareRecord condition: a report that lists
+// other hardware changes it without a new inventory.
+func hardwareRecord(s *metalv1alpha1.Server) metav1.ConditionStatus {
+	if c := apimeta.FindStatusCondition(s.Status.Conditions, metalv1alpha1.ConditionHardwareRecord); c != nil {
+		return c.Status
+	}
+	return ""
 }
 
 func wipeTime(s *metalv1alpha1.Server) time.Time {

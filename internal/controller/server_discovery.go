@@ -149,21 +149,23 @@ func (r *ServerReconciler) discovery(ctx context.Context, server *metalv1alpha1.
 	// inventory without a verdict on the wipe (one reported by an earlier boot in the same
 	// second, or a probe that found no disk to wipe) does not end the attempt, nor stop its
 	// clock — a server waiting on it waited for ever.
+	// Its verdict may come without a new inventory: a report that lists other hardware than the
+	// record leaves the record as it is (cleanVerdict).
 	reported := reportTime(server)
 	haveReport := !reported.IsZero() && server.Status.Inventory.Source == "Probe" && !reported.Before(started.Truncate(time.Second))
-	wiped, failed := false, ""
-	if haveReport && dirty(server) {
-		wiped, failed = r.wipeVerdict(server, started)
-		haveReport = wiped || failed != ""
+	wiped, reason, failed := false, "", ""
+	if dirty(server) {
+		haveReport, reason, failed = r.cleanVerdict(server, started)
+		wiped = haveReport && failed == ""
 	}
 	if haveReport {
 		if err := deleteProbeBoot(ctx, r.Client, r.Probe, server, discoveryPurpose(server)); err != nil {
 			return step{}, err
 		}
 		if failed != "" {
-			return step{event: fsm.EventFail, reason: ReasonWipeFailed, message: failed, effect: setPower(server.Spec.SystemURI, bmc.PowerOff),
+			return step{event: fsm.EventFail, reason: reason, message: failed, effect: setPower(server.Spec.SystemURI, bmc.PowerOff),
 				apply: func(s *metalv1alpha1.Server) {
-					setCondition(&s.Status.Conditions, s.Generation, metalv1alpha1.ConditionCleaned, metav1.ConditionFalse, ReasonWipeFailed, failed)
+					setCondition(&s.Status.Conditions, s.Generation, metalv1alpha1.ConditionCleaned, metav1.ConditionFalse, reason, failed)
 				}}, nil
 		}
 		inv := server.Status.Inventory
@@ -173,6 +175,7 @@ func (r *ServerReconciler) discovery(ctx context.Context, server *metalv1alpha1.
 			apply: func(s *metalv1alpha1.Server) {
 				s.Status.DiscoveryAttempts = 0
 				setCondition(&s.Status.Conditions, s.Generation, metalv1alpha1.ConditionDiscovered, metav1.ConditionTrue, ReasonReportReceived, "inventory from the in-band probe")
+				recordHardware(s)
 				if wiped {
 					markClean(s)
 				}
@@ -284,4 +287,16 @@ func discoveryPurpose(server *metalv1alpha1.Server) metalv1alpha1.BootPurpose {
 		return metalv1alpha1.BootPurposeCleanup
 	}
 	return metalv1alpha1.BootPurposeDiscovery
+}
+
+// recordHardware makes the discovery's report the server's record of its hardware: later
+// reports are compared with its disks and NICs, and a wipe is judged against its disks.
+func recordHardware(s *metalv1alpha1.Server) {
+	inv := s.Status.Inventory
+	at := "its discovery"
+	if inv.ReportedAt != nil {
+		at = inv.ReportedAt.UTC().Format(time.RFC3339)
+	}
+	setCondition(&s.Status.Conditions, s.Generation, metalv1alpha1.ConditionHardwareRecord, metav1.ConditionTrue, metalv1alpha1.ReasonHardwareRecorded,
+		fmt.Sprintf("%d disk(s) and %d NIC(s) recorded from the probe's report of %s: later reports are compared with them, and wipes judged against the disks", len(inv.Storage), len(inv.NetworkInterfaces), at))
 }

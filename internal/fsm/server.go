@@ -81,7 +81,7 @@ var ServerTransitions = []Transition{
 	{EventRelease, states(reserved), cleanup, always,
 		"its claim is gone; powered off; cleanup boot config (metalprobe wipe)"},
 	{EventCleaned, states(cleanup), available, always,
-		"the probe reported every disk wiped as requested"},
+		"the probe reported every disk of the server's record wiped as requested"},
 	{EventStartMaintenance, states(initial, discovery, available, reserved, cleanup, errored), maintenance, always,
 		"a ServerMaintenance took it (owner-approved or enforced)"},
 	{EventEndMaintenance, states(maintenance), reserved, Claimed,
@@ -89,9 +89,9 @@ var ServerTransitions = []Transition{
 	{EventEndMaintenance, states(maintenance), initial, Unclaimed,
 		"maintenance ended and it has no claim: re-discover"},
 	{EventFail, states(initial, discovery, cleanup), errored, always,
-		"attempts exhausted, wipe failed, or the BMC refuses; with a reason"},
+		"attempts exhausted, wipe failed, a report lists other hardware than the record, or the BMC refuses; with a reason"},
 	{EventRetry, states(errored), initial, always,
-		"a person set the metal.ironfleet.dev/retry annotation"},
+		"a person set the metal.ironfleet.dev/retry annotation (after HardwareChanged: the next discovery records the hardware it finds)"},
 }
 
 func states(s ...metalv1alpha1.ServerState) []metalv1alpha1.ServerState { return s }

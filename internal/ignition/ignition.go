@@ -105,6 +105,8 @@ type Config struct {
 	SystemUUID string                   `json:"systemUUID,omitempty"`
 	Mode       Mode                     `json:"mode"`
 	WipePolicy metalv1alpha1.WipePolicy `json:"wipePolicy,omitempty"`
+	// WipeExclusions are the devices wipe mode leaves alone (the Server's spec.wipeExclusions).
+	WipeExclusions []metalv1alpha1.WipeExclusion `json:"wipeExclusions,omitempty"`
 	// Install is provision mode's work (nil in the other modes). WipePolicy, in provision mode,
 	// is how the chosen disk is wiped again when the install fails.
 	Install *Install `json:"install,omitempty"`
@@ -154,6 +156,11 @@ func (c Config) Validate() error {
 		}
 	default:
 		return fmt.Errorf("mode %q is not discovery, wipe or provision", c.Mode)
+	}
+	for i, ex := range c.WipeExclusions {
+		if (ex.SerialNumber == "") == (ex.Path == "") || ex.Path != "" && !strings.HasPrefix(ex.Path, metalv1alpha1.ByPathPrefix) {
+			return fmt.Errorf("wipeExclusions[%d] must name its device by serialNumber or by a %s path, one of them", i, metalv1alpha1.ByPathPrefix)
+		}
 	}
 	if c.Mode != ModeProvision && c.Install != nil {
 		return fmt.Errorf("install is only for provision mode, not %s", c.Mode)

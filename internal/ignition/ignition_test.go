@@ -48,6 +48,9 @@ func TestInvalidConfigsNameTheField(t *testing.T) {
 		"mode":        func(c *Config) { c.Mode = "dance" },
 		"wipePolicy":  func(c *Config) { c.Mode = ModeWipe; c.WipePolicy = "shred" },
 		"registryCA":  func(c *Config) { c.RegistryCA = "not pem" },
+		"wipeExclusions[0]": func(c *Config) {
+			c.WipeExclusions = []metalv1alpha1.WipeExclusion{{Path: "/dev/sdb", Reason: "moves"}}
+		},
 	}
 	for field, mutate := range cases {
 		c := valid()

@@ -16,6 +16,7 @@ import (
 	"github.com/ironfleet/ironfleet/metalprobe/collect"
 	"github.com/ironfleet/ironfleet/metalprobe/fixtures"
 	"github.com/ironfleet/ironfleet/metalprobe/post"
+	"github.com/ironfleet/ironfleet/metalprobe/wipe"
 )
 
 // InstantProbes boots hosts instantly, for the benchmark: metalprobe's own collector reads each
@@ -61,7 +62,7 @@ func (p *InstantProbes) Probe(ctx context.Context, ign []byte, host Host) error 
 	}
 	switch cfg.Mode {
 	case ignition.ModeWipe:
-		rep.Wipe = instantWipe(rep.Inventory.Storage, cfg.WipePolicy)
+		rep.Wipe = instantWipe(rep.Inventory.Storage, cfg.WipePolicy, cfg.WipeExclusions)
 	case ignition.ModeProvision:
 		rep.Install = instantInstall(rep.Inventory.Storage, cfg.Install)
 	}
@@ -126,15 +127,16 @@ func instantInstall(disks []metalv1alpha1.StorageDevice, in *ignition.Install) *
 	return rep
 }
 
-// instantWipe reports every non-removable disk wiped as policy asks.
-func instantWipe(disks []metalv1alpha1.StorageDevice, policy metalv1alpha1.WipePolicy) *metalv1alpha1.WipeReport {
+// instantWipe reports every disk wiped as policy asks, but those the probe skips (wipe.Skip):
+// removable ones too.
+func instantWipe(disks []metalv1alpha1.StorageDevice, policy metalv1alpha1.WipePolicy, exclusions []metalv1alpha1.WipeExclusion) *metalv1alpha1.WipeReport {
 	if policy == "" {
 		policy = metalv1alpha1.WipeMetadata
 	}
 	method := string(policy)
 	rep := &metalv1alpha1.WipeReport{Policy: policy}
 	for _, d := range disks {
-		if !d.Removable {
+		if wipe.Skip(d, exclusions) == "" {
 			rep.Disks = append(rep.Disks, metalv1alpha1.DiskWipe{Name: d.Name, SerialNumber: d.SerialNumber,
 				Method: method, Succeeded: true, Message: "instant boot (benchmark): no I/O"})
 		}

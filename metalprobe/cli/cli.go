@@ -175,7 +175,7 @@ so was delivered.
 		// the wipe or the install, only a signal does, and sending the report afterwards gets a
 		// --timeout of its own.
 		if cfg.Mode == ignition.ModeWipe {
-			modeFailed = wipeDisks(sigCtx, stderr, f.root, cfg.WipePolicy, otherSystem, rep)
+			modeFailed = wipeDisks(sigCtx, stderr, f.root, cfg.WipePolicy, cfg.WipeExclusions, otherSystem, rep)
 		} else {
 			var states *bootStates
 			if client != nil {
@@ -216,16 +216,21 @@ so was delivered.
 // progressMinBytes is the smallest wipe whose progress is logged (in 10% steps).
 const progressMinBytes = 256 << 20
 
-// wipeDisks wipes the inventory's non-removable disks into rep.Wipe, logging each result, and
+// wipeDisks wipes the inventory's disks (but those wipe.Skip leaves) into rep.Wipe, logging each result, and
 // says whether the wipe failed: a disk not wiped as asked, no disk at all to wipe, or refuse
 // (why this host must not be wiped at all; every disk is then reported not wiped, so that the
 // operator learns of it). With no disk to wipe (storage could not be read, say) the report
 // carries no Wipe at all, only a warning: an empty wipe report must not pass for a clean server.
-func wipeDisks(ctx context.Context, stderr io.Writer, root string, policy metalv1alpha1.WipePolicy, refuse string, rep *report.Report) bool {
+func wipeDisks(ctx context.Context, stderr io.Writer, root string, policy metalv1alpha1.WipePolicy, exclusions []metalv1alpha1.WipeExclusion, refuse string, rep *report.Report) bool {
+	for _, d := range rep.Inventory.Storage {
+		if why := wipe.Skip(d, exclusions); why != "" {
+			_, _ = fmt.Fprintf(stderr, "metalprobe: not wiping %s: %s\n", d.Name, why)
+		}
+	}
 	if refuse != "" {
 		rep.Wipe = &metalv1alpha1.WipeReport{Policy: policy}
 		for _, d := range rep.Inventory.Storage {
-			if !d.Removable {
+			if wipe.Skip(d, exclusions) == "" {
 				rep.Wipe.Disks = append(rep.Wipe.Disks, metalv1alpha1.DiskWipe{Name: d.Name, SerialNumber: d.SerialNumber,
 					Method: wipe.MethodNone, Message: "not wiped: " + refuse})
 			}
@@ -233,7 +238,7 @@ func wipeDisks(ctx context.Context, stderr io.Writer, root string, policy metalv
 		_, _ = fmt.Fprintf(stderr, "metalprobe: not wiping any disk: %s\n", refuse)
 		return true
 	}
-	opts := wipe.Options{Root: root, Policy: policy, Progress: progressLogger(stderr)}
+	opts := wipe.Options{Root: root, Policy: policy, Progress: progressLogger(stderr), Exclusions: exclusions}
 	if isLive(root) {
 		// Never under --root: a device-native erase must not be aimed at a fixture's files.
 		opts.Eraser = wipe.HostEraser{}
@@ -249,7 +254,7 @@ func wipeDisks(ctx context.Context, stderr io.Writer, root string, policy metalv
 	}
 	if len(rep.Wipe.Disks) == 0 {
 		rep.Wipe = nil
-		const msg = "wipe: no non-removable disk in the inventory; nothing was wiped"
+		const msg = "wipe: no disk to wipe in the inventory; nothing was wiped"
 		rep.Warnings = append(rep.Warnings, msg)
 		_, _ = fmt.Fprintf(stderr, "metalprobe: warning: %s\n", msg)
 		return true

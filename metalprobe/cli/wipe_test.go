@@ -16,8 +16,8 @@ import (
 	"github.com/ironfleet/ironfleet/metalprobe/wipe"
 )
 
-// storage-1u has five fixed disks and a removable USB stick, sdf.
-var storageDisks = []string{"sda", "sdb", "sdc", "sdd", "sde"}
+// storage-1u has five fixed disks and a removable USB stick, sdf: all six are wiped.
+var storageDisks = []string{"sda", "sdb", "sdc", "sdd", "sde", "sdf"}
 
 const (
 	storageUUID = "00000000-0000-0000-0000-ac1f6b2d4e80"
@@ -30,7 +30,7 @@ func wipeRoot(t *testing.T) string {
 	t.Helper()
 	root, err := fixtures.CopyRoot("storage-1u", t.TempDir())
 	require.NoError(t, err)
-	require.NoError(t, fixtures.MakeDiskFiles(root, append(append([]string{}, storageDisks...), "sdf"), diskSize))
+	require.NoError(t, fixtures.MakeDiskFiles(root, storageDisks, diskSize))
 	return root
 }
 
@@ -62,7 +62,7 @@ func requireWipe(t *testing.T, rep report.Report, policy metalv1alpha1.WipePolic
 	require.NotNil(t, rep.Wipe, "a wipe run reports its wipe")
 	assert.Equal(t, policy, rep.Wipe.Policy)
 	assert.Nil(t, rep.Wipe.ReportedAt, "the registry stamps it")
-	require.Len(t, rep.Wipe.Disks, len(storageDisks), "one entry per non-removable disk")
+	require.Len(t, rep.Wipe.Disks, len(storageDisks), "one entry per disk, the removable one too")
 	exp, err := fixtures.LoadExpected("storage-1u")
 	require.NoError(t, err)
 	for i, d := range rep.Wipe.Disks {
@@ -85,7 +85,6 @@ func TestWipeDryRunWithFlags(t *testing.T) {
 		checkDisk(t, root, d.Name, [2]int64{0, diskSize})
 		assert.Contains(t, r.stderr, d.Name+" wiped (zero)")
 	}
-	checkDisk(t, root, "sdf") // removable: untouched
 }
 
 func TestWipeDryRunWithIgnitionDefaultsToMetadata(t *testing.T) {
@@ -99,7 +98,6 @@ func TestWipeDryRunWithIgnitionDefaultsToMetadata(t *testing.T) {
 		assert.True(t, d.Succeeded, "%s: %s", d.Name, d.Message)
 		checkDisk(t, root, d.Name, [2]int64{0, wipe.MetadataBytes}, [2]int64{diskSize - wipe.MetadataBytes, diskSize})
 	}
-	checkDisk(t, root, "sdf")
 
 	// The flag overrides the ignition's policy. Secure is the device's own erase: a disk
 	// without one (a fixture's file) fails, named, and is not zero-filled instead.
@@ -114,12 +112,31 @@ func TestWipeDryRunWithIgnitionDefaultsToMetadata(t *testing.T) {
 	}
 }
 
+// TestWipeLeavesWhatTheIgnitionExcludes: spec.wipeExclusions reach the probe in its ignition;
+// the device they name (here the removable one, by serial) is not touched and not listed.
+func TestWipeLeavesWhatTheIgnitionExcludes(t *testing.T) {
+	root := wipeRoot(t)
+	ign := writeFile(t, "ignition.json", `{"mode": "wipe", "wipePolicy": "zero", "systemUUID": "`+storageUUID+`",
+		"wipeExclusions": [{"serialNumber": "4C530001230512113245", "reason": "holds the hypervisor"}]}`)
+	r := runProbe(t, "--root", root, "--dry-run", "--ignition", ign)
+	require.Equal(t, exitOK, r.code, r.stderr)
+	rep := decodeStrict(t, []byte(r.stdout))
+	require.NotNil(t, rep.Wipe)
+	require.Len(t, rep.Wipe.Disks, 5)
+	for _, d := range rep.Wipe.Disks {
+		assert.NotEqual(t, "sdf", d.Name)
+		checkDisk(t, root, d.Name, [2]int64{0, diskSize})
+	}
+	checkDisk(t, root, "sdf")
+	assert.Contains(t, r.stderr, "not wiping sdf: excluded: holds the hypervisor")
+}
+
 func TestWipeMissingDiskExitsOneAndStillReports(t *testing.T) {
 	root := wipeRoot(t)
 	require.NoError(t, os.Remove(wipe.DevicePath(root, "sdc")))
 	r := runProbe(t, "--root", root, "--dry-run", "--mode", "wipe", "--wipe-policy", "zero")
 	assert.Equal(t, exitFailure, r.code, r.stderr)
-	assert.Contains(t, r.stderr, "1 of 5 disks were not wiped")
+	assert.Contains(t, r.stderr, "1 of 6 disks were not wiped")
 	assert.Contains(t, r.stderr, "sdc FAILED (none): not wiped: opening device")
 	rep := decodeStrict(t, []byte(r.stdout))
 	for _, d := range requireWipe(t, rep, metalv1alpha1.WipeZero) {
@@ -183,7 +200,7 @@ func TestWipeWithoutDisksFails(t *testing.T) {
 	assert.Equal(t, exitFailure, r.code, r.stderr)
 	rep := decodeStrict(t, []byte(r.stdout))
 	assert.Nil(t, rep.Wipe, "an empty wipe report would pass for a clean server")
-	assert.Contains(t, rep.Warnings, "wipe: no non-removable disk in the inventory; nothing was wiped")
+	assert.Contains(t, rep.Warnings, "wipe: no disk to wipe in the inventory; nothing was wiped")
 }
 
 func TestWipeProgressIsLoggedInSteps(t *testing.T) {

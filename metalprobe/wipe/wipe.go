@@ -1,11 +1,17 @@
 // Package wipe erases a released server's disks before the server goes back to the pool, and
 // says, disk by disk, what was done.
 //
-// Every non-removable disk of the inventory is opened as <Root>/dev/<name> (DevicePath), write
-// only and never created: a missing device is a failure, not a new file. Its size is where
-// Seek(0, io.SeekEnd) lands, which works for block devices and for the regular files that
-// stand in for them under a fixture root. Removable disks (USB sticks, card readers, virtual
-// media) are skipped and not listed in the report.
+// Every disk of the inventory is opened as <Root>/dev/<name> (DevicePath), write only and never
+// created: a missing device is a failure, not a new file. Its size is where Seek(0,
+// io.SeekEnd) lands, which works for block devices and for the regular files that stand in for
+// them under a fixture root. Removable disks (an internal SD module, a USB stick) are disks
+// like the others: a tenant's data on them must go too. Skipped, and not listed in the report
+// (Skip), are only optical drives (sr<N>: the probe's own virtual-media CD among them,
+// read-only to the host) and the devices an admin excluded (Options.Exclusions, the Server's
+// spec.wipeExclusions). A drive with no medium (an empty card reader) fails to open and is
+// reported so. The operator judges the report against its own record of the server's disks,
+// requiring all but these and those recorded with no medium (metalv1alpha1.NoDataOn), so a
+// disk skipped for any other reason fails the wipe.
 //
 // # Policies
 //
@@ -52,7 +58,7 @@
 //
 // # Report
 //
-// Wipe returns one DiskWipe per non-removable disk, in inventory order. Method is the policy
+// Wipe returns one DiskWipe per disk it does not Skip, in inventory order. Method is the policy
 // applied ("metadata", "zero", "secure"), or "none" when nothing could be done (the device
 // could not be opened, its name is not a plain kernel name, the context was already done, the
 // policy is unknown, or secure was asked for and the device has no device-level erase).
@@ -103,6 +109,19 @@ type Options struct {
 	Eraser SecureEraser
 	// Progress, when set, is called after every write (from Wipe's goroutine).
 	Progress Progress
+	// Exclusions are devices not to wipe, each with an admin's reason (spec.wipeExclusions).
+	Exclusions []metalv1alpha1.WipeExclusion
+}
+
+// Skip says why a disk is not wiped, or "" when it is: it is an optical drive, or excluded.
+func Skip(disk metalv1alpha1.StorageDevice, exclusions []metalv1alpha1.WipeExclusion) string {
+	if metalv1alpha1.OpticalDrive(disk) {
+		return "optical drive"
+	}
+	if ex := metalv1alpha1.ExclusionOf(exclusions, disk); ex != nil {
+		return "excluded: " + ex.Reason
+	}
+	return ""
 }
 
 // DevicePath is the device file of a disk: filepath.Join(root, "dev", name), root "" meaning "/".
@@ -113,8 +132,9 @@ func DevicePath(root, name string) string {
 	return filepath.Join(root, "dev", name)
 }
 
-// Wipe wipes every non-removable disk of disks as opts.Policy says and reports each one. It
-// never stops early on a failed disk; a done ctx fails the disk being wiped and every one after.
+// Wipe wipes every disk of disks that it does not Skip as opts.Policy says and reports each one.
+// It never stops early on a failed disk; a done ctx fails the disk being wiped and every one
+// after.
 func Wipe(ctx context.Context, disks []metalv1alpha1.StorageDevice, opts Options) *metalv1alpha1.WipeReport {
 	policy := opts.Policy
 	if policy == "" {
@@ -123,7 +143,7 @@ func Wipe(ctx context.Context, disks []metalv1alpha1.StorageDevice, opts Options
 	rep := &metalv1alpha1.WipeReport{Policy: policy}
 	w := &wiper{opts: opts, policy: policy}
 	for _, disk := range disks {
-		if disk.Removable {
+		if Skip(disk, opts.Exclusions) != "" {
 			continue
 		}
 		rep.Disks = append(rep.Disks, w.wipe(ctx, disk))

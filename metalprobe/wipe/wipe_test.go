@@ -387,16 +387,27 @@ func TestMissingOrBadDeviceFailsAndTheOthersAreStillWiped(t *testing.T) {
 	}
 }
 
-func TestRemovableDisksAreSkipped(t *testing.T) {
-	root, inv := disks(t, map[string]int64{"sda": 3 * mib, "sdf": 3 * mib})
+// TestRemovableDisksAreWiped: a removable device (an internal SD module, a USB stick) is wiped
+// as every disk is; only optical drives (the probe's own virtual CD) and the devices an admin
+// excluded are left alone, and not listed.
+func TestRemovableDisksAreWiped(t *testing.T) {
+	root, inv := disks(t, map[string]int64{"sda": 3 * mib, "sdf": 3 * mib, "sdg": 3 * mib, "sr0": 3 * mib})
 	inv[1].Removable = true
-	rep := Wipe(context.Background(), inv, Options{Root: root, Policy: metalv1alpha1.WipeZero})
-	require.Len(t, rep.Disks, 1)
+	inv[2].BusPath = "pci-0000:00:14.0-usb-0:3:1.0-scsi-0:0:0:0"
+	excluded := []metalv1alpha1.WipeExclusion{{Path: metalv1alpha1.ByPathPrefix + inv[2].BusPath, Reason: "the vendor's firmware"}}
+	rep := Wipe(context.Background(), inv, Options{Root: root, Policy: metalv1alpha1.WipeZero, Exclusions: excluded})
+	require.Len(t, rep.Disks, 2)
 	assert.Equal(t, "sda", rep.Disks[0].Name)
+	assert.Equal(t, "sdf", rep.Disks[1].Name)
 	checkBytes(t, DevicePath(root, "sda"), 3*mib, [][2]int64{{0, 3 * mib}})
-	checkBytes(t, DevicePath(root, "sdf"), 3*mib, nil)
+	checkBytes(t, DevicePath(root, "sdf"), 3*mib, [][2]int64{{0, 3 * mib}})
+	checkBytes(t, DevicePath(root, "sdg"), 3*mib, nil)
+	checkBytes(t, DevicePath(root, "sr0"), 3*mib, nil)
+	assert.Equal(t, "excluded: the vendor's firmware", Skip(inv[2], excluded))
+	assert.Equal(t, "optical drive", Skip(inv[3], excluded))
 
-	rep = Wipe(context.Background(), inv[1:], Options{Root: root})
+	bySerial := []metalv1alpha1.WipeExclusion{{SerialNumber: "SN-sda", Reason: "r"}}
+	rep = Wipe(context.Background(), inv[:1], Options{Root: root, Exclusions: bySerial})
 	assert.Empty(t, rep.Disks)
 }
 

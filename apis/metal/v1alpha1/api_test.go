@@ -163,6 +163,25 @@ func TestInvalidObjectsAreRejectedWithAReadableMessage(t *testing.T) {
 		requireInvalid(t, env.Client.Create(ctx, bmc), "exactly one of endpointRef or access")
 	})
 
+	t.Run("wipe exclusions that name no device, or one that may move", func(t *testing.T) {
+		for name, tc := range map[string]struct {
+			exclusion m.WipeExclusion
+			want      string
+		}{
+			"neither":     {m.WipeExclusion{Reason: "r"}, "a wipe exclusion names its device by serialNumber or by path: one of them, not both"},
+			"both":        {m.WipeExclusion{SerialNumber: "S1", Path: "/dev/disk/by-path/pci-0000:00:1f.2-ata-1", Reason: "r"}, "one of them, not both"},
+			"kernel name": {m.WipeExclusion{Path: "/dev/sdb", Reason: "r"}, "a kernel name such as /dev/sdb may name another device on the next boot"},
+			"no reason":   {m.WipeExclusion{SerialNumber: "S1"}, "reason"},
+		} {
+			s := &m.Server{ObjectMeta: meta("wipe-exclusion-" + strings.ReplaceAll(name, " ", "-")), Spec: m.ServerSpec{WipeExclusions: []m.WipeExclusion{tc.exclusion}}}
+			requireInvalid(t, env.Client.Create(ctx, s), tc.want)
+		}
+		ok := &m.Server{ObjectMeta: meta("wipe-exclusions-ok"), Spec: m.ServerSpec{WipeExclusions: []m.WipeExclusion{
+			{SerialNumber: "4C530001230512113245", Reason: "IDSDM holding the hypervisor"},
+			{Path: "/dev/disk/by-path/pci-0000:00:14.0-usb-0:3:1.0-scsi-0:0:0:0", Reason: "vendor recovery stick"}}}}
+		require.NoError(t, env.Client.Create(ctx, ok))
+	})
+
 	t.Run("probe networks the probe could not use", func(t *testing.T) {
 		for name, tc := range map[string]struct {
 			network m.ProbeNetwork

@@ -61,6 +61,17 @@ const (
 	ConditionInMaintenance = "InMaintenance"
 	// ConditionPowered says whether a Server's power matches what was asked for.
 	ConditionPowered = "Powered"
+	// ConditionHardwareRecord says whether the last probe report compared with a Server's
+	// record of its hardware (the disks and NICs of its discovery's report) lists the same:
+	// True (HardwareRecorded, HardwareMatches), False (HardwareChanged: the message names each
+	// difference; the record stands, and the server is not pooled until a person retries), or
+	// Unknown (HardwareChangeAccepted: the retry lets the next discovery record what it finds).
+	ConditionHardwareRecord = "HardwareRecord"
+	// Reasons of the HardwareRecord condition.
+	ReasonHardwareRecorded       = "HardwareRecorded"
+	ReasonHardwareMatches        = "HardwareMatches"
+	ReasonHardwareChanged        = "HardwareChanged"
+	ReasonHardwareChangeAccepted = "HardwareChangeAccepted"
 	// ConditionProvisioned says whether a claimed Server was booted into its claim's image.
 	ConditionProvisioned = "Provisioned"
 	// ConditionBootProgress, on a ServerBootConfiguration, is how far the boot it serves has

@@ -2,6 +2,7 @@ package v1alpha1
 
 import (
 	"fmt"
+	"regexp"
 
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -158,6 +159,27 @@ type StorageDevice struct {
 	// +optional
 	BusPath string `json:"busPath,omitempty"`
 }
+
+// NoDataOn says why a device of a probe's inventory can hold no data of a tenant's, and so is
+// neither wiped nor asked to be, or "" when it can: an optical drive (kernel name sr<N>: a CD,
+// the probe's own virtual-media ISO among them, is read-only to the host), or a drive with no
+// medium in it (size 0: a card reader without a card). Removable devices with a medium (USB
+// sticks, SD modules) are disks like the others. A medium put in later changes the device's
+// size, and so the server's hardware (docs/deletion.md).
+func NoDataOn(d StorageDevice) string {
+	if OpticalDrive(d) {
+		return "optical drive"
+	}
+	if d.Size == nil || d.Size.Sign() <= 0 {
+		return "no medium"
+	}
+	return ""
+}
+
+// OpticalDrive says whether a device is a CD/DVD drive (kernel name sr<N>).
+func OpticalDrive(d StorageDevice) bool { return opticalName.MatchString(d.Name) }
+
+var opticalName = regexp.MustCompile(`^sr[0-9]+$`)
 
 // LinkState of a network port.
 // +kubebuilder:validation:Enum=Up;Down;Unknown

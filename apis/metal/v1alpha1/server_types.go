@@ -74,11 +74,64 @@ type ServerSpec struct {
 	// +operator-sdk:csv:customresourcedefinitions:type=spec,displayName="Wipe policy"
 	WipePolicy WipePolicy `json:"wipePolicy,omitempty"`
 
+	// WipeExclusions keep devices of this server out of its wipe, each with the reason a person
+	// gave: a device the server needs as it is (a vendor's internal SD module holding its
+	// hypervisor, say). The probe does not touch them, the wipe's verification does not ask for
+	// them, and the Cleaned condition names each with its reason. Every other device, removable
+	// ones included, is wiped.
+	// +kubebuilder:validation:MaxItems=16
+	// +listType=atomic
+	// +optional
+	WipeExclusions []WipeExclusion `json:"wipeExclusions,omitempty"`
+
 	// ProbeNetwork is the probe's static network on this server (virtual-media boots on
 	// networks without DHCP); it takes precedence over its BMC's spec.probeNetwork. Empty: the
 	// BMC's, else DHCP.
 	// +optional
 	ProbeNetwork *ProbeNetwork `json:"probeNetwork,omitempty"`
+}
+
+// WipeExclusion names one device to leave out of a server's wipe: by its serial number, or by
+// its stable path, /dev/disk/by-path/ and the busPath that status.inventory.storage lists (a
+// kernel name such as /dev/sdb may name another device on the next boot, so it is refused).
+// +kubebuilder:validation:XValidation:rule="has(self.serialNumber) != has(self.path)",message="a wipe exclusion names its device by serialNumber or by path: one of them, not both"
+type WipeExclusion struct {
+	// SerialNumber is the device's serial number, as status.inventory.storage lists it.
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=128
+	// +optional
+	SerialNumber string `json:"serialNumber,omitempty"`
+	// Path is /dev/disk/by-path/<busPath>, the device's busPath as status.inventory.storage
+	// lists it.
+	// +kubebuilder:validation:MaxLength=256
+	// +kubebuilder:validation:XValidation:rule="self.startsWith('/dev/disk/by-path/') && size(self) > 18",message="path must be /dev/disk/by-path/<the device's busPath in status.inventory.storage>; a kernel name such as /dev/sdb may name another device on the next boot"
+	// +optional
+	Path string `json:"path,omitempty"`
+	// Reason is why the device is not wiped: shown in the server's Cleaned condition.
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=256
+	Reason string `json:"reason"`
+}
+
+// ByPathPrefix is how a WipeExclusion's path begins: the busPath follows.
+const ByPathPrefix = "/dev/disk/by-path/"
+
+// Matches says whether the exclusion names the device.
+func (e WipeExclusion) Matches(d StorageDevice) bool {
+	if e.SerialNumber != "" {
+		return d.SerialNumber == e.SerialNumber
+	}
+	return d.BusPath != "" && e.Path == ByPathPrefix+d.BusPath
+}
+
+// ExclusionOf is the first of exclusions that names the device, or nil.
+func ExclusionOf(exclusions []WipeExclusion, d StorageDevice) *WipeExclusion {
+	for i := range exclusions {
+		if exclusions[i].Matches(d) {
+			return &exclusions[i]
+		}
+	}
+	return nil
 }
 
 // ServerState is where a server is in its lifecycle; see docs/server-lifecycle.md.

@@ -129,9 +129,12 @@ func instantInstall(disks []metalv1alpha1.StorageDevice, in *ignition.Install) *
 // instantWipe reports every non-removable disk wiped as policy asks.
 func instantWipe(disks []metalv1alpha1.StorageDevice, policy metalv1alpha1.WipePolicy) *metalv1alpha1.WipeReport {
 	if policy == "" {
-		policy = metalv1alpha1.WipeMetadata
+		policy = metalv1alpha1.DefaultWipePolicy
 	}
 	method := string(policy)
+	if policy == metalv1alpha1.WipeErase {
+		method = string(metalv1alpha1.WipeZero) // what a disk without an erase of its own reports
+	}
 	rep := &metalv1alpha1.WipeReport{Policy: policy}
 	for _, d := range disks {
 		if !d.Removable {

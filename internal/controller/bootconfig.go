@@ -254,10 +254,10 @@ func probeIgnition(c client.Client, pb ProbeBoot, server *metalv1alpha1.Server, 
 	}
 	switch purpose {
 	case metalv1alpha1.BootPurposeCleanup:
-		cfg.Mode, cfg.WipePolicy = ignition.ModeWipe, orDefault(server.Spec.WipePolicy, metalv1alpha1.WipeMetadata)
+		cfg.Mode, cfg.WipePolicy = ignition.ModeWipe, orDefault(server.Spec.WipePolicy, metalv1alpha1.DefaultWipePolicy)
 		cfg.WipeExclusions = server.Spec.WipeExclusions
 	case metalv1alpha1.BootPurposeProvisioning:
-		cfg.Mode, cfg.WipePolicy, cfg.Install = ignition.ModeProvision, orDefault(server.Spec.WipePolicy, metalv1alpha1.WipeMetadata), in
+		cfg.Mode, cfg.WipePolicy, cfg.Install = ignition.ModeProvision, orDefault(server.Spec.WipePolicy, metalv1alpha1.DefaultWipePolicy), in
 		if in != nil && pb.ImageCA != "" {
 			withCA := *in
 			withCA.CABundle = pb.ImageCA

@@ -22,6 +22,9 @@ const (
 	ReasonWipeVerified       = "WipeVerified"
 	ReasonWipeFailed         = "WipeFailed"
 	ReasonWipeAttemptsUsedUp = "WipeAttemptsExhausted"
+	// ReasonMetadataWipeOnly (a Warning event) marks each server pooled after a wipe with the
+	// metadata policy: the previous tenant's data is still readable on its disks.
+	ReasonMetadataWipeOnly = "MetadataWipeOnly"
 )
 
 // cleanup boots metalprobe in wipe mode and returns the server to the pool only when every disk
@@ -48,7 +51,7 @@ func (r *ServerReconciler) cleanup(ctx context.Context, server *metalv1alpha1.Se
 		}
 		const off = "powered off, wiped, back in the pool"
 		return step{event: fsm.EventCleaned, reason: ReasonWipeVerified, message: "every disk of the server's record reported wiped as the policy asks",
-			effect: sendPower(server.Spec.SystemURI, metalv1alpha1.PowerOff, off),
+			effect: sendPower(server.Spec.SystemURI, metalv1alpha1.PowerOff, off), warning: metadataOnly(server),
 			apply: func(s *metalv1alpha1.Server) {
 				markClean(s)
 				requestPower(s, metalv1alpha1.PowerOff, off)
@@ -127,7 +130,7 @@ func (r *ServerReconciler) cleanVerdict(server *metalv1alpha1.Server, since time
 // fails it too. It returns why the wipe failed, naming each disk, or "".
 func (r *ServerReconciler) wipeVerdict(server *metalv1alpha1.Server) string {
 	w := server.Status.LastWipe
-	policy := orDefault(server.Spec.WipePolicy, metalv1alpha1.WipeMetadata)
+	policy := orDefault(server.Spec.WipePolicy, metalv1alpha1.DefaultWipePolicy)
 	var record []metalv1alpha1.StorageDevice
 	if server.Status.Inventory != nil {
 		record = server.Status.Inventory.Storage
@@ -193,7 +196,29 @@ func recorded(record []metalv1alpha1.StorageDevice, res metalv1alpha1.DiskWipe) 
 // erase is the device's own, read back; a zero-fill is never taken for one (old probes reported
 // such a fill as zero-fallback).
 func methodSatisfies(method string, policy metalv1alpha1.WipePolicy) bool {
+	if policy == metalv1alpha1.WipeErase {
+		return eraseSatisfied(method)
+	}
 	return method == string(policy)
+}
+
+// eraseSatisfied: the erase policy is done by the device's own erase (secure) or by zeros over
+// the whole device (zero), each read back by the probe; never by a metadata wipe, nor by an old
+// probe's zero-fallback, which it did not read back.
+func eraseSatisfied(method string) bool {
+	return method == string(metalv1alpha1.WipeSecure) || method == string(metalv1alpha1.WipeZero)
+}
+
+// metadataOnly is the Warning a server pooled after a metadata wipe records: that wipe leaves
+// the data readable. Nil for any other policy.
+func metadataOnly(server *metalv1alpha1.Server) *warning {
+	w := server.Status.LastWipe
+	if w == nil || w.Policy != metalv1alpha1.WipeMetadata {
+		return nil
+	}
+	return &warning{reason: ReasonMetadataWipeOnly, message: fmt.Sprintf("pooled after a metadata-only wipe of %d disk(s): "+
+		"partition tables and signatures were cleared, the previous tenant's data was not and is still readable from the raw disks; "+
+		"spec.wipePolicy: erase leaves nothing readable", len(w.Disks))}
 }
 
 // bootWipe network-boots the probe in wipe mode: boot configuration, Ready, PXE once, power on;

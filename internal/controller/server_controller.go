@@ -82,6 +82,8 @@ type step struct {
 	// it would record (its Ready, the probe boot it named, a new server's Initial) is not worth
 	// a status write of its own, and the step that follows it says more.
 	brief bool
+	// warning, when set, is a Warning event recorded with the step's transition.
+	warning *warning
 	// effect is the BMC action that goes with the step. A boot runs only after the status write
 	// has won its optimistic lock, so that two reconciles racing on one server never both boot
 	// it; a plain power-off, harmless twice, runs before it (repeatable). If it fails, the
@@ -102,6 +104,9 @@ type effect struct {
 	// booted at its first power-on): not harmless twice, so not repeatable.
 	armsBoot bool
 }
+
+// warning is an event of type Warning.
+type warning struct{ reason, message string }
 
 // wait is a step that fires nothing and says what the server waits for.
 func wait(reason, message string, after time.Duration) step {
@@ -435,6 +440,9 @@ func (r *ServerReconciler) recordTransition(server *metalv1alpha1.Server, from m
 		eventType = corev1.EventTypeWarning
 	}
 	r.Events.Eventf(server, nil, eventType, st.reason, string(st.event), "%s → %s: %s", from, server.Status.State, st.message)
+	if w := st.warning; w != nil {
+		r.Events.Eventf(server, nil, corev1.EventTypeWarning, w.reason, string(st.event), "%s", w.message)
+	}
 }
 
 func (r *ServerReconciler) now() time.Time {

@@ -170,7 +170,7 @@ func (r *ServerReconciler) discovery(ctx context.Context, server *metalv1alpha1.
 		}
 		inv := server.Status.Inventory
 		const off = "powered off after discovery"
-		return step{event: fsm.EventDiscovered, reason: ReasonReportReceived, effect: sendPower(server.Spec.SystemURI, metalv1alpha1.PowerOff, off),
+		st := step{event: fsm.EventDiscovered, reason: ReasonReportReceived, effect: sendPower(server.Spec.SystemURI, metalv1alpha1.PowerOff, off),
 			message: fmt.Sprintf("probe reported %d CPU cores, %v memory, %d disks, %d NICs", inv.CPU.Cores, inv.Memory.Total.String(), len(inv.Storage), len(inv.NetworkInterfaces)),
 			apply: func(s *metalv1alpha1.Server) {
 				s.Status.DiscoveryAttempts = 0
@@ -180,7 +180,11 @@ func (r *ServerReconciler) discovery(ctx context.Context, server *metalv1alpha1.
 					markClean(s)
 				}
 				requestPower(s, metalv1alpha1.PowerOff, off)
-			}}, nil
+			}}
+		if wiped {
+			st.warning = metadataOnly(server)
+		}
+		return st, nil
 	}
 	if remaining := deadline.Sub(r.now()); remaining > 0 {
 		until := deadline.UTC().Format(time.RFC3339)

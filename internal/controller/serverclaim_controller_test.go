@@ -5,10 +5,12 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"maps"
 	"net/http"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -336,22 +338,28 @@ func diskZero(t *testing.T, host lab.Host, disk string, from, to int64) bool {
 	return bytes.Count(data[from:to], []byte{0}) == int(to-from)
 }
 
-// TestReleaseWipesEveryDiskAsAsked: after release, the metadata policy's ranges are zero on
-// every disk of the host (and the middle is not), and with zero every byte is.
+// TestReleaseWipesEveryDiskAsAsked: after release, with the default policy (erase: a fixture's
+// disk files have no erase of their own, so zeros) and with zero every byte of every disk is
+// zero; with metadata its ranges are zero (and the middle is not), and a Warning event
+// MetadataWipeOnly says the data is still readable. Only the metadata release records it.
 func TestReleaseWipesEveryDiskAsAsked(t *testing.T) {
 	ctx := context.Background()
-	p := startPool(t, "wipes", 200, []string{"dual-socket", "storage-1u"})
+	p := startPool(t, "wipes", 200, []string{"dual-socket", "storage-1u", "small-vm"})
 	createNamespace(t, "wipes")
-	policies := []m.WipePolicy{m.WipeMetadata, m.WipeZero}
-	i := 0
-	for name, host := range p.hosts {
-		policy := policies[i%len(policies)]
-		i++
+	policies := []m.WipePolicy{"", m.WipeMetadata, m.WipeZero}
+	names := slices.Sorted(maps.Keys(p.hosts))
+	for i, name := range names {
+		host, policy := p.hosts[name], policies[i]
 		var s m.Server
 		require.NoError(t, k8s.Get(ctx, client.ObjectKey{Name: name}, &s))
-		before := s.DeepCopy()
-		s.Spec.WipePolicy = policy
-		require.NoError(t, k8s.Patch(ctx, &s, client.MergeFrom(before)))
+		assert.Equal(t, m.WipeErase, s.Spec.WipePolicy, "the CRD's default")
+		if policy != "" {
+			before := s.DeepCopy()
+			s.Spec.WipePolicy = policy
+			require.NoError(t, k8s.Patch(ctx, &s, client.MergeFrom(before)))
+		} else {
+			policy = m.WipeErase
+		}
 
 		claim := claimServer(t, "wipes", "tenant-"+name[:8], name, nil)
 		releaseAndWait(t, claim)
@@ -364,6 +372,11 @@ func TestReleaseWipesEveryDiskAsAsked(t *testing.T) {
 		for _, d := range s.Status.LastWipe.Disks {
 			assert.True(t, d.Succeeded, "disk %s: %s", d.Name, d.Message)
 			wiped = append(wiped, d.Name)
+			if policy == m.WipeErase {
+				assert.Equal(t, wipe.MethodZero, d.Method, "%s: a disk file has no erase of its own", d.Name)
+				assert.Contains(t, d.Message, "zeroed all")
+				assert.Contains(t, d.Message, "read back all")
+			}
 		}
 		for _, disk := range host.Disks { // removable ones too
 			assert.Contains(t, wiped, disk)
@@ -373,9 +386,21 @@ func TestReleaseWipesEveryDiskAsAsked(t *testing.T) {
 					assert.True(t, diskZero(t, host, disk, r[0], r[1]), "%s/%s: metadata range %v is zero", name, disk, r)
 				}
 				assert.False(t, diskZero(t, host, disk, wipe.MetadataBytes, size-wipe.MetadataBytes), "%s/%s: the metadata wipe leaves the middle alone", name, disk)
-			case m.WipeZero:
+			case m.WipeZero, m.WipeErase:
 				assert.True(t, diskZero(t, host, disk, 0, size), "%s/%s: every byte is zero", name, disk)
 			}
+		}
+		if policy == m.WipeMetadata {
+			eventually(t, 10*time.Second, func() bool { return len(serverEvents(t, name, controller.ReasonMetadataWipeOnly)) == 1 },
+				"%s: a Warning event %s", name, controller.ReasonMetadataWipeOnly)
+			assert.Contains(t, serverEvents(t, name, controller.ReasonMetadataWipeOnly)[0], "still readable")
+		}
+	}
+	// The metadata release's event came after its own wipe; the other two releases, wiped as
+	// fully, recorded none.
+	for i, name := range names {
+		if policies[i] != m.WipeMetadata {
+			assert.Empty(t, serverEvents(t, name, controller.ReasonMetadataWipeOnly), "%s (%q)", name, policies[i])
 		}
 	}
 }

@@ -138,15 +138,15 @@ func (c Config) Validate() error {
 	switch c.Mode {
 	case ModeDiscovery:
 		if c.WipePolicy != "" && !knownPolicy(c.WipePolicy) {
-			return fmt.Errorf("wipePolicy %q is not metadata, zero or secure", c.WipePolicy)
+			return fmt.Errorf("wipePolicy %q is not erase, metadata, zero or secure", c.WipePolicy)
 		}
 	case ModeWipe:
 		if !knownPolicy(c.WipePolicy) {
-			return fmt.Errorf("wipePolicy %q is not metadata, zero or secure", c.WipePolicy)
+			return fmt.Errorf("wipePolicy %q is not erase, metadata, zero or secure", c.WipePolicy)
 		}
 	case ModeProvision:
 		if c.WipePolicy != "" && !knownPolicy(c.WipePolicy) {
-			return fmt.Errorf("wipePolicy %q is not metadata, zero or secure", c.WipePolicy)
+			return fmt.Errorf("wipePolicy %q is not erase, metadata, zero or secure", c.WipePolicy)
 		}
 		if c.Install == nil {
 			return errors.New("install is required in provision mode")
@@ -180,7 +180,7 @@ func (c Config) Validate() error {
 
 func knownPolicy(p metalv1alpha1.WipePolicy) bool {
 	switch p {
-	case metalv1alpha1.WipeMetadata, metalv1alpha1.WipeZero, metalv1alpha1.WipeSecure:
+	case metalv1alpha1.WipeErase, metalv1alpha1.WipeMetadata, metalv1alpha1.WipeZero, metalv1alpha1.WipeSecure:
 		return true
 	}
 	return false
@@ -270,7 +270,7 @@ func Decode(data []byte) (Config, error) {
 		return Config{}, fmt.Errorf("mode %q is not %q, %q or %q", c.Mode, ModeDiscovery, ModeWipe, ModeProvision)
 	}
 	if c.WipePolicy != "" && !knownPolicy(c.WipePolicy) {
-		return Config{}, fmt.Errorf("wipePolicy %q is not metadata, zero or secure", c.WipePolicy)
+		return Config{}, fmt.Errorf("wipePolicy %q is not erase, metadata, zero or secure", c.WipePolicy)
 	}
 	if c.RegistryCA != "" {
 		if _, err := CertPool([]byte(c.RegistryCA)); err != nil {

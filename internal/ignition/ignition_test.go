@@ -32,6 +32,10 @@ func TestRoundTrip(t *testing.T) {
 		c := withoutUUID()
 		c.Mode, c.WipePolicy = ModeWipe, metalv1alpha1.WipeSecure
 		return c
+	}(), func() Config {
+		c := valid()
+		c.Mode, c.WipePolicy = ModeWipe, metalv1alpha1.WipeErase
+		return c
 	}()} {
 		data, err := Render(c)
 		require.NoError(t, err)

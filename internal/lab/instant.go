@@ -131,9 +131,12 @@ func instantInstall(disks []metalv1alpha1.StorageDevice, in *ignition.Install) *
 // removable ones too.
 func instantWipe(disks []metalv1alpha1.StorageDevice, policy metalv1alpha1.WipePolicy, exclusions []metalv1alpha1.WipeExclusion) *metalv1alpha1.WipeReport {
 	if policy == "" {
-		policy = metalv1alpha1.WipeMetadata
+		policy = metalv1alpha1.DefaultWipePolicy
 	}
 	method := string(policy)
+	if policy == metalv1alpha1.WipeErase {
+		method = string(metalv1alpha1.WipeZero) // what a disk without an erase of its own reports
+	}
 	rep := &metalv1alpha1.WipeReport{Policy: policy}
 	for _, d := range disks {
 		if wipe.Skip(d, exclusions) == "" {

@@ -88,7 +88,7 @@ func Run(args []string, stdout, stderr io.Writer) int {
 	fs.StringVar(&f.tokenFile, "token-file", "", "read the bearer token from `file`")
 	fs.StringVar(&f.ignition, "ignition", "", "read registryURL, token, mode, wipePolicy, install (and registryCA) from this JSON `file`; flags override it")
 	fs.StringVar(&f.mode, "mode", "", "what to do: discovery (report the inventory; the default), wipe (wipe every non-removable disk, then report) or provision (install the ignition's image, then report; needs --ignition)")
-	fs.StringVar(&f.wipePolicy, "wipe-policy", "", "with wipe mode: metadata (the default), zero or secure; with provision mode: how the disk is wiped again after a failed install")
+	fs.StringVar(&f.wipePolicy, "wipe-policy", "", "with wipe mode: erase (the default: the device's own erase, else zeros, read back), metadata, zero or secure; with provision mode: how the disk is wiped again after a failed install")
 	fs.StringVar(&f.caFile, "ca-file", "", "trust only the CA certificates in this PEM `file` for the registry")
 	fs.BoolVar(&f.insecure, "insecure-skip-verify", false, "do not verify the registry's certificate (testing only)")
 	fs.StringVar(&f.lldpctl, "lldpctl", "", "lldpctl binary `path` (default: lldpctl on PATH; ignored with --root)")
@@ -96,7 +96,7 @@ func Run(args []string, stdout, stderr io.Writer) int {
 	fs.BoolVar(&f.version, "version", false, "print the version and exit")
 	fs.Usage = func() {
 		_, _ = fmt.Fprint(fs.Output(), `Usage: metalprobe [--root DIR] [--dry-run] [--registry-url URL] [--token TOKEN | --token-file FILE]
-                  [--ignition FILE] [--mode discovery|wipe|provision] [--wipe-policy metadata|zero|secure]
+                  [--ignition FILE] [--mode discovery|wipe|provision] [--wipe-policy erase|metadata|zero|secure]
                   [--ca-file PEM] [--insecure-skip-verify] [--lldpctl PATH] [--timeout 2m]
 
 Collects this host's hardware inventory and sends it to the Ironfleet registry. In wipe mode it
@@ -317,9 +317,9 @@ func resolve(f flags, rest []string) (config, error) {
 		return config{}, usageError{fmt.Sprintf("--mode %q is not discovery, wipe or provision", f.mode)}
 	}
 	switch metalv1alpha1.WipePolicy(f.wipePolicy) {
-	case "", metalv1alpha1.WipeMetadata, metalv1alpha1.WipeZero, metalv1alpha1.WipeSecure:
+	case "", metalv1alpha1.WipeErase, metalv1alpha1.WipeMetadata, metalv1alpha1.WipeZero, metalv1alpha1.WipeSecure:
 	default:
-		return config{}, usageError{fmt.Sprintf("--wipe-policy %q is not metadata, zero or secure", f.wipePolicy)}
+		return config{}, usageError{fmt.Sprintf("--wipe-policy %q is not erase, metadata, zero or secure", f.wipePolicy)}
 	}
 	var cfg config
 	if f.ignition != "" {
@@ -342,7 +342,7 @@ func resolve(f flags, rest []string) (config, error) {
 	case ignition.ModeWipe:
 		cfg.Install = nil
 		if cfg.WipePolicy == "" {
-			cfg.WipePolicy = metalv1alpha1.WipeMetadata
+			cfg.WipePolicy = metalv1alpha1.DefaultWipePolicy
 		}
 		if f.dryRun && isLive(f.root) {
 			return config{}, usageError{"wipe mode with --dry-run would still wipe this machine's disks (--dry-run only skips sending the report); use --root with a copy of a fixture tree to try it"}
@@ -355,7 +355,7 @@ func resolve(f flags, rest []string) (config, error) {
 			return config{}, fmt.Errorf("ignition %s: %w", f.ignition, err)
 		}
 		if cfg.WipePolicy == "" {
-			cfg.WipePolicy = metalv1alpha1.WipeMetadata
+			cfg.WipePolicy = metalv1alpha1.DefaultWipePolicy
 		}
 		if f.dryRun && isLive(f.root) {
 			return config{}, usageError{"provision mode with --dry-run would still overwrite a disk of this machine (--dry-run only skips sending the report); use --root with a copy of a fixture tree to try it"}

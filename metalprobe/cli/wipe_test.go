@@ -87,13 +87,28 @@ func TestWipeDryRunWithFlags(t *testing.T) {
 	}
 }
 
-func TestWipeDryRunWithIgnitionDefaultsToMetadata(t *testing.T) {
+func TestWipeDryRunWithIgnitionDefaultsToErase(t *testing.T) {
 	root := wipeRoot(t)
 	ign := writeFile(t, "ignition.json", `{"mode": "wipe", "systemUUID": "`+storageUUID+`"}`)
 	r := runProbe(t, "--root", root, "--dry-run", "--ignition", ign)
 	require.Equal(t, exitOK, r.code, r.stderr)
 	rep := decodeStrict(t, []byte(r.stdout))
-	for _, d := range requireWipe(t, rep, metalv1alpha1.WipeMetadata) {
+	for _, d := range requireWipe(t, rep, metalv1alpha1.WipeErase) {
+		// No device erase under --root: the whole disk file is zeroed and read back.
+		assert.Equal(t, wipe.MethodZero, d.Method)
+		assert.True(t, d.Succeeded, "%s: %s", d.Name, d.Message)
+		assert.Contains(t, d.Message, "; read back all ")
+		checkDisk(t, root, d.Name, [2]int64{0, diskSize})
+		assert.Contains(t, r.stderr, d.Name+" wiped (zero)")
+	}
+	checkDisk(t, root, "sdf")
+	assert.Contains(t, r.stderr, "wiping disks (policy erase)")
+
+	// metadata, asked for: the ends only.
+	require.NoError(t, fixtures.MakeDiskFiles(root, storageDisks, diskSize))
+	r = runProbe(t, "--root", root, "--dry-run", "--ignition", ign, "--wipe-policy", "metadata")
+	require.Equal(t, exitOK, r.code, r.stderr)
+	for _, d := range requireWipe(t, decodeStrict(t, []byte(r.stdout)), metalv1alpha1.WipeMetadata) {
 		assert.Equal(t, wipe.MethodMetadata, d.Method)
 		assert.True(t, d.Succeeded, "%s: %s", d.Name, d.Message)
 		checkDisk(t, root, d.Name, [2]int64{0, wipe.MetadataBytes}, [2]int64{diskSize - wipe.MetadataBytes, diskSize})

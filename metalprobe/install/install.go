@@ -76,7 +76,7 @@
 //
 // Run never panics (a panic is reported as WriteFailed). Every failure has a reason
 // (metalv1alpha1.InstallReason*) and a message. Once the first byte was written to the disk,
-// a failure wipes the disk again with Options.WipePolicy (metadata when empty) through
+// a failure wipes the disk again with Options.WipePolicy (erase when empty) through
 // metalprobe/wipe, and the report's WipedAfterFailure says whether that worked. A cancelled
 // context (the probe was signalled) fails with InstallInterrupted; the disk is then wiped with
 // the metadata policy, which takes a moment, whatever WipePolicy says.
@@ -129,10 +129,10 @@ type Options struct {
 	// Disks is the inventory's storage; the disk is chosen among them.
 	Disks []metalv1alpha1.StorageDevice
 	// WipePolicy is how the chosen disk is wiped again after a failed install; empty means
-	// metadata.
+	// erase (metalv1alpha1.DefaultWipePolicy).
 	WipePolicy metalv1alpha1.WipePolicy
-	// Eraser runs the device-level erase when WipePolicy is secure (wipe.HostEraser on a real
-	// host, nil under a fixture root).
+	// Eraser runs the device-level erase when WipePolicy is secure or erase (wipe.HostEraser
+	// on a real host, nil under a fixture root).
 	Eraser wipe.SecureEraser
 	// HTTPClient fetches the image (http and oci). Its Timeout, if any, is not used: the
 	// download is bounded by HeaderTimeout and StallTimeout instead. Nil means
@@ -230,7 +230,7 @@ func (in *installer) finishAfterPanic(ctx context.Context, r any) {
 func (in *installer) wipeAgain(ctx context.Context, interrupted bool) string {
 	policy := in.opts.WipePolicy
 	if policy == "" {
-		policy = metalv1alpha1.WipeMetadata
+		policy = metalv1alpha1.DefaultWipePolicy
 	}
 	how := string(policy)
 	if interrupted {

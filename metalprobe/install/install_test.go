@@ -103,7 +103,7 @@ func TestChecksumMismatchWipesTheDiskAgain(t *testing.T) {
 	assert.Contains(t, rep.Message, "image digest "+sha256Of(served)+" does not match imageChecksum "+wrong)
 	assert.Equal(t, sha256Of(served), rep.ServedDigest)
 	assert.True(t, rep.WipedAfterFailure, rep.Message)
-	assert.Contains(t, rep.Message, "vda was wiped again (metadata)")
+	assert.Contains(t, rep.Message, "vda was wiped again (erase)")
 	assert.Empty(t, rep.ConfigDrive)
 	requireWipedEnds(t, root, "vda")
 	_, err := configdrive.Read(wipe.DevicePath(root, "vda"))

@@ -2,11 +2,15 @@ package wipe
 
 import (
 	"bytes"
+	"cmp"
 	"context"
+	crand "crypto/rand"
 	"errors"
 	"fmt"
 	"io"
+	"math/rand/v2"
 	"os"
+	"slices"
 	"strings"
 
 	metalv1alpha1 "github.com/ironfleet/ironfleet/apis/metal/v1alpha1"
@@ -78,8 +82,9 @@ type SecureEraser interface {
 //
 // ATA SECURITY ERASE UNIT (through SG_IO) is not implemented: it needs a user password set
 // first, and a drive the BIOS left "frozen" (the usual case) refuses it until a suspend/resume
-// cycle, which a probe cannot do unattended. A SATA or SAS disk therefore fails the secure
-// policy unless its driver offers BLKSECDISCARD.
+// cycle, which a probe cannot do unattended. SCSI SANITIZE (through SG_IO) is not implemented
+// either. A SATA or SAS disk therefore fails the secure policy unless its driver offers
+// BLKSECDISCARD, and the erase policy zero-fills it.
 //
 // QEMU 7.2's emulated NVMe controller (-device nvme) advertises Format NVM (OACS bit 1) and no
 // Sanitize (SANICAP 0); it ignores the Secure Erase Settings field but implements the format
@@ -110,16 +115,7 @@ func (HostEraser) SecureErase(ctx context.Context, dev string, disk metalv1alpha
 // secure applies the secure policy to a disk whose device opened: the eraser's device-level
 // erase, then the read-back.
 func (w *wiper) secure(ctx context.Context, dev string, disk metalv1alpha1.StorageDevice, res metalv1alpha1.DiskWipe) metalv1alpha1.DiskWipe {
-	var what string
-	var err error
-	if w.opts.Eraser == nil {
-		err = unsupported("no secure eraser is configured")
-		if fi, serr := os.Stat(dev); serr == nil && fi.Mode().IsRegular() {
-			err = errRegularFile
-		}
-	} else {
-		what, err = w.opts.Eraser.SecureErase(ctx, dev, disk)
-	}
+	what, err := w.deviceErase(ctx, dev, disk)
 	if errors.Is(err, ErrSecureEraseUnsupported) {
 		res.Method = MethodNone
 		res.Message = fmt.Sprintf("not wiped: %s: %v", disk.Name, err)
@@ -130,10 +126,7 @@ func (w *wiper) secure(ctx context.Context, dev string, disk metalv1alpha1.Stora
 		res.Message = fmt.Sprintf("%s: secure erase failed: %v", disk.Name, err)
 		return res
 	}
-	if what == "" {
-		what = "erased by the device's secure erase"
-	}
-	checked, err := verifyZeros(ctx, dev)
+	checked, err := verifyZeros(ctx, dev, w.rand())
 	if err != nil {
 		res.Message = fmt.Sprintf("%s: %s; failed verification: %v", disk.Name, what, err)
 		return res
@@ -143,38 +136,88 @@ func (w *wiper) secure(ctx context.Context, dev string, disk metalv1alpha1.Stora
 	return res
 }
 
-// Read-back verification after a device-level erase.
+// deviceErase runs the eraser on dev and returns what it ran; an error wrapping
+// ErrSecureEraseUnsupported when there is none to run (nothing was written).
+func (w *wiper) deviceErase(ctx context.Context, dev string, disk metalv1alpha1.StorageDevice) (string, error) {
+	if w.opts.Eraser == nil {
+		if fi, err := os.Stat(dev); err == nil && fi.Mode().IsRegular() {
+			return "", errRegularFile
+		}
+		return "", unsupported("no secure eraser is configured")
+	}
+	what, err := w.opts.Eraser.SecureErase(ctx, dev, disk)
+	if err == nil && what == "" {
+		what = "erased by the device's secure erase"
+	}
+	return what, err
+}
+
+// Read-back verification after a device-level erase (secure and erase) and after the erase
+// policy's zero-fill. A device up to VerifyWholeBytes is read in full. A larger one is read in
+// windows of VerifyWindowBytes, each aligned to its size: the first and last MetadataBytes
+// (where partition tables and signatures live), VerifySpreadWindows evenly spaced between them
+// (the first right after the first MiB, the last ending at the last MiB), and
+// VerifyRandomWindows at offsets drawn at random for each read-back (from a seed the probe
+// takes from crypto/rand), anywhere on the device. Whatever the size, that is at most
+// 2 MiB + (1024 + 1024) × 64 KiB = 130 MiB per disk: on an 8 TB disk one window every 7.8 GB,
+// and 1024 more that a device cannot predict.
 const (
 	// VerifyWholeBytes is the largest device read back in full.
 	VerifyWholeBytes = 256 << 20
-	// VerifySamples is how many evenly spaced VerifySampleBytes pieces are read between the
-	// first and last MetadataBytes of a larger device.
-	VerifySamples = 256
-	// VerifySampleBytes is the size of one sample, aligned to it.
-	VerifySampleBytes = 4096
+	// VerifySpreadWindows is how many evenly spaced windows are read between the first and
+	// last MetadataBytes of a larger device.
+	VerifySpreadWindows = 1024
+	// VerifyRandomWindows is how many windows are read at random offsets of a larger device.
+	VerifyRandomWindows = 1024
+	// VerifyWindowBytes is the size of one window, aligned to it.
+	VerifyWindowBytes = 64 << 10
 )
 
-// VerifyRanges are the [start, end) byte ranges read back after a secure erase of a device of
-// size bytes: all of it up to VerifyWholeBytes; beyond, the first and last MetadataBytes (where
-// partition tables and signatures live) and VerifySamples samples of VerifySampleBytes, evenly
-// spaced between them, each aligned to VerifySampleBytes.
-func VerifyRanges(size int64) [][2]int64 {
+// VerifyRanges are the [start, end) byte ranges read back from a device of size bytes (see
+// VerifyWholeBytes), sorted, overlapping windows merged; rnd draws the random windows.
+func VerifyRanges(size int64, rnd *rand.Rand) [][2]int64 {
 	if size <= VerifyWholeBytes {
 		return [][2]int64{{0, size}}
 	}
-	ranges := [][2]int64{{0, MetadataBytes}}
-	span := size - 2*MetadataBytes - VerifySampleBytes // the last sample ends at size-M at most
-	for i := int64(0); i < VerifySamples; i++ {
-		off := MetadataBytes + span*i/(VerifySamples-1)
-		off -= off % VerifySampleBytes
-		ranges = append(ranges, [2]int64{off, off + VerifySampleBytes})
+	ranges := make([][2]int64, 0, VerifySpreadWindows+VerifyRandomWindows+2)
+	ranges = append(ranges, [2]int64{0, MetadataBytes}, [2]int64{size - MetadataBytes, size})
+	span := size - 2*MetadataBytes - VerifyWindowBytes // the last window ends at size-M at most
+	for i := int64(0); i < VerifySpreadWindows; i++ {
+		off := MetadataBytes + span*i/(VerifySpreadWindows-1)
+		off -= off % VerifyWindowBytes
+		ranges = append(ranges, [2]int64{off, off + VerifyWindowBytes})
 	}
-	return append(ranges, [2]int64{size - MetadataBytes, size})
+	windows := size / VerifyWindowBytes // whole aligned windows on the device
+	for range VerifyRandomWindows {
+		off := rnd.Int64N(windows) * VerifyWindowBytes
+		ranges = append(ranges, [2]int64{off, off + VerifyWindowBytes})
+	}
+	slices.SortFunc(ranges, func(a, b [2]int64) int { return cmp.Compare(a[0], b[0]) })
+	merged := ranges[:1]
+	for _, r := range ranges[1:] {
+		if last := &merged[len(merged)-1]; r[0] <= last[1] {
+			last[1] = max(last[1], r[1])
+			continue
+		}
+		merged = append(merged, r)
+	}
+	return merged
+}
+
+// rand is a source for one read-back's random windows: Options.VerifySeed when set (tests),
+// else a seed from crypto/rand, so that a device cannot know where it will be read.
+func (w *wiper) rand() *rand.Rand {
+	if s := w.opts.VerifySeed; s != nil {
+		return rand.New(rand.NewPCG(s[0], s[1]))
+	}
+	var seed [32]byte
+	_, _ = crand.Read(seed[:]) // never fails (Go 1.24+)
+	return rand.New(rand.NewChaCha8(seed))
 }
 
 // verifyZeros reads VerifyRanges of dev back, past the page cache, and fails at the first byte
 // that is not zero. It returns what it read, for the report.
-func verifyZeros(ctx context.Context, dev string) (string, error) {
+func verifyZeros(ctx context.Context, dev string, rnd *rand.Rand) (string, error) {
 	f, err := os.Open(dev)
 	if err != nil {
 		return "", fmt.Errorf("opening %s to read it back: %w", dev, err)
@@ -189,7 +232,8 @@ func verifyZeros(ctx context.Context, dev string) (string, error) {
 	}
 	buf := make([]byte, 1<<20)
 	zeros := make([]byte, len(buf))
-	ranges := VerifyRanges(size)
+	ranges := VerifyRanges(size, rnd)
+	var read int64
 	for _, r := range ranges {
 		for off := r[0]; off < r[1]; {
 			if err := ctx.Err(); err != nil {
@@ -207,12 +251,14 @@ func verifyZeros(ctx context.Context, dev string) (string, error) {
 				return "", fmt.Errorf("read back non-zero data at offset %d", off+int64(firstNonZero(buf[:n])))
 			}
 			off += n
+			read += n
 		}
 	}
-	if len(ranges) == 1 {
+	if size <= VerifyWholeBytes {
 		return fmt.Sprintf("read back all %d bytes: zeros", size), nil
 	}
-	return fmt.Sprintf("read back the first and last MiB and %d samples of %d bytes of all %d bytes: zeros", VerifySamples, VerifySampleBytes, size), nil
+	return fmt.Sprintf("read back %d of %d bytes (the first and last MiB, %d evenly spaced and %d random windows of %d KiB): zeros",
+		read, size, VerifySpreadWindows, VerifyRandomWindows, VerifyWindowBytes>>10), nil
 }
 
 // firstNonZero is the index of b's first non-zero byte, or len(b).

@@ -17,7 +17,14 @@
 //
 // For a device of N bytes, with M = MetadataBytes (1 MiB = 1048576 bytes):
 //
-//   - metadata (the default when Options.Policy is empty): zeros over the byte ranges
+//   - erase (the default when Options.Policy is empty): nothing readable is left. The device's
+//     own erase where it has one (Options.Eraser, as the secure policy runs it), read back
+//     (VerifyRanges): Method "secure". Where it has none (Eraser nil, a regular file, a device
+//     that supports none: ATA SECURITY ERASE UNIT and SCSI SANITIZE are not implemented, see
+//     HostEraser), where it failed, or where it read back data, zeros over the whole device as
+//     the zero policy writes them, then read back: Method "zero". The Message says which ran,
+//     why, and what was read back; a zero-fill or read-back that fails fails the disk.
+//   - metadata (an explicit opt-in: it leaves the data readable): zeros over the byte ranges
 //     [0, M) and [N-M, N) when N > 2M, and over the whole device [0, N) when N <= 2M. Nothing
 //     else is written. On the whole device this clears the partition tables (MBR in sector 0,
 //     GPT primary header and entries in the first 34 sectors, GPT backup in the last 33
@@ -29,7 +36,7 @@
 //     MiB (the usual layout puts partition 1 at 1 MiB, so its filesystem superblock survives
 //     and reappears if the same partition table is written again), btrfs's mirror
 //     superblocks at 64 MiB and 256 GiB, or any data. It makes the disk look blank to
-//     installers and to udev; it is not a sanitisation. Use zero or secure for that.
+//     installers and to udev; it is not a sanitisation. Use erase, zero or secure for that.
 //   - zero: zeros over the whole device, [0, N), written in ChunkBytes pieces; the context is
 //     checked between pieces, so a cancelled wipe stops within one piece.
 //   - secure: a device-level erase, verified by reading the device back, or a failure that
@@ -61,11 +68,12 @@
 // Wipe returns one DiskWipe per disk it does not Skip, in inventory order. Method is the policy
 // applied ("metadata", "zero", "secure"), or "none" when nothing could be done (the device
 // could not be opened, its name is not a plain kernel name, the context was already done, the
-// policy is unknown, or secure was asked for and the device has no device-level erase).
+// policy is unknown, or secure was asked for and the device has no device-level erase); the
+// erase policy reports "secure" or "zero", whichever ran.
 // "zero-fallback" is never reported any more (older probes reported it for a secure wipe that
 // zero-filled instead; the API keeps the value so that their reports still parse). A failure
 // is recorded and the next disk is still wiped. The report's Policy is the policy asked for,
-// with "" reported as "metadata", the policy actually applied. ReportedAt is left nil: the
+// with "" reported as "erase", the policy actually applied. ReportedAt is left nil: the
 // registry stamps it.
 package wipe
 
@@ -102,11 +110,16 @@ type Options struct {
 	// Root is the directory whose dev/ holds the devices: "" or "/" on a real host, a fixture
 	// tree (see fixtures.MakeDiskFiles) in tests and in the lab.
 	Root string
-	// Policy is metadata, zero or secure; empty means metadata.
+	// Policy is erase, metadata, zero or secure; empty means erase
+	// (metalv1alpha1.DefaultWipePolicy).
 	Policy metalv1alpha1.WipePolicy
-	// Eraser runs the device-level erase of the secure policy (HostEraser on a real host);
-	// nil means none is available, and the secure policy then fails every disk.
+	// Eraser runs the device-level erase of the secure and erase policies (HostEraser on a
+	// real host); nil means none is available: the secure policy then fails every disk, the
+	// erase policy zero-fills it.
 	Eraser SecureEraser
+	// VerifySeed, when set, seeds the read-back's random windows (tests); nil draws a seed
+	// from crypto/rand for every read-back.
+	VerifySeed *[2]uint64
 	// Progress, when set, is called after every write (from Wipe's goroutine).
 	Progress Progress
 	// Exclusions are devices not to wipe, each with an admin's reason (spec.wipeExclusions).
@@ -138,7 +151,7 @@ func DevicePath(root, name string) string {
 func Wipe(ctx context.Context, disks []metalv1alpha1.StorageDevice, opts Options) *metalv1alpha1.WipeReport {
 	policy := opts.Policy
 	if policy == "" {
-		policy = metalv1alpha1.WipeMetadata
+		policy = metalv1alpha1.DefaultWipePolicy
 	}
 	rep := &metalv1alpha1.WipeReport{Policy: policy}
 	w := &wiper{opts: opts, policy: policy}
@@ -174,9 +187,9 @@ type wiper struct {
 func (w *wiper) wipe(ctx context.Context, disk metalv1alpha1.StorageDevice) metalv1alpha1.DiskWipe {
 	res := metalv1alpha1.DiskWipe{Name: disk.Name, SerialNumber: disk.SerialNumber, Method: MethodNone}
 	switch w.policy {
-	case metalv1alpha1.WipeMetadata, metalv1alpha1.WipeZero, metalv1alpha1.WipeSecure:
+	case metalv1alpha1.WipeErase, metalv1alpha1.WipeMetadata, metalv1alpha1.WipeZero, metalv1alpha1.WipeSecure:
 	default:
-		res.Message = fmt.Sprintf("not wiped: unknown wipe policy %q (want metadata, zero or secure)", w.policy)
+		res.Message = fmt.Sprintf("not wiped: unknown wipe policy %q (want erase, metadata, zero or secure)", w.policy)
 		return res
 	}
 	if err := ctx.Err(); err != nil {
@@ -194,11 +207,14 @@ func (w *wiper) wipe(ctx context.Context, disk metalv1alpha1.StorageDevice) meta
 		res.Message = "not wiped: opening device: " + err.Error()
 		return res
 	}
-	if w.policy == metalv1alpha1.WipeSecure {
+	if w.policy == metalv1alpha1.WipeSecure || w.policy == metalv1alpha1.WipeErase {
 		// The device was there and writable; the eraser opens it as it needs.
 		if err := f.Close(); err != nil {
 			res.Message = "not wiped: closing device: " + err.Error()
 			return res
+		}
+		if w.policy == metalv1alpha1.WipeErase {
+			return w.erase(ctx, dev, disk, res)
 		}
 		return w.secure(ctx, dev, disk, res)
 	}

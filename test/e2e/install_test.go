@@ -4,7 +4,9 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
@@ -25,6 +27,7 @@ import (
 	"github.com/ironfleet/ironfleet/internal/tenantimage"
 	"github.com/ironfleet/ironfleet/internal/tenantimage/contract"
 	"github.com/ironfleet/ironfleet/metalprobe/install"
+	"github.com/ironfleet/ironfleet/metalprobe/wipe"
 )
 
 // TestVMInstallsTheClaimsImageBootsItFromDiskAndIsWiped: a claim with the tenant test image
@@ -32,8 +35,13 @@ import (
 // VM. The probe installs the image onto the disk the hints name, with a config drive; the VM
 // reboots from that disk through its firmware and the installed OS reports the claim's
 // ignition byte for byte; powering the claim off and on boots the disk again with no DHCP from
-// the VM; deleting the claim wipes the disk, which the host reads back, and the server is
-// Available again.
+// the VM. Then, powered off through the claim, the tenant's data is written across both whole
+// disks (by the host, into the VM's disk files: the tenant image cannot be told to), and
+// deleting the claim wipes them with the default policy, erase: the virtio disk, which has no
+// erase of its own, zero-filled and read back in windows (it is larger than the read-back
+// reads in full), the NVMe one formatted with user-data erase and read back; the host reads
+// every byte of both disk files and finds no trace of the data, and the server is Available
+// again.
 //
 // Then, on the same VM, installs that must fail do, each with its reason and nothing written to
 // a disk it should not touch: a 404, a qcow2 image, hints that match no disk, a wrong checksum.
@@ -44,7 +52,8 @@ func TestVMInstallsTheClaimsImageBootsItFromDiskAndIsWiped(t *testing.T) {
 	requireTenantImage(t)
 	ctx := context.Background()
 	l, err := lab.Start(ctx, lab.Options{Dir: filepath.Join(t.TempDir(), "lab"), Servers: 1, BMCs: 1, VMs: 1,
-		DiscoveryTimeout: 5 * time.Minute, VMDiskBytes: 256 << 20,
+		// A first disk larger than the read-back reads in full (wipe.VerifyWholeBytes).
+		DiscoveryTimeout: 5 * time.Minute, VMDiskBytes: 384 << 20,
 		// Two install boots per image: the failures below end after the second, and a boot
 		// lost on the way (an iPXE download that stalls under TCG) is retried, not fatal.
 		Manager: func(o *manager.Options) { o.Discovery.InstallAttempts = 2 }})
@@ -118,12 +127,33 @@ func TestVMInstallsTheClaimsImageBootsItFromDiskAndIsWiped(t *testing.T) {
 	assert.Equal(t, userData, second.UserData)
 	assert.Empty(t, seenAfter(dhcpSeen.Seen(h.Def.NICs[0].MAC), last.ReportedAt.Time), "a power cycle of an installed server boots its disk, never the network (since %s)", bootedAt.Format(time.RFC3339))
 
-	// Deleting the claim wipes the disk (metadata policy): the host reads its ends back.
+	// The tenant's data across both whole disks, written while the claim has the server off.
+	setClaimPower(t, l, claim, m.PowerOff)
+	waitForServer(t, l, name, 3*time.Minute, func(s *m.Server) bool { return s.Status.PowerState == m.PowerStateOff })
+	disks := h.Machine.DiskFiles()
+	for _, d := range disks {
+		writeTenantData(t, d)
+	}
+	// Deleting the claim wipes the disks with the default policy, erase.
+	require.NoError(t, l.Client.Get(ctx, client.ObjectKey{Name: name}, &server))
+	assert.Equal(t, m.WipeErase, server.Spec.WipePolicy, "the CRD's default")
 	require.NoError(t, l.Client.Delete(ctx, claim))
 	waitWipedAndOff(t, l, name)
-	disks := h.Machine.DiskFiles()
-	assertZero(t, disks[0], 0, 1<<20, "the first MiB of vda (its partition table)")
-	assertZero(t, disks[0], fileSize(t, disks[0])-1<<20, 1<<20, "the last MiB of vda")
+	require.NoError(t, l.Client.Get(ctx, client.ObjectKey{Name: name}, &server))
+	require.NotNil(t, server.Status.LastWipe)
+	assert.Equal(t, m.WipeErase, server.Status.LastWipe.Policy)
+	methods := map[string]string{}
+	for _, d := range server.Status.LastWipe.Disks {
+		t.Logf("wiped %s (%s): %s", d.Name, d.Method, d.Message)
+		methods[d.Name] = d.Method
+		assert.True(t, d.Succeeded, "%s: %s", d.Name, d.Message)
+		assert.Contains(t, d.Message, ": zeros", "%s: read back", d.Name)
+	}
+	assert.Equal(t, map[string]string{"vda": wipe.MethodZero, "nvme0n1": wipe.MethodSecure}, methods,
+		"virtio-blk has no erase of its own: zero-filled; QEMU's NVMe formats with user-data erase")
+	for _, d := range disks {
+		assertNoTenantData(t, d)
+	}
 
 	t.Run("failures", func(t *testing.T) { installsThatFail(t, l, h, tenants, checksum) })
 	t.Run("oci", func(t *testing.T) { installFromOCIAndZero(t, l, h, tenants, secret, userData) })
@@ -313,6 +343,70 @@ func fileSize(t *testing.T, path string) int64 {
 	st, err := os.Stat(path)
 	require.NoError(t, err)
 	return st.Size()
+}
+
+// tenantData is what the first tenant leaves on its disks: its text, over and over, with a
+// counter so that no two of its 32-byte records are alike.
+func tenantData(off int64) []byte {
+	return fmt.Appendf(nil, "tenant-data@%019d\n", off)
+}
+
+// writeTenantData fills a whole disk file with tenantData.
+func writeTenantData(t *testing.T, disk string) {
+	t.Helper()
+	f, err := os.OpenFile(disk, os.O_RDWR, 0)
+	require.NoError(t, err)
+	defer f.Close()
+	size := fileSize(t, disk)
+	buf := make([]byte, 0, 4<<20)
+	for off := int64(0); off < size; {
+		buf = buf[:0]
+		for int64(len(buf)) < min(4<<20, size-off) {
+			buf = append(buf, tenantData(off+int64(len(buf)))...)
+		}
+		buf = buf[:min(int64(len(buf)), size-off)]
+		_, err := f.WriteAt(buf, off)
+		require.NoError(t, err)
+		off += int64(len(buf))
+	}
+	require.NoError(t, f.Sync())
+	// What was written is there, at its start, middle and end.
+	for _, off := range []int64{0, size / 2 / 32 * 32, size - 32} {
+		got := make([]byte, 32)
+		_, err := f.ReadAt(got, off)
+		require.NoError(t, err)
+		assert.Equal(t, tenantData(off), got, "%s: tenant data at byte %d", disk, off)
+	}
+}
+
+// assertNoTenantData reads every byte of a disk file: none of the tenant's data is left, and
+// every byte is zero.
+func assertNoTenantData(t *testing.T, disk string) {
+	t.Helper()
+	f, err := os.Open(disk)
+	require.NoError(t, err)
+	defer f.Close()
+	const chunk = 4 << 20
+	buf := make([]byte, chunk+32)
+	size := fileSize(t, disk)
+	found, nonZero := int64(-1), int64(-1)
+	for off := int64(0); off < size; off += chunk {
+		n, err := f.ReadAt(buf, off) // 32 bytes past the chunk: a record across two is seen
+		if err != nil && !errors.Is(err, io.EOF) {
+			require.NoError(t, err)
+		}
+		if i := bytes.Index(buf[:n], []byte("tenant-data@")); i >= 0 && found < 0 {
+			found = off + int64(i)
+		}
+		for i, b := range buf[:min(n, chunk)] {
+			if b != 0 && nonZero < 0 {
+				nonZero = off + int64(i)
+				break
+			}
+		}
+	}
+	assert.Equal(t, int64(-1), found, "%s: the first tenant's data is found at byte %d after the wipe", disk, found)
+	assert.Equal(t, int64(-1), nonZero, "%s: a non-zero byte at %d after the wipe", disk, nonZero)
 }
 
 // marker fills a disk's first and last MiB when the test wants to see whether anything writes

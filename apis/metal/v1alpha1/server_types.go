@@ -5,12 +5,17 @@ import (
 )
 
 // WipePolicy says how thoroughly a released server's disks are wiped before it is pooled again.
-// +kubebuilder:validation:Enum=metadata;zero;secure
+// +kubebuilder:validation:Enum=erase;metadata;zero;secure
 type WipePolicy string
 
 const (
+	// WipeErase, the default, leaves nothing readable: the device's own erase where it has one
+	// (as secure), else zeros over the whole device (as zero); either way read back, sampled
+	// across the whole device. Each disk reports the method that ran: secure or zero.
+	WipeErase WipePolicy = "erase"
 	// WipeMetadata clears partition tables and filesystem/RAID signatures at the start and end
-	// of each device.
+	// of each device, and nothing else: the previous tenant's data stays readable on the raw
+	// device. An explicit opt-in; every release wiped with it records a Warning event.
 	WipeMetadata WipePolicy = "metadata"
 	// WipeZero writes zeroes over each whole device.
 	WipeZero WipePolicy = "zero"
@@ -18,6 +23,9 @@ const (
 	// BLKSECDISCARD), read back; a disk that has none fails the cleanup, named. Never a zero-fill.
 	WipeSecure WipePolicy = "secure"
 )
+
+// DefaultWipePolicy is the policy of a server whose spec names none.
+const DefaultWipePolicy = WipeErase
 
 // ServerSpec is what Ironfleet knows about a machine's identity and what is asked of it.
 type ServerSpec struct {
@@ -68,8 +76,10 @@ type ServerSpec struct {
 	// +operator-sdk:csv:customresourcedefinitions:type=spec,displayName="Power"
 	Power Power `json:"power,omitempty"`
 
-	// WipePolicy for the disks when the server is released.
-	// +kubebuilder:default=metadata
+	// WipePolicy for the disks when the server is released: erase (the default: nothing
+	// readable is left), zero, secure, or metadata (partition tables and signatures only: the
+	// data stays readable; docs/deletion.md).
+	// +kubebuilder:default=erase
 	// +optional
 	// +operator-sdk:csv:customresourcedefinitions:type=spec,displayName="Wipe policy"
 	WipePolicy WipePolicy `json:"wipePolicy,omitempty"`
@@ -254,7 +264,8 @@ type DiskWipe struct {
 	SerialNumber string `json:"serialNumber,omitempty"`
 	// Method is what was done: metadata, zero, secure (the device's own erase, read back), none,
 	// or zero-fallback (reported by older probes only: secure erase was not
-	// available, the whole device was zeroed instead).
+	// available, the whole device was zeroed instead). The erase policy reports secure or zero,
+	// whichever ran.
 	// +kubebuilder:validation:Enum=metadata;zero;secure;zero-fallback;none
 	Method string `json:"method"`
 	// Succeeded is true when the method completed on the whole range it covers.
@@ -331,6 +342,7 @@ type InstallReport struct {
 // +kubebuilder:printcolumn:name="State",type=string,JSONPath=`.status.state`
 // +kubebuilder:printcolumn:name="Power",type=string,JSONPath=`.status.powerState`
 // +kubebuilder:printcolumn:name="Claim",type=string,JSONPath=`.spec.serverClaimRef.name`
+// +kubebuilder:printcolumn:name="Wipe",type=string,JSONPath=`.spec.wipePolicy`
 // +kubebuilder:printcolumn:name="CPUs",type=integer,JSONPath=`.status.hardware.cpus`
 // +kubebuilder:printcolumn:name="Memory",type=string,JSONPath=`.status.hardware.memory`
 // +kubebuilder:printcolumn:name="Disk",type=string,JSONPath=`.status.hardware.storage`

@@ -101,3 +101,16 @@ func TestTokensNameTheirServerAndBoot(t *testing.T) {
 	_, _, ok = s.Verify(token[:10] + "\r" + token[10:])
 	assert.False(t, ok, "a carriage return in the name")
 }
+
+func TestCheckShape(t *testing.T) {
+	list := func(item string, n int) string {
+		return "[" + strings.TrimSuffix(strings.Repeat(item+",", n), ",") + "]"
+	}
+	assert.NoError(t, checkShape([]byte(`{"inventory":{"storage":`+list(`{"name":"sda"}`, 256)+`,"pciDevices":`+list(`{}`, 4096)+`}}`)), "lists at their bounds")
+	assert.EqualError(t, checkShape([]byte(`{"inventory":{"pciDevices":`+list(`{}`, 4097)+`}}`)), "inventory.pciDevices lists more than 4096 items")
+	assert.EqualError(t, checkShape([]byte(`{"INVENTORY":{"NetworkInterfaces":[{"ipAddresses":`+list(`"10.0.0.1"`, 65)+`}]}}`)), "INVENTORY.NetworkInterfaces[].ipAddresses lists more than 64 items")
+	assert.EqualError(t, checkShape([]byte(`{"unknown":`+list(`1`, 257)+`}`)), "unknown lists more than 256 items", "a list the report has no bound for has the default one")
+	assert.EqualError(t, checkShape([]byte(strings.Repeat("[", 17))), "the JSON nests deeper than 16 levels")
+	assert.NoError(t, checkShape([]byte(`{"a": [1, {"b": [2]}], "c": {}} trailing`)), "what is not a report is the decoder's to refuse")
+	assert.NoError(t, checkShape([]byte(`{"systemUUID": `)))
+}

@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/go-logr/logr"
+	"golang.org/x/net/netutil"
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -50,8 +51,9 @@ type Server struct {
 // Handler routes the registry's endpoints.
 func (s *Server) Handler() http.Handler {
 	mux := http.NewServeMux()
-	mux.HandleFunc("POST /v1/reports", s.postReport)
-	mux.HandleFunc("POST /v1/bootstate", s.postBootState)
+	limit := concurrencyLimit(MaxConcurrentRequests)
+	mux.Handle("POST /v1/reports", limit(s.postReport))
+	mux.Handle("POST /v1/bootstate", limit(s.postBootState))
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
 		_, _ = io.WriteString(w, "ok\n")
 	})
@@ -92,20 +94,49 @@ type about struct {
 	listsNICs bool
 }
 
-// decodeAndAuthorize reads a bounded, strict JSON body into v, checks the bearer token, finds
-// the server the token names, checks that the token is for its current probe boot, and that the
-// body is about that server's machine. It writes the refusal itself and returns nil when the
-// request is refused. Order matters: 401 before reading anything, then 413/400 on the body, then
-// 403 on a token this registry did not mint, then 404 for a server that does not exist, then 403
-// for a boot that is over, then 403 for a body about another machine.
+// decodeAndAuthorize checks the bearer token, finds the server the token names and checks that
+// the token is for its current probe boot, all before reading the body; then reads a bounded,
+// strict JSON body into v and checks that it is about that server's machine. It writes the
+// refusal itself and returns nil when the request is refused. Order matters, so that nothing a
+// client without a good token sends is read: 401 for no token, then 403 for a token this
+// registry did not mint, then 404 for a server that does not exist, then 403 for a boot that is
+// over (each of these closes the connection, its body unread); then 413/400 on the body (too
+// big, too long a list, too deep, not strict JSON), then 403 for a body about another machine.
 func (s *Server) decodeAndAuthorize(w http.ResponseWriter, r *http.Request, v any, aboutOf func() about) *authenticated {
-	token, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
-	if !ok || strings.TrimSpace(token) == "" {
-		writeError(w, http.StatusUnauthorized, "a bearer token is required")
+	auth := s.authenticate(w, r)
+	if auth == nil {
 		return nil
 	}
 	if status, err := decodeBody(http.MaxBytesReader(w, r.Body, MaxBodyBytes), v); err != nil {
 		writeError(w, status, "%v", err)
+		return nil
+	}
+	auth.about = aboutOf
+	// The cache may be behind the report the machine check compares with: what it refuses is
+	// asked of the API before it is refused.
+	if otherMachine(auth.server, aboutOf()) != "" {
+		if auth.cached && !s.reread(r.Context(), w, auth) {
+			return nil
+		}
+		if !s.refuseOtherMachine(w, auth) {
+			return nil
+		}
+	}
+	return auth
+}
+
+// authenticate checks a request's bearer token (an HMAC: no body is needed for it), finds the
+// server it names, and checks that it is for the server's current probe boot. It refuses
+// the request itself, without reading its body, and returns nil when the token is not good.
+func (s *Server) authenticate(w http.ResponseWriter, r *http.Request) *authenticated {
+	// Until the token is found good, a refusal closes the connection with the body unread: a
+	// client still sending it may see the connection reset rather than the answer. (Without
+	// this, net/http would read up to 256 KiB of the body before answering, as slowly as the
+	// client sends it.)
+	w.Header().Set("Connection", "close")
+	token, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
+	if !ok || strings.TrimSpace(token) == "" {
+		writeError(w, http.StatusUnauthorized, "a bearer token is required")
 		return nil
 	}
 	name, boot, ok := s.Signer.Verify(strings.TrimSpace(token))
@@ -119,18 +150,19 @@ func (s *Server) decodeAndAuthorize(w http.ResponseWriter, r *http.Request, v an
 		writeError(w, status, "%v", err)
 		return nil
 	}
-	auth := &authenticated{server: server, cached: cached, boot: boot, about: aboutOf, remote: r.RemoteAddr}
-	// The cache may be behind the boot's start, or behind the report the machine check compares
-	// with: what it refuses is asked of the API before it is refused. What it lets through may
-	// be over already: the write tests that it is not (statusPatch).
-	if server.Status.ProbeBoot != boot || otherMachine(server, aboutOf()) != "" {
+	auth := &authenticated{server: server, cached: cached, boot: boot, about: func() about { return about{} }, remote: r.RemoteAddr}
+	// The cache may be behind the boot's start: what it refuses is asked of the API before it
+	// is refused. What it lets through may be over already: the write tests that it is not
+	// (statusPatch).
+	if server.Status.ProbeBoot != boot {
 		if auth.cached && !s.reread(r.Context(), w, auth) {
 			return nil
 		}
-		if !s.refuseEndedBoot(w, auth) || !s.refuseOtherMachine(w, auth) {
+		if !s.refuseEndedBoot(w, auth) {
 			return nil
 		}
 	}
+	w.Header().Del("Connection")
 	return auth
 }
 
@@ -373,15 +405,23 @@ func fields(st *metalv1alpha1.ServerStatus) (map[string]json.RawMessage, error) 
 }
 
 // decodeBody reads exactly one strict JSON object into v, and says which status refuses a body
-// that is not one: 413 past the size limit, 400 otherwise.
+// that is not one: 413 past the size limit, 400 otherwise. The body is read whole and its lists
+// counted (checkShape) before anything is decoded from it.
 func decodeBody(body io.Reader, v any) (int, error) {
-	dec := json.NewDecoder(body)
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(v); err != nil {
+	data, err := io.ReadAll(body)
+	if err != nil {
 		var tooBig *http.MaxBytesError
 		if errors.As(err, &tooBig) {
 			return http.StatusRequestEntityTooLarge, fmt.Errorf("body exceeds %d bytes", MaxBodyBytes)
 		}
+		return http.StatusBadRequest, fmt.Errorf("reading the body: %v", err)
+	}
+	if err := checkShape(data); err != nil {
+		return http.StatusBadRequest, err
+	}
+	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
 		return http.StatusBadRequest, fmt.Errorf("malformed JSON: %v", err)
 	}
 	if dec.More() {
@@ -555,11 +595,13 @@ func (r *Runnable) Start(ctx context.Context) error {
 		ReadHeaderTimeout: 10 * time.Second,
 		ReadTimeout:       30 * time.Second,
 		WriteTimeout:      30 * time.Second,
-		IdleTimeout:       2 * time.Minute,
+		IdleTimeout:       30 * time.Second,
+		MaxHeaderBytes:    MaxHeaderBytes,
 		TLSConfig:         &tls.Config{MinVersion: tls.VersionTLS12, Certificates: []tls.Certificate{r.TLSCert}},
+		Protocols:         http1Only(),
 	}
 	errCh := make(chan error, 1)
-	go func() { errCh <- srv.ServeTLS(ln, "", "") }()
+	go func() { errCh <- srv.ServeTLS(netutil.LimitListener(ln, MaxConnections), "", "") }()
 	select {
 	case <-ctx.Done():
 		shutdown, cancel := context.WithTimeout(context.Background(), 5*time.Second)
@@ -568,4 +610,13 @@ func (r *Runnable) Start(ctx context.Context) error {
 	case err := <-errCh:
 		return fmt.Errorf("registry: %w", err)
 	}
+}
+
+// http1Only are HTTP/1.1's protocols alone: HTTP/2 buffers up to 1 MiB of each stream's body
+// before the handler looks at it, where HTTP/1.1 leaves a body the registry does not read in the
+// kernel's socket buffers.
+func http1Only() *http.Protocols {
+	var p http.Protocols
+	p.SetHTTP1(true)
+	return &p
 }

@@ -292,7 +292,7 @@ func (s *Service) Serve(ctx context.Context, l Listeners) error {
 	}
 
 	// One server, one handler, on both HTTP listeners: Shutdown closes both.
-	srv := &http.Server{Handler: s.Handler(), ReadHeaderTimeout: 10 * time.Second}
+	srv := newHTTPServer(s.Handler(), defaultHTTPTimeouts)
 	for _, hl := range []struct {
 		name string
 		l    net.Listener

@@ -26,6 +26,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	metalv1alpha1 "github.com/ironfleet/ironfleet/apis/metal/v1alpha1"
+	"github.com/ironfleet/ironfleet/internal/hwrecord"
 	"github.com/ironfleet/ironfleet/internal/identity"
 	"github.com/ironfleet/ironfleet/internal/report"
 )
@@ -252,17 +253,7 @@ func probeMACs(server *metalv1alpha1.Server) map[string]bool {
 // nicMACs are the NICs' usable MACs as net.HardwareAddr prints them (lower case, colons): an
 // all-zero or broadcast address names no NIC.
 func nicMACs(nics []metalv1alpha1.NetworkInterface) []string {
-	var macs []string
-	for _, nic := range nics {
-		hw, err := net.ParseMAC(strings.TrimSpace(nic.MACAddress))
-		if err != nil || len(hw) != 6 {
-			continue
-		}
-		if s := hw.String(); s != "00:00:00:00:00:00" && s != "ff:ff:ff:ff:ff:ff" {
-			macs = append(macs, s)
-		}
-	}
-	return macs
+	return hwrecord.MACs(nics)
 }
 
 func listMACs(set map[string]bool) string {
@@ -339,8 +330,8 @@ func (s *Server) store(ctx context.Context, w http.ResponseWriter, auth *authent
 // statusPatch is the JSON patch that writes the status fields news changed, each whole, on a
 // version of the server read from the cache. Its first operations test what the checks made on
 // that version relied on: that boot is still the server's current probe boot; for a request
-// whose NICs were compared with the server's (pinInventory), that the server's inventory is
-// still the report it was compared with (its source and time, or none); and, when the
+// whose NICs were compared with the server's (pinInventory), that the server's state and
+// inventory are still those the report was compared with (its source and time, or none); and, when the
 // conditions change, that they are still those the news was set on (a list is written whole,
 // and another writer's condition must not be lost). Other status fields are not touched, so the
 // cache's compact inventory does not matter: a report's inventory replaces the server's whole,
@@ -356,6 +347,12 @@ func statusPatch(boot string, original, server *metalv1alpha1.Server, pinInvento
 	}
 	ops := []map[string]any{{"op": "test", "path": "/status/probeBoot", "value": boot}}
 	if pinInventory {
+		// Whether a report replaces the record depends on the state too (recordReport).
+		var st any
+		if original.Status.State != "" {
+			st = original.Status.State
+		}
+		ops = append(ops, map[string]any{"op": "test", "path": "/status/state", "value": st})
 		if inv := original.Status.Inventory; inv == nil {
 			ops = append(ops, map[string]any{"op": "test", "path": "/status/inventory", "value": nil})
 		} else {
@@ -473,9 +470,9 @@ func (s *Server) postReport(w http.ResponseWriter, r *http.Request) {
 	inv.ReportedAt = &received
 	inv.CollectorVersion = rep.ProbeVersion
 	inv.Warnings = capStrings(rep.Warnings, 64)
+	var diffs []string
 	stored := s.store(r.Context(), w, auth, "report", func(server *metalv1alpha1.Server) {
-		server.Status.Inventory = inv.DeepCopy()
-		server.Status.Hardware = metalv1alpha1.SummarizeInventory(&inv)
+		diffs = recordReport(server, &inv, received)
 		if rep.Wipe != nil {
 			wipe := *rep.Wipe
 			wipe.ReportedAt = &received
@@ -491,7 +488,7 @@ func (s *Server) postReport(w http.ResponseWriter, r *http.Request) {
 	if !stored {
 		return
 	}
-	s.Log.Info("stored probe report", "server", auth.server.Name, "disks", len(inv.Storage), "nics", len(inv.NetworkInterfaces), "wipe", rep.Wipe != nil, "install", rep.Install != nil)
+	s.Log.Info("stored probe report", "server", auth.server.Name, "disks", len(inv.Storage), "nics", len(inv.NetworkInterfaces), "wipe", rep.Wipe != nil, "install", rep.Install != nil, "hardwareDifferences", len(diffs))
 	w.WriteHeader(http.StatusNoContent)
 }
 
@@ -534,9 +531,13 @@ func (s *Server) postBootState(w http.ResponseWriter, r *http.Request) {
 }
 
 func setProbeCondition(server *metalv1alpha1.Server, status metav1.ConditionStatus, reason, message string) {
-	cond := metav1.Condition{Type: ConditionProbe, Status: status, Reason: reason, Message: message, ObservedGeneration: server.Generation}
+	setCondition(server, ConditionProbe, status, reason, message)
+}
+
+func setCondition(server *metalv1alpha1.Server, typ string, status metav1.ConditionStatus, reason, message string) {
+	cond := metav1.Condition{Type: typ, Status: status, Reason: reason, Message: message, ObservedGeneration: server.Generation}
 	for i := range server.Status.Conditions {
-		if server.Status.Conditions[i].Type == ConditionProbe {
+		if server.Status.Conditions[i].Type == typ {
 			if server.Status.Conditions[i].Status != status {
 				cond.LastTransitionTime = metav1.Now()
 			} else {

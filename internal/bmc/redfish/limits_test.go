@@ -10,6 +10,7 @@ import (
 	"strings"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -38,7 +39,9 @@ func TestGigabyteResponseIsRefused(t *testing.T) {
 		t.Run(fmt.Sprintf("chunked=%v", chunked), func(t *testing.T) {
 			ctx := context.Background()
 			sim := startSim(t, bmcsim.Options{Systems: []bmcsim.SystemSpec{testSystem(0)}})
-			c := connect(t, sim)
+			// Time enough to read the 4 MiB on a loaded machine under the race detector: the
+			// limit, not the timeout, must end the read.
+			c := connectWith(t, sim, func(o *redfish.Options) { o.Timeout = time.Minute })
 			sim.SetFaults(bmcsim.Faults{HugeSystem: 1 << 30, HugeSystemChunked: chunked})
 
 			_, err := c.Systems(ctx)

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"net"
 	"runtime"
+	"strconv"
 	"testing"
 	"time"
 
@@ -134,4 +135,33 @@ func TestStrayPacketsFromManySourcesKeepNoState(t *testing.T) {
 	grown := int64(after) - int64(before)
 	t.Logf("heap before %d, after %d stray sources: %d (%+d bytes)", before, sources, after, grown)
 	assert.Less(t, grown, int64(512<<10), "the heap grew with the stray sources")
+}
+
+// A PXE ROM learns a file's size first: a read request with tsize, the OACK answered with an
+// error, then the read request again from the same port. Both are served; neither counts as a
+// failed transfer.
+func TestTsizeProbeThenRead(t *testing.T) {
+	addr, payload, counts := serve(t)
+	to, err := net.ResolveUDPAddr("udp4", addr)
+	require.NoError(t, err)
+	conn, err := net.ListenPacket("udp4", "127.0.0.1:0")
+	require.NoError(t, err)
+	defer conn.Close()
+	rrq := []byte("\x00\x01undionly.kpxe\x00octet\x00tsize\x000\x00")
+	_, err = conn.WriteTo(rrq, to)
+	require.NoError(t, err)
+	require.NoError(t, conn.SetReadDeadline(time.Now().Add(3*time.Second)))
+	buf := make([]byte, 1024)
+	n, from, err := conn.ReadFrom(buf)
+	require.NoError(t, err)
+	require.Equal(t, uint16(opOACK), binary.BigEndian.Uint16(buf))
+	assert.Equal(t, "tsize\x00"+strconv.Itoa(len(payload))+"\x00", string(buf[2:n]))
+	_, err = conn.WriteTo([]byte("\x00\x05\x00\x08size known\x00"), from)
+	require.NoError(t, err)
+
+	got, err := rawFetch(conn, addr, "undionly.kpxe", 3*time.Second)
+	require.NoError(t, err)
+	assert.Equal(t, payload, got)
+	_, errs := counts.snapshot()
+	assert.Zero(t, errs[ErrorTransfer])
 }

@@ -48,6 +48,9 @@ func TestInvalidConfigsNameTheField(t *testing.T) {
 		"mode":        func(c *Config) { c.Mode = "dance" },
 		"wipePolicy":  func(c *Config) { c.Mode = ModeWipe; c.WipePolicy = "shred" },
 		"registryCA":  func(c *Config) { c.RegistryCA = "not pem" },
+		"install.userDataSHA256": func(c *Config) {
+			c.Mode, c.Install = ModeProvision, &Install{Image: "oci://r/os:1", UserDataSHA256: "sha256:abc"}
+		},
 	}
 	for field, mutate := range cases {
 		c := valid()

@@ -42,7 +42,11 @@ type Server struct {
 	// the cache has not seen yet. Optional.
 	APIReader client.Reader
 	Signer    *Signer
-	Log       logr.Logger
+	// ProbeNamespace holds the probe boots' configurations: the user data endpoint
+	// (userdata.go) hands out a claim's user data only to the probe of its server's install
+	// boot there. Empty: it hands out none.
+	ProbeNamespace string
+	Log            logr.Logger
 	// Now is the clock; time.Now when nil.
 	Now func() time.Time
 }
@@ -52,6 +56,7 @@ func (s *Server) Handler() http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("POST /v1/reports", s.postReport)
 	mux.HandleFunc("POST /v1/bootstate", s.postBootState)
+	mux.HandleFunc("POST /v1/userdata", s.postUserData)
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
 		_, _ = io.WriteString(w, "ok\n")
 	})

@@ -46,7 +46,7 @@ func installFixture(t *testing.T, name, uuid string, purpose m.BootPurpose, user
 	suffix := map[m.BootPurpose]string{m.BootPurposeProvisioning: "-provision", m.BootPurposeCleanup: "-cleanup", m.BootPurposeDiscovery: "-discovery"}[purpose]
 	require.NoError(t, c.Create(ctx, &m.ServerBootConfiguration{
 		ObjectMeta: metav1.ObjectMeta{Namespace: probeNamespace, Name: name + suffix, Annotations: map[string]string{m.AnnotationProbeBoot: boot}},
-		Spec: m.ServerBootConfigurationSpec{ServerRef: m.LocalObjectReference{Name: name}, Image: "metalprobe:test", Purpose: purpose},
+		Spec:       m.ServerBootConfigurationSpec{ServerRef: m.LocalObjectReference{Name: name}, Image: "metalprobe:test", Purpose: purpose},
 	}))
 	return boot
 }

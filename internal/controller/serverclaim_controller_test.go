@@ -2,6 +2,7 @@ package controller_test
 
 import (
 	"bytes"
+	"compress/gzip"
 	"context"
 	"encoding/base64"
 	"fmt"
@@ -30,6 +31,7 @@ import (
 
 	m "github.com/ironfleet/ironfleet/apis/metal/v1alpha1"
 	"github.com/ironfleet/ironfleet/internal/bmcsim"
+	"github.com/ironfleet/ironfleet/internal/bootmedia"
 	"github.com/ironfleet/ironfleet/internal/controller"
 	"github.com/ironfleet/ironfleet/internal/ignition"
 	"github.com/ironfleet/ironfleet/internal/lab"
@@ -454,6 +456,17 @@ func TestClaimsImageIsInstalledAndBootsFromDisk(t *testing.T) {
 		return k8s.Get(ctx, client.ObjectKey{Namespace: systemNamespace, Name: name + "-provision-ignition"}, &rendered) == nil
 	}, "the install boot's ignition is rendered")
 	requireNoUserData(t, rendered.Data, userData)
+	// A virtual-media boot's ISO carries the same ignition, gzipped in its embed area: nor
+	// does that, once unpacked.
+	embed, err := (&bootmedia.Template{Manifest: bootmedia.Manifest{EmbedSize: 1 << 20}}).Embed(rendered.Data[ignition.SecretKey], "http://boot.example/boot/t")
+	require.NoError(t, err)
+	zr, err := gzip.NewReader(bytes.NewReader(embed))
+	require.NoError(t, err)
+	zr.Multistream(false)
+	unpacked, err := io.ReadAll(zr)
+	require.NoError(t, err)
+	require.Contains(t, string(unpacked), `"mode": "provision"`, "the embed is the install's ignition")
+	requireNoUserData(t, map[string][]byte{"the ISO's embed": unpacked}, userData)
 	ign, err := ignition.Parse(rendered.Data[ignition.SecretKey])
 	require.NoError(t, err)
 	require.NotNil(t, ign.Install)

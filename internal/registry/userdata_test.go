@@ -69,8 +69,9 @@ func TestUserDataOnlyToTheCurrentInstallBootsToken(t *testing.T) {
 	ensureProbeNamespace(t)
 	userData := []byte("#cloud-config\nkubeadm join --token abcdef.0123456789abcdef\n\x00\xff")
 	const uuid = "7d1c3a52-93c4-4f2e-8e0b-1a2b3c4d5e6f"
-	boot := installFixture(t, "install-1", uuid, m.BootPurposeProvisioning, userData)
-	token := signer.Token("install-1", boot)
+	// Named by its UUID: the UUID is the server's identity, which a request is checked against.
+	boot := installFixture(t, uuid, uuid, m.BootPurposeProvisioning, userData)
+	token := signer.Token(uuid, boot)
 
 	status, got := fetchUserData(t, token, uuid)
 	require.Equal(t, http.StatusOK, status, string(got))
@@ -87,8 +88,8 @@ func TestUserDataOnlyToTheCurrentInstallBootsToken(t *testing.T) {
 		want        int
 	}{
 		"no token":               {"", uuid, http.StatusUnauthorized},
-		"another registry's":     {otherKey.Token("install-1", boot), uuid, http.StatusForbidden},
-		"an ended boot's":        {signer.Token("install-1", "boot-0"), uuid, http.StatusForbidden},
+		"another registry's":     {otherKey.Token(uuid, boot), uuid, http.StatusForbidden},
+		"an ended boot's":        {signer.Token(uuid, "boot-0"), uuid, http.StatusForbidden},
 		"another system UUID":    {token, "4c4c4544-0042-4a10-8039-b4c04f4d3732", http.StatusForbidden},
 		"a cleanup boot's":       {signer.Token("cleanup-1", cleanupBoot), "", http.StatusForbidden},
 		"a discovery boot's":     {signer.Token("discovery-1", discoveryBoot), "", http.StatusForbidden},
@@ -103,7 +104,7 @@ func TestUserDataOnlyToTheCurrentInstallBootsToken(t *testing.T) {
 
 	// The boot ends (the operator deletes its configuration first, then the server stops
 	// naming it): from the first step on, its token gets nothing more.
-	require.NoError(t, env.Client.Delete(ctx, &m.ServerBootConfiguration{ObjectMeta: metav1.ObjectMeta{Namespace: probeNamespace, Name: "install-1-provision"}}))
+	require.NoError(t, env.Client.Delete(ctx, &m.ServerBootConfiguration{ObjectMeta: metav1.ObjectMeta{Namespace: probeNamespace, Name: uuid + "-provision"}}))
 	status, got = fetchUserData(t, token, uuid)
 	assert.Equal(t, http.StatusForbidden, status, string(got))
 }

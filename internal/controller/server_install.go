@@ -33,7 +33,8 @@ const (
 //
 //  1. the probe is network-booted once in provision mode (a boot configuration <server>-provision
 //     in the system namespace whose ignition carries the image, its checksum, the root device
-//     hints and the claim's ignition for the config drive);
+//     hints and the digest of the claim's ignition; the probe fetches the ignition itself from
+//     the registry, over TLS with its token, for the config drive);
 //  2. it writes the image to the chosen disk, verifies it, writes the config drive, reports
 //     (status.lastInstall) and powers off;
 //  3. the server's boot override is set to the disk persistently and its power follows the
@@ -291,8 +292,10 @@ type userDataError struct{ msg string }
 func (e *userDataError) Error() string { return e.msg }
 
 // installOf is what the probe installs on server for the claim: image, checksum, hints, and the
-// claim's ignition (read from the API: Secrets are not cached), byte for byte, for the config
-// drive, whose meta_data.json also names the server (meta.server).
+// digest of the claim's ignition (read from the API: Secrets are not cached) for the config
+// drive, whose meta_data.json also names the server (meta.server). The ignition itself is not
+// in the probe's: the probe fetches it from the registry over TLS with its boot's token
+// (registry's /v1/userdata), and checks it against this digest.
 func (r *ServerReconciler) installOf(ctx context.Context, server *metalv1alpha1.Server, claim *metalv1alpha1.ServerClaim) (*ignition.Install, error) {
 	in := &ignition.Install{Image: claim.Spec.Image, ImageChecksum: claim.Spec.ImageChecksum, RootDeviceHints: claim.Spec.RootDeviceHints,
 		Hostname: claim.Name, InstanceID: string(claim.UID), Server: server.Name}
@@ -315,6 +318,6 @@ func (r *ServerReconciler) installOf(ctx context.Context, server *metalv1alpha1.
 	if len(data) > metalv1alpha1.MaxUserDataBytes {
 		return nil, &userDataError{fmt.Sprintf("ignition Secret %s/%s: %q is %d bytes, more than %d", claim.Namespace, ref.Name, metalv1alpha1.IgnitionSecretKey, len(data), metalv1alpha1.MaxUserDataBytes)}
 	}
-	in.UserData = data
+	in.UserDataSHA256 = ignition.UserDataDigest(data)
 	return in, nil
 }

@@ -2,7 +2,9 @@ package controller_test
 
 import (
 	"bytes"
+	"compress/gzip"
 	"context"
+	"encoding/base64"
 	"fmt"
 	"io"
 	"maps"
@@ -31,7 +33,9 @@ import (
 
 	m "github.com/ironfleet/ironfleet/apis/metal/v1alpha1"
 	"github.com/ironfleet/ironfleet/internal/bmcsim"
+	"github.com/ironfleet/ironfleet/internal/bootmedia"
 	"github.com/ironfleet/ironfleet/internal/controller"
+	"github.com/ironfleet/ironfleet/internal/ignition"
 	"github.com/ironfleet/ironfleet/internal/lab"
 	"github.com/ironfleet/ironfleet/metalprobe/configdrive"
 	"github.com/ironfleet/ironfleet/metalprobe/wipe"
@@ -454,10 +458,36 @@ func TestClaimsImageIsInstalledAndBootsFromDisk(t *testing.T) {
 	require.NoError(t, k8s.Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: "provision", Name: "web-ignition"},
 		Data: map[string][]byte{m.IgnitionSecretKey: userData}}))
 	image, checksum := images.SimImage()
+	// The install boot is held until its ignition, which the boot service serves over plain
+	// HTTP and embeds in the boot's ISO, has been looked at: it has no user data, only its
+	// digest, and the probe fetches the user data from the registry.
+	boots.Hold(p.hosts[name].UUID)
+	defer boots.Release(p.hosts[name].UUID)
 	claim := claimServer(t, "provision", "web", name, func(c *m.ServerClaim) {
 		c.Spec.Image, c.Spec.ImageChecksum = image, checksum
 		c.Spec.IgnitionSecretRef = &m.LocalObjectReference{Name: "web-ignition"}
 	})
+	var rendered corev1.Secret
+	eventually(t, 30*time.Second, func() bool {
+		return k8s.Get(ctx, client.ObjectKey{Namespace: systemNamespace, Name: name + "-provision-ignition"}, &rendered) == nil
+	}, "the install boot's ignition is rendered")
+	requireNoUserData(t, rendered.Data, userData)
+	// A virtual-media boot's ISO carries the same ignition, gzipped in its embed area: nor
+	// does that, once unpacked.
+	embed, err := (&bootmedia.Template{Manifest: bootmedia.Manifest{EmbedSize: 1 << 20}}).Embed(rendered.Data[ignition.SecretKey], "http://boot.example/boot/t")
+	require.NoError(t, err)
+	zr, err := gzip.NewReader(bytes.NewReader(embed))
+	require.NoError(t, err)
+	zr.Multistream(false)
+	unpacked, err := io.ReadAll(zr)
+	require.NoError(t, err)
+	require.Contains(t, string(unpacked), `"mode": "provision"`, "the embed is the install's ignition")
+	requireNoUserData(t, map[string][]byte{"the ISO's embed": unpacked}, userData)
+	ign, err := ignition.Parse(rendered.Data[ignition.SecretKey])
+	require.NoError(t, err)
+	require.NotNil(t, ign.Install)
+	assert.Equal(t, ignition.UserDataDigest(userData), ign.Install.UserDataSHA256, "the ignition names the user data by its digest")
+	boots.Release(p.hosts[name].UUID)
 	eventually(t, 30*time.Second, func() bool {
 		require.NoError(t, k8s.Get(ctx, client.ObjectKeyFromObject(claim), claim))
 		return meta.IsStatusConditionTrue(claim.Status.Conditions, m.ConditionReady)
@@ -504,6 +534,18 @@ func TestClaimsImageIsInstalledAndBootsFromDisk(t *testing.T) {
 	log := p.sim.BootLog(id)
 	require.Len(t, log, installBoots+1, "one more boot")
 	assert.Equal(t, bmcsim.BootHdd, log[len(log)-1].Boot, "the installed server boots from disk, not the network")
+}
+
+// requireNoUserData fails when any value of a Secret served over plain HTTP holds the user data,
+// as it is or in base64 (how JSON carries bytes).
+func requireNoUserData(t *testing.T, data map[string][]byte, userData []byte) {
+	t.Helper()
+	require.NotEmpty(t, data)
+	for key, value := range data {
+		for _, form := range [][]byte{userData, []byte(base64.StdEncoding.EncodeToString(userData)), []byte(base64.RawStdEncoding.EncodeToString(userData))} {
+			require.False(t, bytes.Contains(value, form), "%s carries the claim's user data", key)
+		}
+	}
 }
 
 // TestInstalledServerBootsFromDiskBehindABootOnceOnlyBMC: a BMC that offers no Continuous

@@ -283,7 +283,7 @@ func startOperator() error {
 		return err
 	}
 	listening := make(chan struct{})
-	signer, err := registry.Setup(mgr, registryAddr, registryCreds, func(net.Addr) { close(listening) })
+	signer, err := registry.Setup(mgr, registryAddr, registryCreds, systemNamespace, func(net.Addr) { close(listening) })
 	if err != nil {
 		return err
 	}

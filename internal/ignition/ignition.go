@@ -5,7 +5,9 @@ package ignition
 
 import (
 	"bytes"
+	"crypto/sha256"
 	"crypto/x509"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -30,7 +32,11 @@ const (
 )
 
 // Install is what provision mode writes: the claim's image, verified against its checksum, to
-// the disk its hints choose, with a config drive carrying UserData.
+// the disk its hints choose, with a config drive carrying the claim's user data. The user data
+// itself is not here: this config is served over plain HTTP and embedded in the boot's ISO,
+// and the user data may hold a secret (a Cluster API machine's kubeadm join token). The probe
+// fetches it from the registry over TLS with the boot's token (UserDataPath) and checks it
+// against UserDataSHA256.
 type Install struct {
 	// Image is an http(s):// URL of a raw disk image (plain, .gz, .zst or .xz) or an oci://
 	// reference of an artifact whose single layer is one.
@@ -40,9 +46,11 @@ type Install struct {
 	ImageChecksum string `json:"imageChecksum,omitempty"`
 	// RootDeviceHints choose the disk; nil: the smallest non-removable disk that holds the image.
 	RootDeviceHints *metalv1alpha1.RootDeviceHints `json:"rootDeviceHints,omitempty"`
-	// UserData is the claim's ignition, byte for byte (base64 in JSON), written as the config
-	// drive's openstack/latest/user_data; nil writes none.
-	UserData []byte `json:"userData,omitempty"`
+	// UserDataSHA256 is "sha256:<hex>" of the claim's ignition as the operator read it when it
+	// rendered this boot: the probe fetches the bytes from the registry (UserDataPath) and
+	// writes them, if they have this digest, as the config drive's openstack/latest/user_data.
+	// Empty: the claim has none, and the config drive has no user_data.
+	UserDataSHA256 string `json:"userDataSHA256,omitempty"`
 	// Hostname and InstanceID go into the config drive's meta_data.json (uuid, hostname, name).
 	Hostname   string `json:"hostname,omitempty"`
 	InstanceID string `json:"instanceID,omitempty"`
@@ -72,8 +80,8 @@ func (in *Install) Validate() error {
 	if in.ImageChecksum != "" && !checksumPattern.MatchString(in.ImageChecksum) {
 		return errors.New("install.imageChecksum is not sha256:<64 hex> or sha512:<128 hex>")
 	}
-	if len(in.UserData) > metalv1alpha1.MaxUserDataBytes {
-		return fmt.Errorf("install.userData is %d bytes, more than %d", len(in.UserData), metalv1alpha1.MaxUserDataBytes)
+	if in.UserDataSHA256 != "" && !userDataDigestPattern.MatchString(in.UserDataSHA256) {
+		return errors.New("install.userDataSHA256 is not sha256:<64 hex>")
 	}
 	if in.CABundle != "" {
 		if _, err := CertPool([]byte(in.CABundle)); err != nil {
@@ -83,7 +91,20 @@ func (in *Install) Validate() error {
 	return nil
 }
 
-var checksumPattern = regexp.MustCompile(`^(sha256:[0-9a-f]{64}|sha512:[0-9a-f]{128})$`)
+var (
+	checksumPattern       = regexp.MustCompile(`^(sha256:[0-9a-f]{64}|sha512:[0-9a-f]{128})$`)
+	userDataDigestPattern = regexp.MustCompile(`^sha256:[0-9a-f]{64}$`)
+)
+
+// UserDataPath is where the registry hands a provision boot's probe the claim's user data,
+// relative to its base URL: a POST with the boot's bearer token and {"systemUUID": …}.
+const UserDataPath = "/v1/userdata"
+
+// UserDataDigest is Install.UserDataSHA256 of data.
+func UserDataDigest(data []byte) string {
+	sum := sha256.Sum256(data)
+	return "sha256:" + hex.EncodeToString(sum[:])
+}
 
 // SecretKey is the key of the rendered config in the ignition Secret.
 const SecretKey = "ignition.json"

@@ -55,6 +55,9 @@ func TestInvalidConfigsNameTheField(t *testing.T) {
 		"wipeExclusions[0]": func(c *Config) {
 			c.WipeExclusions = []metalv1alpha1.WipeExclusion{{Path: "/dev/sdb", Reason: "moves"}}
 		},
+		"install.userDataSHA256": func(c *Config) {
+			c.Mode, c.Install = ModeProvision, &Install{Image: "oci://r/os:1", UserDataSHA256: "sha256:abc"}
+		},
 	}
 	for field, mutate := range cases {
 		c := valid()

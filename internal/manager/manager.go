@@ -337,7 +337,7 @@ func (p *Prepared) Run(ctx context.Context, cfg *rest.Config) error {
 	if err != nil {
 		return err
 	}
-	signer, err := registry.Setup(mgr, o.RegistryAddr, creds, nil)
+	signer, err := registry.Setup(mgr, o.RegistryAddr, creds, o.SystemNamespace, nil)
 	if err != nil {
 		return err
 	}

@@ -57,7 +57,10 @@ func TestReportsOutsideADiscoveryDoNotRewriteTheRecord(t *testing.T) {
 	newServer(t, uuid, uuid)
 	status, msg := post(t, "/v1/reports", token, hardwareReport(uuid, []string{"sda", "sdb"}, "02:00:00:00:00:01", "02:00:00:00:00:02"))
 	require.Equal(t, http.StatusNoContent, status, msg)
-	require.Eventually(t, func() bool { s := server(t, uuid); return s.Status.Inventory != nil && len(s.Status.Inventory.Storage) == 2 }, 10*time.Second, 20*time.Millisecond)
+	require.Eventually(t, func() bool {
+		s := server(t, uuid)
+		return s.Status.Inventory != nil && len(s.Status.Inventory.Storage) == 2
+	}, 10*time.Second, 20*time.Millisecond)
 
 	inState(t, uuid, m.ServerStateCleanup, metav1.ConditionFalse)
 	status, msg = post(t, "/v1/reports", token, hardwareReport(uuid, []string{"sda"}, "02:00:00:00:00:01", "52:54:00:66:66:66"))

@@ -121,7 +121,7 @@ func run(main *testing.M) (int, error) {
 	}
 	cache = mgr.GetCache()
 	bound := make(chan net.Addr, 1)
-	if signer, err = registry.Setup(mgr, "127.0.0.1:0", creds, func(a net.Addr) { bound <- a }); err != nil {
+	if signer, err = registry.Setup(mgr, "127.0.0.1:0", creds, probeNamespace, func(a net.Addr) { bound <- a }); err != nil {
 		return 0, err
 	}
 	done := make(chan error, 1)

@@ -44,7 +44,11 @@ type Server struct {
 	// the cache has not seen yet. Optional.
 	APIReader client.Reader
 	Signer    *Signer
-	Log       logr.Logger
+	// ProbeNamespace holds the probe boots' configurations: the user data endpoint
+	// (userdata.go) hands out a claim's user data only to the probe of its server's install
+	// boot there. Empty: it hands out none.
+	ProbeNamespace string
+	Log            logr.Logger
 	// Now is the clock; time.Now when nil.
 	Now func() time.Time
 }
@@ -55,6 +59,7 @@ func (s *Server) Handler() http.Handler {
 	limit := concurrencyLimit(MaxConcurrentRequests)
 	mux.Handle("POST /v1/reports", limit(s.postReport))
 	mux.Handle("POST /v1/bootstate", limit(s.postBootState))
+	mux.Handle("POST /v1/userdata", limit(s.postUserData))
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
 		_, _ = io.WriteString(w, "ok\n")
 	})

@@ -105,7 +105,8 @@ this destroys the disks' contents, --dry-run included (it only skips sending).
 
 In provision mode (only from an --ignition with an install section) it writes the install's
 image (http(s):// or oci://, verified against its checksum) to the disk its root device hints
-choose, adds a config drive with the user data, and adds the result to the report; progress
+choose, adds a config drive with the claim's user data (fetched from the registry's
+<URL>/v1/userdata with the token, never in the ignition), and adds the result to the report; progress
 goes to the registry's <URL>/v1/bootstate while it writes. This overwrites that disk, --dry-run
 included.
 
@@ -181,7 +182,7 @@ so was delivered.
 			if client != nil {
 				states = startBootStates(client, cfg.RegistryURL, cfg.Token, rep.SystemUUID, stderr)
 			}
-			modeFailed = provision(sigCtx, stderr, f, cfg, otherSystem, rep, states)
+			modeFailed = provision(sigCtx, stderr, f, cfg, otherSystem, rep, states, client)
 			states.stop()
 		}
 		parent := sigCtx

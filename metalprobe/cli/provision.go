@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/tls"
 	"crypto/x509"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -11,6 +12,7 @@ import (
 	"time"
 
 	metalv1alpha1 "github.com/ironfleet/ironfleet/apis/metal/v1alpha1"
+	"github.com/ironfleet/ironfleet/internal/ignition"
 	"github.com/ironfleet/ironfleet/internal/report"
 	"github.com/ironfleet/ironfleet/metalprobe/install"
 	"github.com/ironfleet/ironfleet/metalprobe/post"
@@ -29,12 +31,21 @@ const bootStateInstalling = "Installing"
 
 // provision installs the ignition's image into rep.Install, logging the steps, and says whether
 // the install failed. refuse, when set, is why this host must not be written to at all.
-func provision(ctx context.Context, stderr io.Writer, f flags, cfg config, refuse string, rep *report.Report, states *bootStates) bool {
+// registry is the registry's client (nil with --dry-run), from which the claim's user data is
+// fetched before anything is written.
+func provision(ctx context.Context, stderr io.Writer, f flags, cfg config, refuse string, rep *report.Report, states *bootStates, registry *http.Client) bool {
 	spec := *cfg.Install
 	if refuse != "" {
 		rep.Install = &metalv1alpha1.InstallReport{Image: spec.Image, ImageChecksum: spec.ImageChecksum,
 			Reason: metalv1alpha1.InstallReasonNoMatchingDisk, Message: "not installed: " + refuse}
 		_, _ = fmt.Fprintf(stderr, "metalprobe: not installing: %s\n", refuse)
+		return true
+	}
+	userData, err := fetchUserData(ctx, f, cfg, rep.SystemUUID, registry)
+	if err != nil {
+		rep.Install = &metalv1alpha1.InstallReport{Image: spec.Image, ImageChecksum: spec.ImageChecksum,
+			Reason: metalv1alpha1.InstallReasonConfigDriveFailed, Message: "not installed: " + err.Error()}
+		_, _ = fmt.Fprintf(stderr, "metalprobe: not installing: %v\n", err)
 		return true
 	}
 	client, err := imageClient(f.insecure, cfg.caPEM, []byte(spec.CABundle))
@@ -47,6 +58,7 @@ func provision(ctx context.Context, stderr io.Writer, f flags, cfg config, refus
 	opts := install.Options{
 		Root:       f.root,
 		Install:    spec,
+		UserData:   userData,
 		Disks:      rep.Inventory.Storage,
 		WipePolicy: cfg.WipePolicy,
 		HTTPClient: client,
@@ -65,6 +77,30 @@ func provision(ctx context.Context, stderr io.Writer, f flags, cfg config, refus
 	states.update("starting the install")
 	rep.Install = install.Run(ctx, opts) // logs its outcome
 	return !rep.Install.Succeeded
+}
+
+// fetchUserData fetches the claim's user data from the registry, over TLS with the boot's token,
+// and checks it against the ignition's digest; nil when the install has none. It is never in the
+// ignition itself, which travels in the clear (ignition.Install). The error says why, without
+// the data.
+func fetchUserData(ctx context.Context, f flags, cfg config, systemUUID string, registry *http.Client) ([]byte, error) {
+	want := cfg.Install.UserDataSHA256
+	if want == "" {
+		return nil, nil
+	}
+	if registry == nil {
+		return nil, errors.New("the claim's user data comes from the registry, and --dry-run sends nothing to it")
+	}
+	ctx, cancel := context.WithTimeout(ctx, f.timeout)
+	defer cancel()
+	data, err := post.UserData(ctx, registry, cfg.RegistryURL, cfg.Token, systemUUID, sendBackoff)
+	if err != nil {
+		return nil, fmt.Errorf("the claim's user data could not be fetched: %w", err)
+	}
+	if got := ignition.UserDataDigest(data); got != want {
+		return nil, fmt.Errorf("the registry's user data (%d bytes, %s) is not the claim's this install was rendered with (%s): its ignition Secret changed since", len(data), got, want)
+	}
+	return data, nil
 }
 
 // progressMessage says how far the write is, in MiB.

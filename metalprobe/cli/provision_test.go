@@ -98,15 +98,23 @@ func provisionRoot(t *testing.T) string {
 	return root
 }
 
-// bootStateRegistry is the registry with its boot state endpoint.
+// bootStateRegistry is the registry with its boot state endpoint, and its user data endpoint
+// when userData is set: it hands userData to the right token, and refuses any other.
 type bootStateRegistry struct {
 	registry
 	statesMu  sync.Mutex
 	states    []map[string]string
 	stateAuth []string
+
+	userData     []byte
+	userDataAsks []map[string]string
 }
 
 func (g *bootStateRegistry) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if r.URL.Path == "/v1/userdata" && r.Method == http.MethodPost {
+		g.serveUserData(w, r)
+		return
+	}
 	if r.URL.Path != "/v1/bootstate" {
 		g.registry.ServeHTTP(w, r)
 		return
@@ -123,6 +131,27 @@ func (g *bootStateRegistry) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	g.stateAuth = append(g.stateAuth, r.Header.Get("Authorization"))
 	g.statesMu.Unlock()
 	w.WriteHeader(http.StatusNoContent)
+}
+
+func (g *bootStateRegistry) serveUserData(w http.ResponseWriter, r *http.Request) {
+	var ask map[string]string
+	dec := json.NewDecoder(r.Body)
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&ask); err != nil {
+		http.Error(w, err.Error(), http.StatusBadRequest)
+		return
+	}
+	g.statesMu.Lock()
+	g.userDataAsks = append(g.userDataAsks, ask)
+	g.statesMu.Unlock()
+	if g.userData == nil || r.Header.Get("Authorization") != "Bearer "+token {
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(http.StatusForbidden)
+		_, _ = io.WriteString(w, `{"error":"the token is not for an install boot of server server-1"}`)
+		return
+	}
+	w.Header().Set("Content-Type", "application/octet-stream")
+	_, _ = w.Write(g.userData)
 }
 
 func provisionIgnition(t *testing.T, registryURL, systemUUID string, in ignition.Install) string {
@@ -148,13 +177,13 @@ func TestProvisionInstallsTheImageAndReports(t *testing.T) {
 	img := osImage()
 	served := gzipped(t, img)
 	imageURL := serveImage(t, "/images/os.img.gz", served)
-	reg := &bootStateRegistry{}
+	userData := []byte("{\"ignition\":{\"version\":\"3.4.0\"},\"passwd\":{\"users\":[{\"name\":\"core\"}]}}\n\x00\xff")
+	reg := &bootStateRegistry{userData: userData}
 	srv := httptest.NewServer(reg)
 	defer srv.Close()
 	root := provisionRoot(t)
-	userData := []byte(`{"ignition":{"version":"3.4.0"},"passwd":{"users":[{"name":"core"}]}}`)
 	ign := provisionIgnition(t, srv.URL, smallVMUUID, ignition.Install{Image: imageURL, ImageChecksum: digest(served),
-		UserData: userData, Hostname: "node-1", InstanceID: "claim-uid", Server: "server-1"})
+		UserDataSHA256: ignition.UserDataDigest(userData), Hostname: "node-1", InstanceID: "claim-uid", Server: "server-1"})
 
 	r := runProbe(t, "--root", root, "--ignition", ign)
 	require.Equal(t, exitOK, r.code, r.stderr)
@@ -189,7 +218,8 @@ func TestProvisionInstallsTheImageAndReports(t *testing.T) {
 	assert.True(t, bytes.Equal(disk[len(disk)-1<<20:], make([]byte, 1<<20)), "the last MiB is cleared")
 	files, err := configdrive.Read(wipe.DevicePath(root, "vda"))
 	require.NoError(t, err)
-	assert.Equal(t, userData, files.UserData)
+	assert.Equal(t, userData, files.UserData, "the registry's user data, byte for byte")
+	assert.Equal(t, []map[string]string{{"systemUUID": smallVMUUID}}, reg.userDataAsks, "fetched once, naming the host's UUID")
 	assert.Equal(t, "node-1", files.Hostname)
 	assert.Equal(t, "server-1", files.Server, "meta.server names the Server")
 
@@ -202,6 +232,44 @@ func TestProvisionInstallsTheImageAndReports(t *testing.T) {
 		assert.Equal(t, "Bearer "+token, reg.stateAuth[i])
 	}
 	assert.Equal(t, "4 MiB written", reg.states[len(reg.states)-1]["message"], "the last progress is posted before the report")
+}
+
+// TestProvisionWithoutItsUserDataWritesNothing: user data the registry refuses, or that is not
+// what the install was rendered with, fails the install before the disk is touched, and the
+// report says why.
+func TestProvisionWithoutItsUserDataWritesNothing(t *testing.T) {
+	imageURL := serveImage(t, "/images/os.img", osImage())
+	for name, tc := range map[string]struct {
+		served []byte // nil: the registry refuses
+		want   string
+	}{
+		"refused": {nil, "the claim's user data could not be fetched: fetching user data from "},
+		"changed": {[]byte("another tenant's"), "is not the claim's this install was rendered with"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			reg := &bootStateRegistry{userData: tc.served}
+			srv := httptest.NewServer(reg)
+			defer srv.Close()
+			root := provisionRoot(t)
+			before, err := os.ReadFile(wipe.DevicePath(root, "vda"))
+			require.NoError(t, err)
+			ign := provisionIgnition(t, srv.URL, smallVMUUID, ignition.Install{Image: imageURL, ImageChecksum: digest(osImage()),
+				UserDataSHA256: ignition.UserDataDigest([]byte("the claim's"))})
+
+			r := runProbe(t, "--root", root, "--ignition", ign)
+			require.Equal(t, ExitReportedFailure, r.code, r.stderr)
+			require.Len(t, reg.received, 1)
+			in := reg.received[0].Install
+			require.NotNil(t, in)
+			assert.False(t, in.Succeeded)
+			assert.Equal(t, metalv1alpha1.InstallReasonConfigDriveFailed, in.Reason)
+			assert.Contains(t, in.Message, tc.want)
+			assert.NotContains(t, in.Message, token)
+			after, err := os.ReadFile(wipe.DevicePath(root, "vda"))
+			require.NoError(t, err)
+			assert.True(t, bytes.Equal(before, after), "nothing is written without the user data")
+		})
+	}
 }
 
 func TestProvisionFailureStillReportsAndExitsThree(t *testing.T) {

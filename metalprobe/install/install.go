@@ -124,8 +124,11 @@ type Options struct {
 	// Root is the directory whose dev/ holds the disks: "" or "/" on a real host, a fixture
 	// tree in tests and in the lab.
 	Root string
-	// Install is the image, its checksum, the hints and the config drive's content.
+	// Install is the image, its checksum, the hints and the config drive's meta data.
 	Install ignition.Install
+	// UserData is the config drive's openstack/latest/user_data, byte for byte: the claim's
+	// ignition, which the caller fetched from the registry. Nil writes none.
+	UserData []byte
 	// Disks is the inventory's storage; the disk is chosen among them.
 	Disks []metalv1alpha1.StorageDevice
 	// WipePolicy is how the chosen disk is wiped again after a failed install; empty means

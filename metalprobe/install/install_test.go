@@ -41,7 +41,8 @@ func TestInstallsImagesOverHTTP(t *testing.T) {
 			var calls [][2]int64
 			rep := runWith(t, context.Background(), Options{Root: root, Disks: disks,
 				Install: ignition.Install{Image: ts.URL + "/images/os.img", ImageChecksum: checksum,
-					UserData: userData, Hostname: "node-1", InstanceID: "claim-uid-1", Server: "server-1"},
+					Hostname: "node-1", InstanceID: "claim-uid-1", Server: "server-1"},
+				UserData: userData,
 				Progress: func(written, total int64) { calls = append(calls, [2]int64{written, total}) },
 			})
 			require.True(t, rep.Succeeded, "%s: %s", rep.Reason, rep.Message)
@@ -363,17 +364,19 @@ func TestConfigDriveFailureWipes(t *testing.T) {
 	noTable := bytes.Repeat([]byte{0x5a, 0xa5, 0x3c}, mib)
 	_, ts := serveFiles(t, map[string][]byte{"/os.img": noTable})
 	root, disks := testRoot(t, "vda")
-	rep := run(t, root, disks, ignition.Install{Image: ts.URL + "/os.img", ImageChecksum: sha256Of(noTable), UserData: userData})
+	rep := runWith(t, context.Background(), Options{Root: root, Disks: disks,
+		Install: ignition.Install{Image: ts.URL + "/os.img", ImageChecksum: sha256Of(noTable)}, UserData: userData})
 	assert.Equal(t, metalv1alpha1.InstallReasonConfigDriveFailed, rep.Reason)
 	assert.Equal(t, sha256Of(noTable), rep.WrittenDigest, "the image itself was written and verified")
 	assert.True(t, rep.WipedAfterFailure)
 	requireWipedEnds(t, root, "vda")
 
 	root, disks = testRoot(t, "vda")
-	rep = run(t, root, disks, ignition.Install{Image: ts.URL + "/os.img", ImageChecksum: sha256Of(noTable),
+	rep = runWith(t, context.Background(), Options{Root: root, Disks: disks,
+		Install:  ignition.Install{Image: ts.URL + "/os.img", ImageChecksum: sha256Of(noTable)},
 		UserData: make([]byte, metalv1alpha1.MaxUserDataBytes+1)})
 	assert.Equal(t, metalv1alpha1.InstallReasonConfigDriveFailed, rep.Reason)
-	assert.Contains(t, rep.Message, "userData is 262145 bytes")
+	assert.Contains(t, rep.Message, "the user data is 262145 bytes")
 	requireUntouched(t, root, "vda")
 }
 

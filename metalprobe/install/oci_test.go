@@ -1,6 +1,7 @@
 package install
 
 import (
+	"context"
 	"io"
 	"log"
 	"net/http"
@@ -100,13 +101,13 @@ func TestInstallsAnOCIArtifact(t *testing.T) {
 	require.Equal(t, sha256Of(gz), layers[0].String())
 
 	for name, in := range map[string]ignition.Install{
-		"by tag":           {Image: "oci://" + host + "/disk/image:v1", UserData: userData},
-		"by tag, checksum": {Image: "oci://" + host + "/disk/image:v1", ImageChecksum: layers[0].String(), UserData: userData},
-		"by digest":        {Image: "oci://" + host + "/disk/image@" + manifest.String(), UserData: userData},
+		"by tag":           {Image: "oci://" + host + "/disk/image:v1"},
+		"by tag, checksum": {Image: "oci://" + host + "/disk/image:v1", ImageChecksum: layers[0].String()},
+		"by digest":        {Image: "oci://" + host + "/disk/image@" + manifest.String()},
 	} {
 		t.Run(name, func(t *testing.T) {
 			root, disks := testRoot(t, "vda")
-			rep := run(t, root, disks, in)
+			rep := runWith(t, context.Background(), Options{Root: root, Disks: disks, Install: in, UserData: userData})
 			require.True(t, rep.Succeeded, "%s: %s", rep.Reason, rep.Message)
 			assert.Equal(t, layers[0].String(), rep.ServedDigest)
 			assert.Equal(t, sha256Of(img), rep.WrittenDigest)

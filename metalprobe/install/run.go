@@ -20,8 +20,8 @@ func (in *installer) run(ctx context.Context) error {
 	if err := ctx.Err(); err != nil {
 		return newError(metalv1alpha1.InstallReasonInstallInterrupted, "not started: %v", err)
 	}
-	if len(spec.UserData) > metalv1alpha1.MaxUserDataBytes {
-		return newError(metalv1alpha1.InstallReasonConfigDriveFailed, "userData is %d bytes, more than %d", len(spec.UserData), metalv1alpha1.MaxUserDataBytes)
+	if n := len(in.opts.UserData); n > metalv1alpha1.MaxUserDataBytes {
+		return newError(metalv1alpha1.InstallReasonConfigDriveFailed, "the user data is %d bytes, more than %d", n, metalv1alpha1.MaxUserDataBytes)
 	}
 	src, err := openSource(ctx, in.opts.HTTPClient, spec.Image, spec.ImageChecksum)
 	if err != nil {
@@ -85,7 +85,7 @@ func (in *installer) writeConfigDrive(ctx context.Context, dev string, w *writer
 		return newError(metalv1alpha1.InstallReasonInstallInterrupted, "interrupted before the config drive: %v", err)
 	}
 	spec := in.opts.Install
-	files := configdrive.Files{InstanceID: spec.InstanceID, Hostname: spec.Hostname, Server: spec.Server, UserData: spec.UserData}
+	files := configdrive.Files{InstanceID: spec.InstanceID, Hostname: spec.Hostname, Server: spec.Server, UserData: in.opts.UserData}
 	res, err := configdrive.Write(dev, files)
 	if err != nil {
 		return newError(metalv1alpha1.InstallReasonConfigDriveFailed, "writing the config drive to %s: %v", in.disk.Name, err)

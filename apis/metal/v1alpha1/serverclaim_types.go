@@ -74,7 +74,8 @@ type ServerClaimSpec struct {
 // IgnitionSecretKey is the key of a claim's ignition Secret.
 const IgnitionSecretKey = "ignition"
 
-// MaxUserDataBytes bounds a claim's ignition: it travels inside the probe's own ignition.
+// MaxUserDataBytes bounds a claim's ignition: the registry hands at most this much to the
+// probe, which writes it to the config drive.
 const MaxUserDataBytes = 256 << 10
 
 // RootDeviceHints select one disk of the server's inventory; every hint given must match.

@@ -47,7 +47,7 @@ func getFrom(t *testing.T, c *http.Client, url string) (int, string) {
 	return resp.StatusCode, string(body)
 }
 
-// scriptFrom is script, asked by the client c.
+// scriptFrom is script, asked by the client c: the status and the boot id ("" for none).
 func scriptFrom(t *testing.T, c *http.Client, base, mac string) (int, string) {
 	t.Helper()
 	code, body := getFrom(t, c, base+"/ipxe/"+mac)
@@ -55,6 +55,18 @@ func scriptFrom(t *testing.T, c *http.Client, base, mac string) (int, string) {
 		return code, m[2]
 	}
 	return code, ""
+}
+
+// bootIDFrom waits (the service answers from its cache) for the script of mac, asked by c, to
+// name a boot, and returns its id.
+func bootIDFrom(t *testing.T, c *http.Client, base, mac string) string {
+	t.Helper()
+	var id string
+	require.Eventually(t, func() bool {
+		_, id = scriptFrom(t, c, base, mac)
+		return id != ""
+	}, wait, poll, "no boot for %s", mac)
+	return id
 }
 
 // The registry token must never reach the attacker, nor the boot token in any form.
@@ -95,11 +107,9 @@ func TestAnotherHostCannotObtainABootsSecrets(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			sbc := readyBootOf(t, nsAll, tc.name, tc.mac, tc.purpose, tc.data)
-			_, id := script(t, srv.URL, tc.mac) // anyone may read the script: it holds no secret
-			require.NotEmpty(t, id)
-
-			// The server boots: its fetch binds the boot to its address, and it gets its
-			// ignition once.
+			// The server boots: its script's fetch binds the boot to its address, and it
+			// gets its ignition once.
+			id := bootIDFrom(t, host, srv.URL, tc.mac)
 			code, body := getFrom(t, host, srv.URL+"/ignition/"+id)
 			require.Equal(t, http.StatusOK, code, body)
 			assert.Contains(t, body, "probe-secret-token")
@@ -128,11 +138,7 @@ func TestAFirstFetchByAnotherHostEndsTheBootWhenTheServerAsks(t *testing.T) {
 	defer srv.Close()
 	host, attacker := from(hostAddr), from(attackerAddr)
 	sbc := readyBootOf(t, nsAll, "atk-first", "52:54:00:ee:00:03", metalv1alpha1.BootPurposeDiscovery, ignitionJSON)
-	var id string
-	require.Eventually(t, func() bool {
-		_, id = scriptFrom(t, attacker, srv.URL, "52:54:00:ee:00:03")
-		return id != ""
-	}, wait, poll)
+	id := bootIDFrom(t, attacker, srv.URL, "52:54:00:ee:00:03")
 	code, _ := getFrom(t, attacker, srv.URL+"/ignition/"+id)
 	require.Equal(t, http.StatusOK, code)
 
@@ -164,7 +170,7 @@ func TestASecondFetchIsRefusedAndEndsTheBoot(t *testing.T) {
 
 	host := from(hostAddr)
 	sbc := readyBootOf(t, nsAll, "once-1", "52:54:00:ee:00:11", metalv1alpha1.BootPurposeDiscovery, ignitionJSON)
-	_, id := script(t, srv.URL, "52:54:00:ee:00:11")
+	id := bootIDFrom(t, host, srv.URL, "52:54:00:ee:00:11")
 	code, first := getFrom(t, host, srv.URL+"/ignition/"+id)
 	require.Equal(t, http.StatusOK, code)
 	m := regexp.MustCompile(`/boot/([A-Za-z0-9_-]{43})`).FindStringSubmatch(first)
@@ -193,16 +199,17 @@ func TestASecondFetchIsRefusedAndEndsTheBoot(t *testing.T) {
 	// Ended: not Ready, and nothing of it is served, progress included.
 	waitFor(t, nsAll, sbc, metalv1alpha1.BootConfigurationStateError, boot.ReasonBootEnded)
 	assert.Equal(t, http.StatusNotFound, post(t, progress, `{"stage":"Reported"}`))
-	code, body = get(t, srv.URL+"/ipxe/52:54:00:ee:00:11")
-	assert.Equal(t, http.StatusOK, code)
-	assert.Contains(t, body, "no Ready boot configuration")
+	assert.Eventually(t, func() bool {
+		code, body := getFrom(t, host, srv.URL+"/ipxe/52:54:00:ee:00:11")
+		return code == http.StatusOK && strings.Contains(body, "no Ready boot configuration")
+	}, wait, poll, "an ended boot's script says there is nothing to boot")
 
 	// A new boot of the same configuration (the operator renames it) is served again.
 	cur := getSBC(t, nsAll, sbc)
 	cur.Annotations[metalv1alpha1.AnnotationProbeBoot] = "boot-" + sbc + "-2"
 	require.NoError(t, k8s.Update(context.Background(), cur))
 	waitFor(t, nsAll, sbc, metalv1alpha1.BootConfigurationStateReady, boot.ReasonReady)
-	_, newID := script(t, srv.URL, "52:54:00:ee:00:11")
+	newID := bootIDFrom(t, host, srv.URL, "52:54:00:ee:00:11")
 	assert.NotEqual(t, id, newID)
 	code, _ = getFrom(t, host, srv.URL+"/ignition/"+newID)
 	assert.Equal(t, http.StatusOK, code)
@@ -257,8 +264,7 @@ func TestOnlyTheLeasedAddressIsServed(t *testing.T) {
 		code, _ = scriptFrom(t, attacker, srv.URL, mac)
 		return code == http.StatusForbidden
 	}, wait, poll)
-	code, id := scriptFrom(t, host, srv.URL, mac)
-	require.Equal(t, http.StatusOK, code)
+	id := bootIDFrom(t, host, srv.URL, mac)
 	code, body := getFrom(t, attacker, srv.URL+"/ignition/"+id)
 	assert.Equal(t, http.StatusForbidden, code)
 	assertNoSecret(t, body)

@@ -1,10 +1,21 @@
 package boot
 
-import metalv1alpha1 "github.com/ironfleet/ironfleet/apis/metal/v1alpha1"
+import (
+	"net"
+	"net/netip"
+
+	metalv1alpha1 "github.com/ironfleet/ironfleet/apis/metal/v1alpha1"
+)
 
 // CheckMedia is checkMedia for tests: whether an ignition the API server cannot hold (a
 // Secret's data is at most 1 MiB) would make a virtual-media boot Ready.
 func (s *Service) CheckMedia(sbc *metalv1alpha1.ServerBootConfiguration, data []byte) (ready bool, reason, message string) {
 	v := s.checkMedia(sbc, data)
 	return v.ready, v.reason, v.message
+}
+
+// Lease leases ip to mac in the service's DHCP lease table (full mode), as a DHCP REQUEST
+// would.
+func (s *Service) Lease(mac net.HardwareAddr, ip netip.Addr) bool {
+	return s.leases.Commit(mac, ip)
 }

@@ -35,6 +35,7 @@ const (
 	errNotFound   = "not_found"
 	errBadRequest = "bad_request"
 	errTooLarge   = "too_large"
+	errForbidden  = "forbidden"
 	errInternal   = "internal"
 )
 
@@ -42,13 +43,15 @@ const (
 const requestTimeout = 10 * time.Second
 
 // Handler is the boot service's HTTP side: iPXE scripts, the probe's kernel and initramfs,
-// and each boot's ignition, progress and (virtual-media boots) ISO, under the per-boot URL.
+// each boot's ignition (at /ignition/<boot id>, once, to the host the boot is bound to:
+// secrets.go), and its progress and (virtual-media boots) ISO under the per-boot URL, whose
+// token reaches the host only inside the ignition or the ISO.
 func (s *Service) Handler() http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /ipxe/{mac}", s.serveScriptByMAC)
 	mux.HandleFunc("GET /ipxe", s.serveScriptByUUID)
 	mux.HandleFunc("GET /artifacts/{name}", s.serveArtifact)
-	mux.HandleFunc("GET /boot/{token}/ignition", s.serveIgnition)
+	mux.HandleFunc("GET "+ignition.IgnitionPathPrefix+"{id}", s.serveIgnition)
 	mux.HandleFunc("POST /boot/{token}/progress", s.recordProgress)
 	mux.HandleFunc("GET /boot/{token}/"+MediaFile, s.serveMedia) // and HEAD
 
@@ -73,6 +76,8 @@ func errorKind(status int) string {
 		return ""
 	case status == http.StatusNotFound:
 		return errNotFound
+	case status == http.StatusForbidden:
+		return errForbidden
 	case status == http.StatusRequestEntityTooLarge:
 		return errTooLarge
 	case status == http.StatusMethodNotAllowed:
@@ -117,7 +122,7 @@ func (s *Service) serveScriptByMAC(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, http.StatusInternalServerError, errInternal)
 		return
 	}
-	s.serveScript(w, t, mac.String(), "01-"+strings.ReplaceAll(mac.String(), ":", "-"))
+	s.serveScript(ctx, w, r, t, mac.String(), "01-"+strings.ReplaceAll(mac.String(), ":", "-"))
 }
 
 // serveScriptByUUID serves a host whose iPXE chains by SMBIOS UUID (?uuid=${uuid}). A UUID
@@ -144,25 +149,39 @@ func (s *Service) serveScriptByUUID(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	// The NIC is not known from a UUID: iPXE fills in the one it booted from.
-	s.serveScript(w, t, "uuid "+uuid, "01-${netX/mac:hexhyp}")
+	s.serveScript(ctx, w, r, t, "uuid "+uuid, "01-${netX/mac:hexhyp}")
 }
 
 // serveScript answers iPXE with the boot of t, or, for a host with nothing to boot, a script
 // that says so on its console and exits: iPXE then hands back to the firmware, which boots the
 // next device (the disk) instead of retrying forever.
-func (s *Service) serveScript(w http.ResponseWriter, t *target, who, bootIf string) {
+//
+// The script holds no secret: anyone who knows a MAC may ask for it. It names the boot's
+// ignition URL by the boot's public id; what protects the ignition is that it goes once, to the
+// host the boot is bound to (admit), and the script's fetch is one that binds it.
+func (s *Service) serveScript(ctx context.Context, w http.ResponseWriter, r *http.Request, t *target, who, bootIf string) {
 	var body string
 	if t == nil {
 		body = fmt.Sprintf("#!ipxe\necho Ironfleet boot service: no Ready boot configuration for %s; booting the next device\nexit 1\n", who)
 	} else {
+		fresh, err := s.bootByID(ctx, s.tokens.id(t.sbc))
+		if err != nil {
+			s.log.Error(err, "reading a boot", "bootConfiguration", t.sbc.Name)
+			s.fail(w, http.StatusInternalServerError, errInternal)
+			return
+		}
+		if fresh == nil {
+			s.fail(w, http.StatusNotFound, errNotFound)
+			return
+		}
+		if !s.admit(ctx, w, r, fresh, fetchScript) {
+			return
+		}
 		base := s.cfg.PublicURL
-		// quiet: the kernel prints its command line, this boot's URL included, on the
-		// console at the default log level; a serial console (or the BMC's SOL) is not where
-		// that URL belongs while it is live.
-		body = fmt.Sprintf("#!ipxe\nkernel %s/artifacts/%s initrd=%s console=ttyS0,115200 quiet %s=%s/boot/%s %s=%s\ninitrd %s/artifacts/%s\nboot\n",
-			base, ArtifactKernel, ArtifactInitramfs, ignition.KernelArgBoot, base, s.tokens.token(t.sbc), ignition.KernelArgBootIf, bootIf,
+		body = fmt.Sprintf("#!ipxe\nkernel %s/artifacts/%s initrd=%s console=ttyS0,115200 quiet %s=%s%s%s %s=%s\ninitrd %s/artifacts/%s\nboot\n",
+			base, ArtifactKernel, ArtifactInitramfs, ignition.KernelArgIgnition, base, ignition.IgnitionPathPrefix, s.tokens.id(fresh.sbc), ignition.KernelArgBootIf, bootIf,
 			base, ArtifactInitramfs)
-		s.events.Eventf(t.sbc, nil, corev1.EventTypeNormal, "ScriptServed", "Boot", "iPXE script served to %s for server %s", who, t.server.Name)
+		s.events.Eventf(fresh.sbc, nil, corev1.EventTypeNormal, "ScriptServed", "Boot", "iPXE script served to %s for server %s", who, t.server.Name)
 	}
 	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
 	w.Header().Set("Cache-Control", "no-store")
@@ -197,16 +216,34 @@ func (s *Service) serveArtifact(w http.ResponseWriter, r *http.Request) {
 }
 
 // serveIgnition serves the boot's ignition, read from its Secret now (not from a cache): the
-// operator may have re-rendered it for this boot a moment ago.
+// operator may have re-rendered it for this boot a moment ago. It goes once, to the host the
+// boot is bound to (admit), with the boot URL (its token: where the host reports progress)
+// added to it.
 func (s *Service) serveIgnition(w http.ResponseWriter, r *http.Request) {
 	ctx, cancel := context.WithTimeout(r.Context(), requestTimeout)
 	defer cancel()
-	t, ok := s.resolveBoot(ctx, w, r.PathValue("token"))
-	if !ok {
+	t, err := s.bootByID(ctx, r.PathValue("id"))
+	if err != nil {
+		s.log.Error(err, "resolving an ignition URL")
+		s.fail(w, http.StatusInternalServerError, errInternal)
+		return
+	}
+	if t == nil {
+		s.fail(w, http.StatusNotFound, errNotFound)
 		return
 	}
 	data, ok := s.ignitionData(ctx, w, t)
 	if !ok {
+		return
+	}
+	data, err = ignition.WithBootURL(data, s.bootURL(s.tokens.token(t.sbc)))
+	if err != nil {
+		s.log.Error(err, "adding the boot URL to an ignition", "bootConfiguration", t.sbc.Name)
+		s.fail(w, http.StatusInternalServerError, errInternal)
+		return
+	}
+	// Recorded before a byte is sent: a second fetch, here or at another replica, is refused.
+	if !s.admit(ctx, w, r, t, fetchIgnition) {
 		return
 	}
 	w.Header().Set("Content-Type", "application/json")

@@ -26,9 +26,10 @@ import (
 
 	metalv1alpha1 "github.com/ironfleet/ironfleet/apis/metal/v1alpha1"
 	"github.com/ironfleet/ironfleet/internal/boot"
+	"github.com/ironfleet/ironfleet/internal/ignition"
 )
 
-var bootURL = regexp.MustCompile(`ironfleet\.boot=(\S+)/boot/(\S+) `)
+var ignitionURL = regexp.MustCompile(`ironfleet\.ignition=(\S+)/ignition/(\S+) `)
 
 // readyBoot makes a server with a Ready discovery boot and returns the MAC it boots from.
 func readyBoot(t *testing.T, name string, mac string) {
@@ -58,7 +59,7 @@ func post(t *testing.T, url, body string) int {
 	return resp.StatusCode
 }
 
-// script fetches the iPXE script of a MAC and returns it with the boot token it carries.
+// script fetches the iPXE script of a MAC and returns it with the boot id it carries.
 func script(t *testing.T, base, mac string) (string, string) {
 	t.Helper()
 	// The service answers from its cache, which may be a moment behind the API server.
@@ -67,9 +68,9 @@ func script(t *testing.T, base, mac string) (string, string) {
 	require.Eventually(t, func() bool {
 		var code int
 		code, body = get(t, base+"/ipxe/"+mac)
-		m = bootURL.FindStringSubmatch(body)
+		m = ignitionURL.FindStringSubmatch(body)
 		return code == http.StatusOK && m != nil
-	}, wait, poll, "no boot URL for %s", mac)
+	}, wait, poll, "no ignition URL for %s", mac)
 	assert.Equal(t, publicURL, m[1])
 	return body, m[2]
 }
@@ -86,7 +87,7 @@ func TestAUUIDSeveralServersHaveBootsNoneOfThem(t *testing.T) {
 	// Before smc-2 has smc-1's UUID, the UUID finds smc-1.
 	require.Eventually(t, func() bool {
 		code, body := get(t, srv.URL+"/ipxe?uuid="+uuidOf("smc-1"))
-		return code == http.StatusOK && strings.Contains(body, "/boot/"+one+" ")
+		return code == http.StatusOK && strings.Contains(body, "/ignition/"+one+" ")
 	}, wait, poll)
 
 	var two metalv1alpha1.Server
@@ -106,17 +107,18 @@ func TestScriptBootsTheProbeWithAPerBootURL(t *testing.T) {
 	defer srv.Close()
 	readyBoot(t, "web-1", "52:54:00:bb:00:01")
 
-	body, token := script(t, srv.URL, "52-54-00-BB-00-01")
+	body, id := script(t, srv.URL, "52-54-00-BB-00-01")
 	assert.Equal(t, fmt.Sprintf("#!ipxe\n"+
-		"kernel %[1]s/artifacts/vmlinuz initrd=initramfs.cpio.gz console=ttyS0,115200 quiet ironfleet.boot=%[1]s/boot/%[2]s BOOTIF=01-52-54-00-bb-00-01\n"+
+		"kernel %[1]s/artifacts/vmlinuz initrd=initramfs.cpio.gz console=ttyS0,115200 quiet ironfleet.ignition=%[1]s/ignition/%[2]s BOOTIF=01-52-54-00-bb-00-01\n"+
 		"initrd %[1]s/artifacts/initramfs.cpio.gz\n"+
-		"boot\n", publicURL, token), body)
-	assert.Len(t, token, 43)
+		"boot\n", publicURL, id), body)
+	assert.Len(t, id, 22)
+	assert.NotContains(t, body, "/boot/", "no boot token in a script anyone may ask for")
 
 	// The same boot by SMBIOS UUID; iPXE fills in the NIC.
 	code, byUUID := get(t, srv.URL+"/ipxe?uuid="+strings.ToUpper(uuidOf("web-1")))
 	assert.Equal(t, http.StatusOK, code)
-	assert.Contains(t, byUUID, "/boot/"+token+" BOOTIF=01-${netX/mac:hexhyp}\n")
+	assert.Contains(t, byUUID, "/ignition/"+id+" BOOTIF=01-${netX/mac:hexhyp}\n")
 	for _, placeholder := range []string{"00000000-0000-0000-0000-000000000000", "FFFFFFFF-FFFF-FFFF-FFFF-FFFFFFFFFFFF",
 		"03000200-0400-0500-0006-000700080009", "not-a-uuid", ""} {
 		code, _ := get(t, srv.URL+"/ipxe?uuid="+placeholder)
@@ -147,12 +149,18 @@ func TestIgnitionAndProgressUnderTheBootURL(t *testing.T) {
 	srv := httptest.NewServer(svc.Handler())
 	defer srv.Close()
 	readyBoot(t, "web-2", "52:54:00:bb:00:02")
-	_, token := script(t, srv.URL, "52:54:00:bb:00:02")
-	base := srv.URL + "/boot/" + token
+	_, id := script(t, srv.URL, "52:54:00:bb:00:02")
 
-	code, ign := get(t, base+"/ignition")
-	assert.Equal(t, http.StatusOK, code)
-	assert.Equal(t, string(ignitionJSON), ign)
+	// The ignition, with the boot URL (its token) added: the only place the token goes.
+	code, ign := get(t, srv.URL+"/ignition/"+id)
+	require.Equal(t, http.StatusOK, code)
+	cfg, err := ignition.Parse([]byte(ign))
+	require.NoError(t, err)
+	assert.Equal(t, "probe-secret-token", cfg.Token)
+	assert.True(t, strings.HasPrefix(cfg.BootURL, publicURL+"/boot/"), cfg.BootURL)
+	token := strings.TrimPrefix(cfg.BootURL, publicURL+"/boot/")
+	assert.Len(t, token, 43)
+	base := srv.URL + "/boot/" + token
 
 	assert.Equal(t, http.StatusNoContent, post(t, base+"/progress", `{"stage":"ProbeRunning","message":"collecting inventory"}`))
 	c := progressOf(t, "web-2-discovery")
@@ -202,44 +210,55 @@ func TestBootURLDiesWithTheBootConfiguration(t *testing.T) {
 	srv := httptest.NewServer(svc.Handler())
 	defer srv.Close()
 	readyBoot(t, "web-3", "52:54:00:bb:00:03")
-	_, token := script(t, srv.URL, "52:54:00:bb:00:03")
-	base := srv.URL + "/boot/" + token
-	code, _ := get(t, base+"/ignition")
-	require.Equal(t, http.StatusOK, code)
+	_, id := script(t, srv.URL, "52:54:00:bb:00:03")
+	base := srv.URL + "/boot/" + tokenOf(t, srv.URL, id)
+	progress := `{"stage":"ProbeRunning"}`
+	require.Equal(t, http.StatusNoContent, post(t, base+"/progress", progress))
 
 	// No longer Ready: refused as soon as the status says so.
 	sec := ignitionSecret(t, "web-3-ignition")
 	sec.Data = nil
 	require.NoError(t, k8s.Update(context.Background(), sec))
 	waitFor(t, nsAll, "web-3-discovery", metalv1alpha1.BootConfigurationStateError, boot.ReasonIgnitionUnreadable)
-	code, _ = get(t, base+"/ignition")
+	assert.Equal(t, http.StatusNotFound, post(t, base+"/progress", progress))
+	code, _ := get(t, srv.URL+"/ignition/"+id)
 	assert.Equal(t, http.StatusNotFound, code)
-	assert.Equal(t, http.StatusNotFound, post(t, base+"/progress", `{"stage":"Reported"}`))
 
 	// Ready again, then deleted: refused at once, not once a cache catches up.
 	sec = ignitionSecret(t, "web-3-ignition")
 	sec.Data = map[string][]byte{"ignition.json": ignitionJSON}
 	require.NoError(t, k8s.Update(context.Background(), sec))
 	waitFor(t, nsAll, "web-3-discovery", metalv1alpha1.BootConfigurationStateReady, boot.ReasonReady)
-	code, _ = get(t, base+"/ignition")
-	require.Equal(t, http.StatusOK, code)
+	require.Equal(t, http.StatusNoContent, post(t, base+"/progress", progress))
 	require.NoError(t, k8s.Delete(context.Background(), getSBC(t, nsAll, "web-3-discovery")))
-	code, _ = get(t, base+"/ignition")
-	assert.Equal(t, http.StatusNotFound, code)
+	assert.Equal(t, http.StatusNotFound, post(t, base+"/progress", progress))
 
-	// Re-created under the same name, it is another boot, with another URL.
+	// Re-created under the same name, it is another boot, with another id and token.
 	createSBC(t, nsAll, "web-3-discovery", "web-3", metalv1alpha1.BootPurposeDiscovery, "web-3-ignition")
 	waitFor(t, nsAll, "web-3-discovery", metalv1alpha1.BootConfigurationStateReady, boot.ReasonReady)
-	code, _ = get(t, base+"/ignition")
+	assert.Equal(t, http.StatusNotFound, post(t, base+"/progress", progress))
+	code, _ = get(t, srv.URL+"/ignition/"+id)
 	assert.Equal(t, http.StatusNotFound, code)
-	_, newToken := script(t, srv.URL, "52:54:00:bb:00:03")
-	assert.NotEqual(t, token, newToken)
+	_, newID := script(t, srv.URL, "52:54:00:bb:00:03")
+	assert.NotEqual(t, id, newID)
 
 	// Guesses.
-	for _, guess := range []string{strings.Repeat("A", 43), "x", token[:42]} {
-		code, _ := get(t, srv.URL+"/boot/"+guess+"/ignition")
+	for _, guess := range []string{strings.Repeat("A", 43), "x", id[:21], strings.Repeat("A", 22)} {
+		code, _ := get(t, srv.URL+"/ignition/"+guess)
 		assert.Equal(t, http.StatusNotFound, code)
+		assert.Equal(t, http.StatusNotFound, post(t, srv.URL+"/boot/"+guess+"/progress", progress))
 	}
+}
+
+// tokenOf fetches a boot's ignition (its one fetch) and returns the boot token it carries.
+func tokenOf(t *testing.T, base, id string) string {
+	t.Helper()
+	code, body := get(t, base+"/ignition/"+id)
+	require.Equal(t, http.StatusOK, code, body)
+	cfg, err := ignition.Decode([]byte(body))
+	require.NoError(t, err)
+	require.True(t, strings.HasPrefix(cfg.BootURL, publicURL+"/boot/"), cfg.BootURL)
+	return strings.TrimPrefix(cfg.BootURL, publicURL+"/boot/")
 }
 
 func ignitionSecret(t *testing.T, name string) *corev1.Secret {
@@ -292,8 +311,8 @@ func TestServeOnCallerSockets(t *testing.T) {
 	}()
 
 	// HTTP: the script (and, once it is served, the cache knows the boot).
-	_, token := script(t, "http://"+httpL.Addr().String(), "52:54:00:bb:01:01")
-	assert.NotEmpty(t, token)
+	_, id := script(t, "http://"+httpL.Addr().String(), "52:54:00:bb:01:01")
+	assert.NotEmpty(t, id)
 
 	// DHCP: a BIOS PXE ROM is offered an address and undionly.kpxe.
 	mac, _ := net.ParseMAC("52:54:00:bb:01:01")

@@ -19,6 +19,7 @@ import (
 // so a restart loses nothing and a deleted configuration is gone from them at once.
 const (
 	indexToken       = "boot.ironfleet.dev/token"       // SBC by its per-boot URL token
+	indexBootID      = "boot.ironfleet.dev/boot-id"     // SBC by its public boot id (the ignition's URL)
 	indexServerRef   = "boot.ironfleet.dev/server"      // SBC by spec.serverRef.name
 	indexIgnitionRef = "boot.ironfleet.dev/ignition"    // SBC by spec.ignitionSecretRef.name
 	indexMAC         = "boot.ironfleet.dev/mac"         // Server by each NIC's MAC (lower case)
@@ -34,6 +35,9 @@ func (s *Service) indexFields(ctx context.Context, indexer client.FieldIndexer) 
 	}{
 		{sbc, indexToken, func(o client.Object) []string {
 			return []string{s.tokens.token(o.(*metalv1alpha1.ServerBootConfiguration))}
+		}},
+		{sbc, indexBootID, func(o client.Object) []string {
+			return []string{s.tokens.id(o.(*metalv1alpha1.ServerBootConfiguration))}
 		}},
 		{sbc, indexServerRef, func(o client.Object) []string {
 			return []string{o.(*metalv1alpha1.ServerBootConfiguration).Spec.ServerRef.Name}
@@ -174,8 +178,22 @@ func (s *Service) bootByToken(ctx context.Context, token string) (*target, error
 	if len(token) != 43 { // base64 of a SHA-256 HMAC
 		return nil, nil
 	}
+	return s.bootBy(ctx, indexToken, token, s.tokens.token)
+}
+
+// bootByID is bootByToken for a boot's public id (its ignition's URL).
+func (s *Service) bootByID(ctx context.Context, id string) (*target, error) {
+	if len(id) != bootIDLen {
+		return nil, nil
+	}
+	return s.bootBy(ctx, indexBootID, id, s.tokens.id)
+}
+
+// bootBy resolves value of the index field (a token or an id, which mint makes of a
+// configuration) to its configuration as the API server has it now.
+func (s *Service) bootBy(ctx context.Context, field, value string, mint func(*metalv1alpha1.ServerBootConfiguration) string) (*target, error) {
 	var list metalv1alpha1.ServerBootConfigurationList
-	if err := s.client.List(ctx, &list, client.MatchingFields{indexToken: token}); err != nil {
+	if err := s.client.List(ctx, &list, client.MatchingFields{field: value}); err != nil {
 		return nil, fmt.Errorf("looking up a boot: %w", err)
 	}
 	for i := range list.Items {
@@ -184,7 +202,7 @@ func (s *Service) bootByToken(ctx context.Context, token string) (*target, error
 		if client.IgnoreNotFound(err) != nil {
 			return nil, fmt.Errorf("reading boot configuration %s: %w", list.Items[i].Name, err)
 		}
-		if err != nil || !ready(&sbc) || !s.ours(&sbc) || !s.servedNamespace(sbc.Namespace) || s.tokens.token(&sbc) != token {
+		if err != nil || !ready(&sbc) || !s.ours(&sbc) || !s.servedNamespace(sbc.Namespace) || mint(&sbc) != value {
 			continue
 		}
 		var server metalv1alpha1.Server

@@ -238,6 +238,11 @@ func (s *Service) serveMedia(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
+	// The ISO holds the ignition: it goes to the first address that asks (the BMC), in as
+	// many range reads as it likes, and to no other (secrets.go).
+	if !s.admit(ctx, w, r, t, fetchMedia) {
+		return
+	}
 	ignitionSum := sha256.Sum256(data)
 	e, ok := s.media.embeds.get(token, ignitionSum)
 	if !ok {

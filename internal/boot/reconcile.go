@@ -105,6 +105,15 @@ func (s *Service) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result,
 
 // check decides whether the boot can be served, in the order a person would fix things.
 func (s *Service) check(ctx context.Context, sbc *metalv1alpha1.ServerBootConfiguration, server *metalv1alpha1.Server) (verdict, error) {
+	if ended(sbc) {
+		// Its secrets may be another host's: nothing of it is served again, whatever else is
+		// right with it. The operator makes a new boot.
+		why := "its secrets were asked for by more than one host"
+		if c := meta.FindStatusCondition(sbc.Status.Conditions, metalv1alpha1.ConditionIgnitionServed); c != nil && c.Status == metav1.ConditionFalse {
+			why = c.Reason + ": " + c.Message
+		}
+		return notReady(ReasonBootEnded, "the boot service ended this boot (%s); nothing of it is served again", why), nil
+	}
 	if virtualMedia(sbc) {
 		return s.checkVirtualMedia(ctx, sbc, server)
 	}

@@ -27,21 +27,37 @@ const URLKeySecretKey = "url-key"
 // name and UID (a re-created configuration is another boot), and the probe boot it names (or,
 // for a configuration not made by Ironfleet's operator, its generation). Nothing is stored: a
 // restarted service with the same key mints the same tokens, and the token dies with the
-// configuration it was minted for. It is a bearer secret for the ignition, which holds the
-// probe's registry token: it is never logged.
+// configuration it was minted for. It is a bearer secret for the boot's progress and its ISO
+// (which holds the ignition): it is never logged, and reaches the host only inside the ignition
+// or the ISO, never in a script or a DHCP answer.
 type tokenSigner struct{ key []byte }
 
 func (s tokenSigner) token(sbc *metalv1alpha1.ServerBootConfiguration) string {
+	return base64.RawURLEncoding.EncodeToString(s.sum("ironfleet-boot-url/v1", sbc))
+}
+
+// bootIDLen is the length of a boot id: 128 bits, base64url.
+const bootIDLen = 22
+
+// id is the boot's public id, the last element of its ignition's URL, which the iPXE script
+// carries: minted as the token is, under another label, so that it says nothing of the token.
+// It is no secret (the script goes to anyone who knows a MAC): it only names the boot, and the
+// ignition goes once, to the host the boot is bound to.
+func (s tokenSigner) id(sbc *metalv1alpha1.ServerBootConfiguration) string {
+	return base64.RawURLEncoding.EncodeToString(s.sum("ironfleet-boot-id/v1", sbc)[:16])
+}
+
+func (s tokenSigner) sum(label string, sbc *metalv1alpha1.ServerBootConfiguration) []byte {
 	boot := sbc.Annotations[metalv1alpha1.AnnotationProbeBoot]
 	if boot == "" {
 		boot = "generation:" + strconv.FormatInt(sbc.Generation, 10)
 	}
 	mac := hmac.New(sha256.New, s.key)
-	for _, part := range []string{"ironfleet-boot-url/v1", sbc.Namespace, sbc.Name, string(sbc.UID), boot} {
+	for _, part := range []string{label, sbc.Namespace, sbc.Name, string(sbc.UID), boot} {
 		mac.Write([]byte(part))
 		mac.Write([]byte{0})
 	}
-	return base64.RawURLEncoding.EncodeToString(mac.Sum(nil))
+	return mac.Sum(nil)
 }
 
 // LoadURLKeyFile reads a URL key from a file (at least MinURLKeyBytes bytes, used as they are).

@@ -105,12 +105,20 @@ func ensureProbeBoot(ctx context.Context, c client.Client, api client.Reader, pb
 			return nil, err
 		}
 	}
-	if err == nil && disagree(server, &sbc) {
+	if err == nil && (disagree(server, &sbc) || spentProbeBoot(&sbc)) {
 		// The cache may not have seen a rename (or a deletion) yet: only the configuration as
 		// it is may say which boot the Secret is for.
 		var fresh metalv1alpha1.ServerBootConfiguration
 		err = api.Get(ctx, key, &fresh)
 		sbc = fresh
+	}
+	if err == nil && spentProbeBoot(&sbc) {
+		// Its ignition went out (an attempt that timed out), or its boot service ended it: the
+		// boot service serves it no more. The next attempt is a new boot, with new secrets.
+		if err := renameProbeBoot(ctx, c, pb, server, purpose, &sbc, install, via); err != nil {
+			return nil, err
+		}
+		return &sbc, nil
 	}
 	if err == nil {
 		network := networkDigest(via.network)
@@ -202,6 +210,34 @@ func ensureProbeBoot(ctx context.Context, c client.Client, api client.Reader, pb
 	}
 	server.Status.ProbeBoot = boot
 	return &sbc, nil
+}
+
+// renameProbeBoot makes sbc a new boot: a new name, its Secret rendered with that boot's token
+// first, then the configuration renamed (the boot service then serves it as a boot of its own,
+// with a new URL), then the Server named after it in memory (the reconcile's status write).
+func renameProbeBoot(ctx context.Context, c client.Client, pb ProbeBoot, server *metalv1alpha1.Server, purpose metalv1alpha1.BootPurpose, sbc *metalv1alpha1.ServerBootConfiguration, install installSource, via probeMedium) error {
+	boot, err := newProbeBoot()
+	if err != nil {
+		return err
+	}
+	in, err := resolveInstall(purpose, install)
+	if err != nil {
+		return err
+	}
+	secret, err := probeIgnition(c, pb, server, purpose, sbc.Name, boot, in, via)
+	if err != nil {
+		return err
+	}
+	if err := writeProbeIgnition(ctx, c, secret); err != nil {
+		return err
+	}
+	patch := client.RawPatch(types.MergePatchType, fmt.Appendf(nil, `{"metadata":{"annotations":{%q:%q,%q:%q}}}`,
+		metalv1alpha1.AnnotationProbeBoot, boot, AnnotationProbeNetwork, networkDigest(via.network)))
+	if err := c.Patch(ctx, sbc, patch); err != nil {
+		return fmt.Errorf("renaming the boot of %s: %w", sbc.Name, err)
+	}
+	server.Status.ProbeBoot = boot
+	return nil
 }
 
 // AnnotationProbeNetwork, on a probe boot configuration, is a digest of the probe network its

@@ -40,6 +40,17 @@ func (r *ServerReconciler) cleanup(ctx context.Context, server *metalv1alpha1.Se
 			return step{}, err
 		}
 	}
+	// A boot whose secrets may be another host's ends now: a report under its token proves
+	// nothing. The next attempt boots anew.
+	if why, err := r.endedProbeBoot(ctx, server, metalv1alpha1.BootPurposeCleanup); err != nil {
+		return step{}, err
+	} else if why != "" {
+		if err := deleteProbeBoot(ctx, r.Client, r.Probe, server, metalv1alpha1.BootPurposeCleanup); err != nil {
+			return step{}, err
+		}
+		return step{reason: ReasonProbeBootEnded, message: why, effect: setPower(server.Spec.SystemURI, bmc.PowerOff),
+			apply: func(s *metalv1alpha1.Server) { s.Status.LastProbeBootTime = nil }}, nil
+	}
 	if done, reason, failed := r.cleanVerdict(server, enteredAt(server)); done {
 		if err := deleteProbeBoot(ctx, r.Client, r.Probe, server, metalv1alpha1.BootPurposeCleanup); err != nil {
 			return step{}, err

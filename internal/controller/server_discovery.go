@@ -143,6 +143,20 @@ func (r *ServerReconciler) discoveryBackoff(n int32) time.Duration {
 // discovery waits for the probe's report, then powers off and cleans up; or gives up at the
 // timeout.
 func (r *ServerReconciler) discovery(ctx context.Context, server *metalv1alpha1.Server) (step, error) {
+	// A boot whose secrets may be another host's ends now, report or not: the attempt failed.
+	if why, err := r.endedProbeBoot(ctx, server, discoveryPurpose(server)); err != nil || why != "" {
+		if err != nil {
+			return step{}, err
+		}
+		if err := deleteProbeBoot(ctx, r.Client, r.Probe, server, discoveryPurpose(server)); err != nil {
+			return step{}, err
+		}
+		return step{event: fsm.EventDiscoveryTimedOut, reason: ReasonProbeBootEnded, effect: setPower(server.Spec.SystemURI, bmc.PowerOff),
+			message: fmt.Sprintf("%s (attempt %d of %d)", why, server.Status.DiscoveryAttempts, r.Discovery.Attempts),
+			apply: func(s *metalv1alpha1.Server) {
+				setCondition(&s.Status.Conditions, s.Generation, metalv1alpha1.ConditionDiscovered, metav1.ConditionFalse, ReasonProbeBootEnded, why)
+			}}, nil
+	}
 	started := enteredAt(server)
 	deadline := started.Add(r.Discovery.Timeout)
 	// A dirty server is discovered by its wipe probe's report, which carries the wipe: an

@@ -9,10 +9,12 @@ import (
 	"github.com/stretchr/testify/require"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 	"sigs.k8s.io/controller-runtime/pkg/event"
 
 	m "github.com/ironfleet/ironfleet/apis/metal/v1alpha1"
 	"github.com/ironfleet/ironfleet/internal/fsm"
+	"github.com/ironfleet/ironfleet/internal/testenv"
 )
 
 // TestDirtyRediscoveryWithoutAWipeReportTimesOut: a server taken from its tenant and
@@ -30,7 +32,8 @@ func TestDirtyRediscoveryWithoutAWipeReportTimesOut(t *testing.T) {
 			Conditions: []metav1.Condition{{Type: m.ConditionCleaned, Status: metav1.ConditionFalse, Reason: ReasonTakenFromTenant}}},
 	}
 	now := start.Add(time.Second)
-	r := ServerReconciler{Discovery: DiscoverySettings{Timeout: 4 * time.Second, Attempts: 2}, Now: func() time.Time { return now }}
+	r := ServerReconciler{Discovery: DiscoverySettings{Timeout: 4 * time.Second, Attempts: 2}, Now: func() time.Time { return now },
+		Client: fake.NewClientBuilder().WithScheme(testenv.Scheme()).Build(), Probe: ProbeBoot{Namespace: "system"}}
 	st, err := r.discovery(ctx, server)
 	require.NoError(t, err)
 	assert.Empty(t, st.event, "the attempt goes on")

@@ -131,6 +131,18 @@ func (r *ServerReconciler) install(ctx context.Context, server *metalv1alpha1.Se
 	}
 
 	max := r.installAttempts()
+	// A boot whose secrets may be another host's ends now; the next attempt boots anew.
+	if why, err := r.endedProbeBoot(ctx, server, metalv1alpha1.BootPurposeProvisioning); err != nil {
+		return step{}, false, err
+	} else if why != "" {
+		if err := deleteProbeBoot(ctx, r.Client, r.Probe, server, metalv1alpha1.BootPurposeProvisioning); err != nil {
+			return step{}, false, err
+		}
+		if server.Status.ProvisionAttempts >= max {
+			return r.installFailed(server, ReasonProbeBootEnded, fmt.Sprintf("attempt %d of %d: %s; %s", server.Status.ProvisionAttempts, max, why, installRetryHint)), false, nil
+		}
+		return r.bootInstall(ctx, server, claim, fmt.Sprintf("attempt %d: %s", server.Status.ProvisionAttempts, why))
+	}
 	if cond != nil && (cond.Reason == ReasonInstallFailed || cond.Reason == ReasonInstallTimedOut) && server.Status.ProvisionAttempts >= max {
 		return wait(cond.Reason, cond.Message, 0), false, nil // until the claim's image changes
 	}

@@ -99,9 +99,11 @@ func runSuite(m *testing.M) (int, error) {
 		"probetrouble": {testSystem(14)},
 		// Virtual media: a BMC with none, and one with a virtual CD.
 		"novmedia": {testSystem(15)}, "vmedia": {testSystem(16)},
+		// A probe boot the boot service ends (its secrets asked for twice).
+		"bootended": {testSystem(31)},
 	}
 	quirks := map[string]*bmcsim.Quirks{"novmedia": {NoVirtualMedia: true}}
-	for _, name := range []string{"good", "allwrong", "direct", "reuse", "deleteme", "discovery", "silent", "restart", "probetrouble", "novmedia", "vmedia"} {
+	for _, name := range []string{"good", "allwrong", "direct", "reuse", "deleteme", "discovery", "silent", "restart", "probetrouble", "novmedia", "vmedia", "bootended"} {
 		specs, ok := systems[name]
 		if !ok {
 			specs = []bmcsim.SystemSpec{testSystem(0), testSystem(1)}

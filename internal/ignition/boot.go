@@ -10,19 +10,24 @@ import (
 
 // The network-boot contract between Ironfleet's boot service and the probe's /init. The boot
 // service's iPXE script boots the probe kernel with these kernel arguments; /init reads them
-// from /proc/cmdline.
+// from /proc/cmdline. Nothing on the command line is a secret: the script goes to anyone who
+// knows a MAC.
 const (
-	// KernelArgBoot is the base URL of this one boot at the boot service,
-	// http://<host>:<port>/boot/<boot token>: unguessable, and dead once the boot configuration
-	// is no longer Ready. /init GETs <base>/ignition and POSTs Progress to <base>/progress.
-	KernelArgBoot = "ironfleet.boot"
+	// KernelArgIgnition is where /init GETs its ignition once:
+	// http://<host>:<port>/ignition/<boot id>. The boot id only names the boot; the boot service
+	// serves its ignition once, to the host the boot is bound to, and a second fetch ends the
+	// boot. The ignition it serves carries the boot URL (Config.BootURL).
+	KernelArgIgnition = "ironfleet.ignition"
 	// KernelArgBootIf names the NIC the host booted from, as pxelinux spells it:
 	// BOOTIF=01-aa-bb-cc-dd-ee-ff (iPXE: ${net0/mac:hexhyp}). /init brings that NIC up with DHCP.
 	KernelArgBootIf = "BOOTIF"
 
-	// IgnitionPath, under the boot URL, serves the rendered Config (SecretKey's bytes).
-	IgnitionPath = "/ignition"
-	// ProgressPath, under the boot URL, takes a Progress as JSON (POST, at most 4 KiB).
+	// IgnitionPathPrefix, followed by the boot id, serves the rendered Config (SecretKey's
+	// bytes, with BootURL added).
+	IgnitionPathPrefix = "/ignition/"
+	// ProgressPath, under the boot URL (http://<host>:<port>/boot/<boot token>: unguessable, a
+	// secret, dead once the boot configuration is no longer Ready), takes a Progress as JSON
+	// (POST, at most 4 KiB).
 	ProgressPath = "/progress"
 	// MaxProgressBytes bounds a Progress body.
 	MaxProgressBytes = 4 << 10
@@ -31,11 +36,11 @@ const (
 // The virtual-media contract: a boot from the per-boot ISO (internal/bootmedia) has no
 // command line from the boot service and no network to fetch the ignition over. Its second
 // initrd, which the ISO's boot loaders load after the probe's initramfs, adds these files to
-// the root filesystem; /init reads them instead of ironfleet.boot and /ignition.
+// the root filesystem; /init reads them instead of fetching KernelArgIgnition.
 const (
 	// MediaIgnitionFile holds the boot's rendered ignition (SecretKey's bytes), mode 0600.
 	MediaIgnitionFile = "/ironfleet/ignition.json"
-	// MediaBootURLFile holds the boot URL (KernelArgBoot's value), where /init reports progress.
+	// MediaBootURLFile holds the boot URL (Config.BootURL), where /init reports progress.
 	MediaBootURLFile = "/ironfleet/boot-url"
 	// MediaConsoleLine is what /init prints on the console when it boots from these files.
 	MediaConsoleLine = "ironfleet-init: ignition from the boot media"

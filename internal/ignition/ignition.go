@@ -137,6 +137,10 @@ type Config struct {
 	// the probe asks DHCP. A network-booted (PXE) probe already has its DHCP lease and
 	// ignores it.
 	Network *metalv1alpha1.ProbeNetwork `json:"network,omitempty"`
+	// BootURL is where the probe reports its progress (ProgressPath under it): the boot
+	// service adds it when it serves the ignition (WithBootURL), never the operator. It holds
+	// the boot's token, a secret.
+	BootURL string `json:"bootURL,omitempty"`
 }
 
 // Validate says what is wrong with a complete config, naming the field.
@@ -303,7 +307,29 @@ func Decode(data []byte) (Config, error) {
 			return Config{}, err
 		}
 	}
+	if c.BootURL != "" {
+		if err := CheckURL(c.BootURL); err != nil {
+			return Config{}, errors.New("bootURL is not an http(s) URL with a host") // never quoted: it holds a token
+		}
+	}
 	return c, nil
+}
+
+// WithBootURL is a rendered ignition with BootURL set to url, the other fields as they are.
+func WithBootURL(data []byte, url string) ([]byte, error) {
+	var fields map[string]json.RawMessage
+	if err := json.Unmarshal(data, &fields); err != nil {
+		return nil, fmt.Errorf("adding the boot URL: %w", describe(data, err))
+	}
+	if fields == nil {
+		return nil, errors.New("adding the boot URL: the ignition is not a JSON object")
+	}
+	v, err := json.Marshal(url)
+	if err != nil {
+		return nil, err
+	}
+	fields["bootURL"] = v
+	return json.MarshalIndent(fields, "", "  ")
 }
 
 // CheckURL accepts an absolute http(s) URL with a host.

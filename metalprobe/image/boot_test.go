@@ -72,7 +72,7 @@ func TestProbeImageBootsAndReports(t *testing.T) {
 		SystemUUID: vmUUID, Mode: ignition.ModeDiscovery,
 	})
 	require.NoError(t, err)
-	boot := &fakeBootService{token: bootToken, ignition: ign}
+	boot := &fakeBootService{id: "b00t1d", token: bootToken, ignition: ign}
 	bootSrv := httptest.NewServer(boot)
 	t.Cleanup(bootSrv.Close)
 
@@ -83,9 +83,9 @@ func TestProbeImageBootsAndReports(t *testing.T) {
 		"-serial", "file:" + filepath.Join(work, "console.log"),
 		"-smbios", fmt.Sprintf("type=1,manufacturer=%s,product=%s,serial=%s,uuid=%s", vmManufacturer, vmProduct, vmSerial, vmUUID),
 		"-kernel", filepath.Join(dir, KernelFile), "-initrd", filepath.Join(dir, InitramfsFile),
-		// quiet: the kernel logs its command line, boot token included, at notice level.
-		"-append", fmt.Sprintf("console=ttyS0 quiet panic=-1 %s=http://%s/boot/%s %s=01-%s",
-			ignition.KernelArgBoot, bootServiceIP, bootToken, ignition.KernelArgBootIf, strings.ReplaceAll(vmMAC, ":", "-")),
+		// quiet: the kernel logs its command line at notice level.
+		"-append", fmt.Sprintf("console=ttyS0 quiet panic=-1 %s=http://%s/ignition/%s %s=01-%s",
+			ignition.KernelArgIgnition, bootServiceIP, boot.id, ignition.KernelArgBootIf, strings.ReplaceAll(vmMAC, ":", "-")),
 		"-netdev", "user,id=net0,restrict=on," +
 			guestfwd(self, bootServiceIP, 80, bootSrv.Listener.Addr().String()) + "," +
 			guestfwd(self, registryIP, 443, registrySrv.Listener.Addr().String()),

@@ -79,7 +79,7 @@ func TestProbeImageSecureWipeOnQEMUNVMe(t *testing.T) {
 		SystemUUID: wipeVMUUID, Mode: ignition.ModeWipe, WipePolicy: metalv1alpha1.WipeSecure,
 	})
 	require.NoError(t, err)
-	boot := &fakeBootService{token: bootToken, ignition: ign}
+	boot := &fakeBootService{id: "b00t1d", token: bootToken, ignition: ign}
 	bootSrv := httptest.NewServer(boot)
 	t.Cleanup(bootSrv.Close)
 
@@ -105,8 +105,8 @@ func TestProbeImageSecureWipeOnQEMUNVMe(t *testing.T) {
 	args = append(args,
 		"-no-reboot",
 		"-kernel", filepath.Join(dir, KernelFile), "-initrd", filepath.Join(dir, InitramfsFile),
-		"-append", fmt.Sprintf("console=ttyS0 quiet panic=-1 %s=http://%s/boot/%s %s=01-%s",
-			ignition.KernelArgBoot, bootServiceIP, bootToken, ignition.KernelArgBootIf, strings.ReplaceAll(wipeVMMAC, ":", "-")),
+		"-append", fmt.Sprintf("console=ttyS0 quiet panic=-1 %s=http://%s/ignition/%s %s=01-%s",
+			ignition.KernelArgIgnition, bootServiceIP, boot.id, ignition.KernelArgBootIf, strings.ReplaceAll(wipeVMMAC, ":", "-")),
 		"-netdev", "user,id=net0,restrict=on,"+
 			guestfwd(self, bootServiceIP, 80, bootSrv.Listener.Addr().String())+","+
 			guestfwd(self, registryIP, 443, registrySrv.Listener.Addr().String()),

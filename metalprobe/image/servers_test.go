@@ -26,11 +26,13 @@ import (
 	"github.com/ironfleet/ironfleet/internal/report"
 )
 
-// fakeBootService serves one boot's ignition and records its progress, as Ironfleet's boot
-// service does at /boot/<token>/.
+// fakeBootService serves one boot's ignition at /ignition/<id>, once, with the boot URL
+// (http://<bootServiceIP>/boot/<token>) added, and records its progress there, as Ironfleet's
+// boot service does.
 type fakeBootService struct {
-	token    string
-	ignition []byte
+	id, token string
+	ignition  []byte
+	served    bool
 
 	mu       sync.Mutex
 	progress []ignition.Progress
@@ -39,9 +41,22 @@ type fakeBootService struct {
 func (b *fakeBootService) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	base := "/boot/" + b.token
 	switch {
-	case r.Method == http.MethodGet && r.URL.Path == base+ignition.IgnitionPath:
+	case r.Method == http.MethodGet && r.URL.Path == ignition.IgnitionPathPrefix+b.id:
+		b.mu.Lock()
+		again := b.served
+		b.served = true
+		b.mu.Unlock()
+		if again {
+			http.Error(w, "served already", http.StatusForbidden)
+			return
+		}
+		data, err := ignition.WithBootURL(b.ignition, "http://"+bootServiceIP+base)
+		if err != nil {
+			http.Error(w, err.Error(), http.StatusInternalServerError)
+			return
+		}
 		w.Header().Set("Content-Type", "application/json")
-		_, _ = w.Write(b.ignition)
+		_, _ = w.Write(data)
 	case r.Method == http.MethodPost && r.URL.Path == base+ignition.ProgressPath:
 		var p ignition.Progress
 		if err := json.NewDecoder(http.MaxBytesReader(w, r.Body, ignition.MaxProgressBytes)).Decode(&p); err != nil {

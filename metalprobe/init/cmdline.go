@@ -9,40 +9,44 @@ import (
 	"github.com/ironfleet/ironfleet/internal/ignition"
 )
 
-// bootArgs are what the boot service put on the kernel command line.
+// bootArgs are what the boot service put on the kernel command line, and the boot URL.
 type bootArgs struct {
-	// base is the boot URL, http://<host>:<port>/boot/<token>; it holds a secret (the boot
+	// ignitionURL is where a network boot fetches its ignition, once
+	// (ignition.KernelArgIgnition): no secret.
+	ignitionURL string
+	// base is the boot URL, http://<host>:<port>/boot/<token>, where progress is reported: from
+	// the fetched ignition (Config.BootURL), or from the boot media. It holds a secret (the boot
 	// token), so it is only ever printed through redactedURL.
 	base string
 	// bootIf is the MAC of the NIC the server booted from; nil when the line has no BOOTIF.
 	bootIf net.HardwareAddr
 }
 
-// parseCmdline reads ironfleet.boot and BOOTIF from /proc/cmdline's contents. The kernel
+// parseCmdline reads ironfleet.ignition and BOOTIF from /proc/cmdline's contents. The kernel
 // passes its command line through unquoted words; the boot service's values have no spaces.
 func parseCmdline(cmdline string) (bootArgs, error) {
 	args, err := scanCmdline(cmdline)
 	if err != nil {
 		return bootArgs{}, err
 	}
-	if args.base == "" {
-		return bootArgs{}, fmt.Errorf("no %s= on the kernel command line", ignition.KernelArgBoot)
+	if args.ignitionURL == "" {
+		return bootArgs{}, fmt.Errorf("no %s= on the kernel command line", ignition.KernelArgIgnition)
 	}
-	if err := ignition.CheckURL(args.base); err != nil {
-		return bootArgs{}, fmt.Errorf("%s: %s", ignition.KernelArgBoot, redactedURL(args.base))
+	if err := ignition.CheckURL(args.ignitionURL); err != nil {
+		return bootArgs{}, fmt.Errorf("%s: %s", ignition.KernelArgIgnition, redactedURL(args.ignitionURL))
 	}
 	return args, nil
 }
 
-// scanCmdline reads ironfleet.boot and BOOTIF, neither required; a malformed BOOTIF is an
+// scanCmdline reads ironfleet.ignition and BOOTIF, neither required; a malformed BOOTIF is an
 // error.
 func scanCmdline(cmdline string) (bootArgs, error) {
 	var args bootArgs
 	for _, word := range strings.Fields(cmdline) {
 		key, value, _ := strings.Cut(word, "=")
 		switch key {
-		case ignition.KernelArgBoot:
-			args.base = strings.TrimSuffix(value, "/")
+		case ignition.KernelArgIgnition:
+			args.ignitionURL = value
 		case ignition.KernelArgBootIf:
 			mac, err := parseBootIf(value)
 			if err != nil {

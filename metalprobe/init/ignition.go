@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"crypto/tls"
+	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -17,17 +18,21 @@ import (
 // ignitionFile is where /init writes the ignition for metalprobe's --ignition.
 const ignitionFile = "/run/ignition.json"
 
-// fetchIgnition GETs <base>/ignition, retrying with backoff until ctx ends (the boot service
-// may be restarting), and checks that it is a complete config. The token in it is never
-// printed.
-func fetchIgnition(ctx context.Context, client *http.Client, base string, log func(string, ...any)) ([]byte, ignition.Config, error) {
+// fetchIgnition GETs the ignition from url (ignition.KernelArgIgnition's), retrying with
+// backoff until ctx ends (the boot service may be restarting), and checks that it is a complete
+// config. The boot service serves it once: a refusal (403) is final, as asking again would only
+// be refused again. The token in it is never printed.
+func fetchIgnition(ctx context.Context, client *http.Client, url string, log func(string, ...any)) ([]byte, ignition.Config, error) {
 	backoff := time.Second
 	for attempt := 1; ; attempt++ {
-		data, err := getIgnition(ctx, client, base)
+		data, err := getIgnition(ctx, client, url)
 		if err == nil {
 			cfg, err := ignition.Parse(data)
 			// A malformed ignition will not get better by asking again.
 			return data, cfg, err
+		}
+		if errors.Is(err, errRefused) {
+			return nil, ignition.Config{}, fmt.Errorf("fetching the ignition: %w", err)
 		}
 		log("fetching the ignition, attempt %d: %v", attempt, err)
 		select {
@@ -39,16 +44,22 @@ func fetchIgnition(ctx context.Context, client *http.Client, base string, log fu
 	}
 }
 
-func getIgnition(ctx context.Context, client *http.Client, base string) ([]byte, error) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, base+ignition.IgnitionPath, nil)
+// errRefused: the boot service refused the ignition (served already, or to another host).
+var errRefused = errors.New("the boot service refused it (403): it was served already, or this host is not the one the boot is bound to; the boot is ended and the operator boots the server again")
+
+func getIgnition(ctx context.Context, client *http.Client, url string) ([]byte, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
 	if err != nil {
 		return nil, fmt.Errorf("building the request: %w", err)
 	}
 	resp, err := client.Do(req)
 	if err != nil {
-		return nil, redactErr(err, base)
+		return nil, err
 	}
 	defer func() { _ = resp.Body.Close() }()
+	if resp.StatusCode == http.StatusForbidden {
+		return nil, errRefused
+	}
 	if resp.StatusCode != http.StatusOK {
 		return nil, fmt.Errorf("boot service answered %s", resp.Status)
 	}

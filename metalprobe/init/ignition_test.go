@@ -19,7 +19,7 @@ const testIgnition = `{"registryURL": "https://10.0.2.101", "token": "s3cr3t", "
 func TestFetchIgnitionRetriesUntilServed(t *testing.T) {
 	var calls atomic.Int32
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.URL.Path != "/boot/tok3n/ignition" {
+		if r.URL.Path != "/ignition/b00t1d" {
 			http.NotFound(w, r)
 			return
 		}
@@ -31,7 +31,7 @@ func TestFetchIgnitionRetriesUntilServed(t *testing.T) {
 	}))
 	defer srv.Close()
 	var logged []string
-	data, cfg, err := fetchIgnition(context.Background(), srv.Client(), srv.URL+"/boot/tok3n", func(f string, a ...any) {
+	data, cfg, err := fetchIgnition(context.Background(), srv.Client(), srv.URL+"/ignition/b00t1d", func(f string, a ...any) {
 		logged = append(logged, f)
 	})
 	require.NoError(t, err)
@@ -45,7 +45,7 @@ func TestFetchIgnitionRefusesAnIncompleteOne(t *testing.T) {
 		_, _ = w.Write([]byte(`{"registryURL": "https://r", "mode": "wipe", "wipePolicy": "zero", "systemUUID": "7e0a5b1c-1d2e-4f30-8a41-5b6c7d8e9f00"}`))
 	}))
 	defer srv.Close()
-	_, _, err := fetchIgnition(context.Background(), srv.Client(), srv.URL+"/boot/tok3n", func(string, ...any) {})
+	_, _, err := fetchIgnition(context.Background(), srv.Client(), srv.URL+"/ignition/b00t1d", func(string, ...any) {})
 	require.ErrorContains(t, err, "token is required")
 	assert.NotContains(t, err.Error(), "tok3n")
 }
@@ -57,18 +57,42 @@ func TestFetchIgnitionNeedsNoUUID(t *testing.T) {
 		_, _ = w.Write([]byte(`{"registryURL": "https://r", "token": "s3cr3t", "server": "smc-1-2", "mode": "discovery"}`))
 	}))
 	defer srv.Close()
-	_, cfg, err := fetchIgnition(context.Background(), srv.Client(), srv.URL+"/boot/tok3n", func(string, ...any) {})
+	_, cfg, err := fetchIgnition(context.Background(), srv.Client(), srv.URL+"/ignition/b00t1d", func(string, ...any) {})
 	require.NoError(t, err)
 	assert.Equal(t, "smc-1-2", cfg.Server)
 	assert.Empty(t, cfg.SystemUUID)
 }
 
-func TestFetchIgnitionGivesUpWithoutQuotingTheBootToken(t *testing.T) {
+func TestFetchIgnitionGivesUpAtItsDeadline(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
 	defer cancel()
-	_, _, err := fetchIgnition(ctx, http.DefaultClient, "http://127.0.0.1:1/boot/tok3n", func(string, ...any) {})
-	require.Error(t, err)
-	assert.NotContains(t, err.Error(), "tok3n")
+	_, _, err := fetchIgnition(ctx, http.DefaultClient, "http://127.0.0.1:1/ignition/b00t1d", func(string, ...any) {})
+	require.ErrorIs(t, err, context.DeadlineExceeded)
+}
+
+// The boot service serves a boot's ignition once: a refusal is final, not retried until the
+// deadline.
+func TestFetchIgnitionStopsAtARefusal(t *testing.T) {
+	var calls atomic.Int32
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		calls.Add(1)
+		http.Error(w, "Forbidden", http.StatusForbidden)
+	}))
+	defer srv.Close()
+	_, _, err := fetchIgnition(context.Background(), srv.Client(), srv.URL+"/ignition/b00t1d", func(string, ...any) {})
+	require.ErrorIs(t, err, errRefused)
+	assert.Equal(t, int32(1), calls.Load())
+}
+
+// A network boot's ignition names the boot URL, where progress goes.
+func TestFetchIgnitionCarriesTheBootURL(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		_, _ = w.Write([]byte(`{"registryURL": "https://r", "token": "s3cr3t", "mode": "discovery", "bootURL": "http://10.0.0.1:8080/boot/tok3n"}`))
+	}))
+	defer srv.Close()
+	_, cfg, err := fetchIgnition(context.Background(), srv.Client(), srv.URL+"/ignition/b00t1d", func(string, ...any) {})
+	require.NoError(t, err)
+	assert.Equal(t, "http://10.0.0.1:8080/boot/tok3n", cfg.BootURL)
 }
 
 func TestCheckRegistry(t *testing.T) {

@@ -5,7 +5,8 @@
 // delivered it powers the machine off.
 //
 // The contract with the boot service is in internal/ignition/boot.go: the kernel command line
-// carries ironfleet.boot=<boot URL> and BOOTIF=01-<mac>. A boot from the per-boot ISO a BMC
+// carries ironfleet.ignition=<ignition URL> (fetched once; the ignition names the boot URL,
+// where progress goes) and BOOTIF=01-<mac>. A boot from the per-boot ISO a BMC
 // mounts (virtual media) has neither: the ISO's second initrd puts the ignition and the boot
 // URL in the root filesystem (ignition.MediaIgnitionFile, MediaBootURLFile), and the network
 // comes from the ignition's static network (or DHCP without one) on the NIC it names.
@@ -80,9 +81,14 @@ func boot(console io.Writer) error {
 	data, cfg, from := src.data, src.cfg, ", from the boot media"
 	if !src.media {
 		ignCtx, cancel := context.WithTimeout(ctx, ignitionTimeout)
-		data, cfg, err = fetchIgnition(ignCtx, &http.Client{Timeout: 30 * time.Second}, src.base, rep.logf)
+		data, cfg, err = fetchIgnition(ignCtx, &http.Client{Timeout: 30 * time.Second}, src.ignitionURL, rep.logf)
 		cancel()
 		from = ""
+		if err == nil {
+			// The stages held so far go to the boot URL the ignition names.
+			rep.setBase(cfg.BootURL)
+			rep.goOnline(ctx)
+		}
 	}
 	if err == nil {
 		err = writeIgnition(data)

@@ -60,9 +60,22 @@ func (r *reporter) stage(ctx context.Context, stage ignition.Stage, format strin
 	r.post(ctx, p)
 }
 
-// goOnline posts the stages held while the network was down, then posts as they come.
+// setBase sets the boot URL a network boot learns from its ignition.
+func (r *reporter) setBase(base string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.base = base
+}
+
+// goOnline posts the stages held while the network was down (or the boot URL unknown), then
+// posts as they come. Without a boot URL it holds them still: a network boot learns it from its
+// ignition.
 func (r *reporter) goOnline(ctx context.Context) {
 	r.mu.Lock()
+	if r.base == "" {
+		r.mu.Unlock()
+		return
+	}
 	pending := r.pending
 	r.pending, r.online = nil, true
 	r.mu.Unlock()

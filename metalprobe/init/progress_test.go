@@ -77,6 +77,26 @@ func TestReporterHoldsStagesUntilOnline(t *testing.T) {
 	assert.Equal(t, "eth0 10.0.2.15/24", msg)
 }
 
+// A network boot learns its boot URL from its ignition: until then its stages are held, even
+// with the network up.
+func TestReporterHoldsStagesUntilItHasABootURL(t *testing.T) {
+	svc := &bootService{}
+	srv := httptest.NewServer(svc)
+	defer srv.Close()
+	var console bytes.Buffer
+	r := newReporter("", &console)
+	ctx := context.Background()
+
+	r.stage(ctx, ignition.StageInitStarted, "metalprobe init %s", "dev")
+	r.goOnline(ctx)
+	r.stage(ctx, ignition.StageNetworkUp, "eth0 10.0.2.15/24")
+	assert.Empty(t, svc.stages(), "no boot URL yet")
+	r.setBase(srv.URL + "/boot/tok3n")
+	r.goOnline(ctx)
+	r.stage(ctx, ignition.StageIgnitionFetched, "mode discovery")
+	assert.Equal(t, []ignition.Stage{ignition.StageInitStarted, ignition.StageNetworkUp, ignition.StageIgnitionFetched}, svc.stages())
+}
+
 func TestReporterRetriesAndFlattensConsoleLines(t *testing.T) {
 	svc := &bootService{failFirst: 2}
 	srv := httptest.NewServer(svc)

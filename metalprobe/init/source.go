@@ -117,7 +117,11 @@ func startBoot(root, cmdline string, console io.Writer) (bootSource, *reporter, 
 	if src.media {
 		from = ", ignition from the boot media"
 	}
-	rep.stage(ctx, ignition.StageInitStarted, "kernel %s, boot service %s%s", kernelRelease(), redactedURL(src.base), from)
+	service := src.ignitionURL
+	if src.media {
+		service = redactedURL(src.base)
+	}
+	rep.stage(ctx, ignition.StageInitStarted, "kernel %s, boot service %s%s", kernelRelease(), service, from)
 	if src.media {
 		if src.data, src.cfg, err = readMediaIgnition(root); err != nil {
 			// Held until a network is up, which without an ignition it never is: the console

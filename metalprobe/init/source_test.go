@@ -31,26 +31,27 @@ const mediaIgnition = `{"registryURL": "https://10.0.2.101", "token": "s3cr3t", 
  "network": {"interfaceMAC": "52:54:00:AB:CD:EF", "vlanID": 42, "address": "10.0.0.21/24", "gateway": "10.0.0.1", "dns": ["10.0.0.2"]}}`
 
 func TestBootSourceFromTheCommandLine(t *testing.T) {
-	src, err := readBootSource(t.TempDir(), "console=ttyS0 ironfleet.boot=http://10.0.0.1:8080/boot/tok3n BOOTIF=01-52-54-00-00-00-01")
+	src, err := readBootSource(t.TempDir(), "console=ttyS0 ironfleet.ignition=http://10.0.0.1:8080/ignition/b00t1d BOOTIF=01-52-54-00-00-00-01")
 	require.NoError(t, err)
 	assert.False(t, src.media)
-	assert.Equal(t, "http://10.0.0.1:8080/boot/tok3n", src.base)
+	assert.Equal(t, "http://10.0.0.1:8080/ignition/b00t1d", src.ignitionURL)
+	assert.Empty(t, src.base, "the boot URL comes with the ignition")
 	assert.Equal(t, "52:54:00:00:00:01", src.bootIf.String())
 
 	src, err = readBootSource(t.TempDir(), "console=ttyS0")
-	assert.ErrorContains(t, err, "no ironfleet.boot=", "a network boot without the media needs the command line")
+	assert.ErrorContains(t, err, "no ironfleet.ignition=", "a network boot without the media needs the command line")
 	assert.False(t, src.media)
 }
 
 func TestBootSourceFromTheMedia(t *testing.T) {
 	root := mediaRoot(t, mediaIgnition, "http://192.0.2.10:8080/boot/tok3n/\n")
 	src, err := readBootSource(root, "BOOT_IMAGE=/VMLINUZ console=ttyS0,115200 quiet")
-	require.NoError(t, err, "neither ironfleet.boot nor BOOTIF is needed")
+	require.NoError(t, err, "neither ironfleet.ignition nor BOOTIF is needed")
 	assert.True(t, src.media)
 	assert.Equal(t, "http://192.0.2.10:8080/boot/tok3n", src.base, "trailing newline and slash trimmed")
 	assert.Nil(t, src.bootIf)
 
-	src, err = readBootSource(root, "ironfleet.boot=http://10.9.9.9/boot/other BOOTIF=01-52-54-00-00-00-01")
+	src, err = readBootSource(root, "ironfleet.ignition=http://10.9.9.9/ignition/other BOOTIF=01-52-54-00-00-00-01")
 	require.NoError(t, err)
 	assert.Equal(t, "http://192.0.2.10:8080/boot/tok3n", src.base, "the media's boot URL wins over a command line's")
 	assert.Equal(t, "52:54:00:00:00:01", src.bootIf.String(), "BOOTIF still names the NIC if a loader sets one")
@@ -106,7 +107,7 @@ func TestStartBootFromTheMedia(t *testing.T) {
 
 func TestStartBootFromTheCommandLineSaysNothingOfMedia(t *testing.T) {
 	var console bytes.Buffer
-	src, _, err := startBoot(t.TempDir(), "ironfleet.boot=http://10.0.0.1:8080/boot/tok3n", &console)
+	src, _, err := startBoot(t.TempDir(), "ironfleet.ignition=http://10.0.0.1:8080/ignition/b00t1d", &console)
 	require.NoError(t, err)
 	assert.False(t, src.media)
 	assert.Nil(t, src.data, "fetched later, once the network is up")

@@ -9,7 +9,6 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
-	"regexp"
 	"sort"
 	"strings"
 	"testing"
@@ -56,8 +55,9 @@ func requireVMs(t *testing.T) {
 // their Redfish BMC, PXE-boot the probe through Ironfleet's boot service (DHCP, TFTP, HTTP) on
 // a private network, and become Available with exactly the hardware they were defined with.
 // On the way: an unknown MAC gets no DHCP answer; a probe that cannot reach the registry leaves
-// its Server in Discovery saying so, and reports once it can; a boot's ignition URL is dead
-// once its configuration is gone.
+// its Server in Discovery saying so, and reports once it can; each probe got its ignition
+// once, at the address the boot service leased it, and another host asking for a VM's script
+// is refused.
 func TestVMsNetworkBootTheProbeAndAreDiscovered(t *testing.T) {
 	requireVMs(t)
 	ctx := context.Background()
@@ -102,16 +102,26 @@ func TestVMsNetworkBootTheProbeAndAreDiscovered(t *testing.T) {
 		assert.Greater(t, counter(t, "ironfleet_boot_dhcp_ignored_total", "reason", "unknown_mac"), ignoredBefore, "the unknown MAC is counted")
 	})
 
-	// The per-boot URL of VM 0's discovery boot, from its iPXE script, works while the boot is
-	// Ready (the control for the check after discovery).
-	scriptURL := l.BootService().Config().PublicURL + "/ipxe/" + l.VMs[0].Def.NICs[0].MAC
-	bootURL := bootURLFromScript(t, l.VMNetwork(), scriptURL)
-	// Both probes fetched their ignition (counted before the test's own fetch below).
+	// Both probes fetched their ignition, once, from the address the boot service leased them.
 	assert.GreaterOrEqual(t, counter(t, "ironfleet_boot_boots_served_total", "purpose", "Discovery"), 2.0, "discovery ignitions served to the VMs")
-	resp, err := getInside(l.VMNetwork(), bootURL+"/ignition")
+	for _, h := range l.VMs {
+		rec := bootSecretsOf(ctx, t, l, strings.ToLower(h.Def.SMBIOS.UUID))
+		assert.NotEmpty(t, rec.IgnitionServedTo, "VM %s: its ignition was served", h.Def.Name)
+		assert.Equal(t, rec.HostAddress, rec.IgnitionServedTo, "VM %s: to the address its boot is bound to", h.Def.Name)
+		assert.Equal(t, "Lease", rec.HostAddressSource, "VM %s: its DHCP lease", h.Def.Name)
+		assert.False(t, rec.Ended, "VM %s", h.Def.Name)
+	}
+	// Another host on the VMs' network that knows VM 0's MAC asks for its script: refused (the
+	// lease says which host VM 0 is), with nothing of the boot in the answer, and the boot goes on.
+	scriptURL := l.BootService().Config().PublicURL + "/ipxe/" + l.VMs[0].Def.NICs[0].MAC
+	resp, err := getInside(l.VMNetwork(), scriptURL)
 	require.NoError(t, err)
+	script, err := io.ReadAll(resp.Body)
 	_ = resp.Body.Close()
-	require.Equal(t, http.StatusOK, resp.StatusCode, "the discovery boot's ignition while the boot is Ready")
+	require.NoError(t, err)
+	assert.Equal(t, http.StatusForbidden, resp.StatusCode, "VM 0's script, asked for by another host: %s", script)
+	assert.NotContains(t, string(script), "/ignition/")
+	assert.NotContains(t, string(script), "/boot/")
 
 	require.NoError(t, l.OpenVMRegistry())
 	for _, h := range l.VMs {
@@ -129,13 +139,21 @@ func TestVMsNetworkBootTheProbeAndAreDiscovered(t *testing.T) {
 
 	// The UEFI VM's firmware PXE loaded iPXE over TFTP.
 	assert.Positive(t, counter(t, "ironfleet_boot_tftp_sent_bytes_total"), "iPXE served over TFTP")
+}
 
-	t.Run("a boot's ignition URL is dead once its configuration is gone", func(t *testing.T) {
-		resp, err := getInside(l.VMNetwork(), bootURL+"/ignition")
-		require.NoError(t, err)
-		_ = resp.Body.Close()
-		assert.Equal(t, http.StatusNotFound, resp.StatusCode, "VM %s's discovery boot URL after discovery", l.VMs[0].Def.Name)
-	})
+// bootSecretsOf is the record of where the current discovery boot of a server's secrets went.
+func bootSecretsOf(ctx context.Context, t *testing.T, l *lab.Lab, server string) m.BootSecrets {
+	t.Helper()
+	var list m.ServerBootConfigurationList
+	require.NoError(t, l.Client.List(ctx, &list))
+	for _, sbc := range list.Items {
+		if sbc.Spec.ServerRef.Name == server && sbc.Spec.Purpose == m.BootPurposeDiscovery {
+			require.NotNil(t, sbc.Status.Secrets, "boot configuration %s records no secrets", sbc.Name)
+			return *sbc.Status.Secrets
+		}
+	}
+	t.Fatalf("server %s has no discovery boot configuration", server)
+	return m.BootSecrets{}
 }
 
 // assertInventoryIsTheDefinition: what the probe reported equals the VM's definition.
@@ -185,22 +203,6 @@ func assertInventoryIsTheDefinition(t *testing.T, def vm.Definition, s *m.Server
 	sort.Strings(wantMACs)
 	sort.Strings(gotMACs)
 	assert.Equal(t, wantMACs, gotMACs, "NIC MACs")
-}
-
-var bootArg = regexp.MustCompile(`ironfleet\.boot=(http://\S+)`)
-
-// bootURLFromScript is the per-boot URL in a server's iPXE script, as its firmware gets it.
-func bootURLFromScript(t *testing.T, network *vm.Network, scriptURL string) string {
-	t.Helper()
-	resp, err := getInside(network, scriptURL)
-	require.NoError(t, err)
-	defer resp.Body.Close()
-	script, err := io.ReadAll(resp.Body)
-	require.NoError(t, err)
-	require.Equal(t, http.StatusOK, resp.StatusCode, "iPXE script %s: %s", scriptURL, script)
-	match := bootArg.FindSubmatch(script)
-	require.NotNil(t, match, "the iPXE script boots the kernel with %s: %s", "ironfleet.boot", script)
-	return string(match[1])
 }
 
 // discoverFrom sends a DHCPDISCOVER from mac on a new port of the VMs' bridge and returns the

@@ -79,6 +79,10 @@ const (
 	// (InitStarted, NetworkUp, IgnitionFetched, ProbeRunning, Reported, or RegistryUnreachable
 	// and Failed, which are False), the message what the host said.
 	ConditionBootProgress = "BootProgress"
+	// ConditionIgnitionServed, on a ServerBootConfiguration, says whether the boot's ignition
+	// (its secrets) was served, once, to the host the boot is bound to (True), or a request
+	// was refused and the boot ended (False, with who asked).
+	ConditionIgnitionServed = "IgnitionServed"
 	// ConditionOutOfBandInventory, on a BMC, is False when its protocol cannot read the
 	// servers' hardware (IPMI: FRU only), reason InventoryUnsupported: each Server's hardware
 	// then comes from the probe's in-band report alone. Absent for Redfish BMCs.

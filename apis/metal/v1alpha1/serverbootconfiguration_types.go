@@ -56,10 +56,46 @@ type ServerBootConfigurationStatus struct {
 	// a bearer secret (the ISO holds the ignition), hence a Secret. VirtualMedia boots only.
 	// +optional
 	BootMediaSecretRef *LocalObjectReference `json:"bootMediaSecretRef,omitempty"`
+	// Secrets records where this boot's secrets (its ignition, which holds the probe's
+	// registry token) went: the host the boot is bound to and the one serving of the ignition.
+	// The boot service writes it, under an optimistic lock, before it sends a byte, so that a
+	// restarted or second boot service refuses a second fetch too.
+	// +optional
+	Secrets *BootSecrets `json:"secrets,omitempty"`
 	// +listType=map
 	// +listMapKey=type
 	// +optional
 	Conditions []metav1.Condition `json:"conditions,omitempty"`
+}
+
+// BootSecrets is the record of one boot's secrets, by the boot service that serves it.
+type BootSecrets struct {
+	// Boot is the boot this record is about: the configuration's probe-boot annotation (or
+	// "generation:<n>" without one). A record of another boot says nothing about this one.
+	// +kubebuilder:validation:MaxLength=128
+	Boot string `json:"boot"`
+	// HostAddress is the IP address the boot is bound to: the DHCP lease of the server's NIC
+	// (full DHCP mode), or else the address that fetched the boot's first artifact (its iPXE
+	// script, or for virtual media its ISO). Only this address is served the rest.
+	// +kubebuilder:validation:MaxLength=64
+	// +optional
+	HostAddress string `json:"hostAddress,omitempty"`
+	// HostAddressSource says where HostAddress came from: Lease or FirstFetch.
+	// +kubebuilder:validation:Enum=Lease;FirstFetch
+	// +optional
+	HostAddressSource string `json:"hostAddressSource,omitempty"`
+	// IgnitionServedTo is the address the ignition was served to (once; nobody gets it again).
+	// +kubebuilder:validation:MaxLength=64
+	// +optional
+	IgnitionServedTo string `json:"ignitionServedTo,omitempty"`
+	// IgnitionServedAt is when.
+	// +optional
+	IgnitionServedAt *metav1.Time `json:"ignitionServedAt,omitempty"`
+	// Ended is set when the boot service ended this boot (a second fetch of its ignition, or
+	// a request from another host than the one it is bound to): it serves it no more, and the
+	// operator makes a new boot with new secrets. The IgnitionServed condition says why.
+	// +optional
+	Ended bool `json:"ended,omitempty"`
 }
 
 // ServerBootConfiguration is a request to an external boot service (PXE/iPXE) to prepare a

@@ -244,6 +244,21 @@ func addrOrNone(ip netip.Addr) string {
 	return ip.String()
 }
 
+// Address is the address mac holds now, offered or leased (false when none): the boot service
+// serves a boot's secrets only to it.
+func (t *LeaseTable) Address(mac net.HardwareAddr) (netip.Addr, bool) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	ip, ok := t.byMAC[mac.String()]
+	if !ok {
+		return netip.Addr{}, false
+	}
+	if l, held := t.byIP[ip]; !held || l.mac != mac.String() || !t.now().Before(l.expires) {
+		return netip.Addr{}, false
+	}
+	return ip, true
+}
+
 // Holder is the MAC holding ip now ("" when free or declined).
 func (t *LeaseTable) Holder(ip netip.Addr) string {
 	t.mu.Lock()

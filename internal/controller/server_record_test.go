@@ -164,7 +164,7 @@ func slicesDelete(disks []m.StorageDevice, name string) []m.StorageDevice {
 // TestReleaseWipesTheRemovableDevice: a tenant's marker on the server's removable device (the
 // storage-1u host's 14 GiB USB module, sdf) is gone after release, as on every other disk.
 func TestReleaseWipesTheRemovableDevice(t *testing.T) {
-	p := startPool(t, "removable", 610, []string{"storage-1u"})
+	p := startPool(t, "removable", 620, []string{"storage-1u"})
 	createNamespace(t, "removable")
 	var name string
 	for n := range p.hosts {

@@ -106,7 +106,7 @@ func TestEveryKindAcceptsAValidSpec(t *testing.T) {
 		assert.False(t, bmc.Spec.InsecureSkipVerify, "TLS verification is on unless a BMC opts out")
 		var server m.Server
 		require.NoError(t, env.Client.Get(ctx, client.ObjectKey{Name: "valid-server"}, &server))
-		assert.Equal(t, m.WipeMetadata, server.Spec.WipePolicy)
+		assert.Equal(t, m.WipeErase, server.Spec.WipePolicy, "the default wipe leaves nothing readable")
 		var maint m.ServerMaintenance
 		require.NoError(t, env.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: "valid-maint"}, &maint))
 		assert.Equal(t, m.MaintenanceOwnerApproval, maint.Spec.Policy)
@@ -339,7 +339,7 @@ func TestPrinterColumns(t *testing.T) {
 		"endpoints":                "Name MAC IP Manufacturer Protocol Matched BMC Age",
 		"bmcs":                     "Name State Protocol Address Manufacturer Model Firmware Boot Ready Serial Last Seen Age",
 		"bmcsecrets":               "Name Age",
-		"servers":                  "Name State Power Claim CPUs Memory Disk Model UUID BMC Reason Age",
+		"servers":                  "Name State Power Claim Wipe CPUs Memory Disk Model UUID BMC Reason Age",
 		"serverclaims":             "Name Phase Server Power Provisioned Progress Image Reason Age",
 		"serverbootconfigurations": "Name Server Purpose State Image Age",
 		"servermaintenances":       "Name Server Policy State Power Reason Age",
@@ -410,10 +410,10 @@ func TestKubectlGetShowsTheStory(t *testing.T) {
 	require.NoError(t, err, string(out))
 	text := string(out)
 	t.Logf("kubectl get servers,serverclaims -A:\n%s", text)
-	for _, header := range []string{"STATE", "POWER", "CLAIM", "CPUS", "MEMORY", "DISK", "MODEL", "PHASE", "SERVER"} {
+	for _, header := range []string{"STATE", "POWER", "CLAIM", "WIPE", "CPUS", "MEMORY", "DISK", "MODEL", "PHASE", "SERVER"} {
 		assert.Contains(t, text, header)
 	}
-	assert.Regexp(t, `kubectl-server\s+Reserved\s+On\s+kubectl-claim\s+32\s+256\.0 GiB\s+27\.9 TiB\s+PowerEdge R650`, text)
+	assert.Regexp(t, `kubectl-server\s+Reserved\s+On\s+kubectl-claim\s+erase\s+32\s+256\.0 GiB\s+27\.9 TiB\s+PowerEdge R650`, text)
 	assert.Regexp(t, `default\s+serverclaim\.metal\.ironfleet\.dev/kubectl-claim\s+Bound\s+kubectl-server\s+On`, text)
 
 	out, err = exec.Command(kubectl, "--kubeconfig", path, "get", "metal").CombinedOutput()

@@ -67,11 +67,16 @@ func forgeReport(t *testing.T, name string, cfg ignition.Config, forge func(inv 
 	inv.Source, inv.ReportedAt = "", nil
 	forge(&inv)
 	policy := cfg.WipePolicy
+	// The method a probe reports for the policy: erase reports what ran, here a zero-fill.
+	method := string(policy)
+	if policy == m.WipeErase {
+		method = string(m.WipeZero)
+	}
 	rep := &report.Report{SystemUUID: s.Spec.SystemUUID, CollectedAt: time.Now(), ProbeVersion: "forged", Inventory: inv,
 		Wipe: &m.WipeReport{Policy: policy}}
 	for _, d := range inv.Storage {
 		if !d.Removable {
-			rep.Wipe.Disks = append(rep.Wipe.Disks, m.DiskWipe{Name: d.Name, SerialNumber: d.SerialNumber, Method: string(policy), Succeeded: true, Message: "forged"})
+			rep.Wipe.Disks = append(rep.Wipe.Disks, m.DiskWipe{Name: d.Name, SerialNumber: d.SerialNumber, Method: method, Succeeded: true, Message: "forged"})
 		}
 	}
 	pool, err := ignition.CertPool([]byte(cfg.RegistryCA))
@@ -114,16 +119,16 @@ func TestForgedCleanupReportsNeverPoolTheServer(t *testing.T) {
 		reason string
 		names  []string
 	}{
-		{"no-disks", 600, func(inv *m.Inventory) { inv.Storage = nil }, m.ReasonHardwareChanged, []string{"sda", "sdf", "missing"}},
-		{"fewer-disks", 602, func(inv *m.Inventory) {
+		{"no-disks", 640, func(inv *m.Inventory) { inv.Storage = nil }, m.ReasonHardwareChanged, []string{"sda", "sdf", "missing"}},
+		{"fewer-disks", 642, func(inv *m.Inventory) {
 			inv.Storage = slicesDelete(inv.Storage, "sdc")
 		}, m.ReasonHardwareChanged, []string{"sdc", "ZA1B2C03", "missing"}},
-		{"all-removable", 604, func(inv *m.Inventory) {
+		{"all-removable", 644, func(inv *m.Inventory) {
 			for i := range inv.Storage {
 				inv.Storage[i].Removable = true
 			}
 		}, controller.ReasonWipeFailed, []string{"sda", "sde", "not reported"}},
-		{"changed-macs", 606, func(inv *m.Inventory) {
+		{"changed-macs", 646, func(inv *m.Inventory) {
 			inv.NetworkInterfaces[1].MACAddress = "52:54:00:66:66:66"
 		}, m.ReasonHardwareChanged, []string{"52:54:00:66:66:66", "added", "missing"}},
 	}

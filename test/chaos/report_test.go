@@ -59,7 +59,7 @@ func summarize(vs []violation, each int) string {
 }
 
 // serverNames finds the servers a message names.
-var serverNames = regexp.MustCompile(`server ([0-9a-f-]{36})`)
+var serverNames = regexp.MustCompile(`server ([0-9a-f-]{36}|lab-bmc-[0-9]+-[a-z0-9]+)\b`)
 
 // explain tells what is known of a server: its transitions, the lab's boots of it, its BMC's
 // power-ons.
@@ -91,6 +91,11 @@ func explain(l *lab.Lab, obs *observer, name string) string {
 		}
 		target, once := sim.BootOverride(id)
 		fmt.Fprintf(&b, "    BMC power-ons: %s; power %s, next boot %s/%s\n", strings.Join(ons, "; "), sim.PowerState(id), target, once)
+		fmt.Fprintf(&b, "    status: %s (%s) since %v, probe boot %q, power delivery %+v, last install %+v\n",
+			srv.Status.State, srv.Status.LastTransitionReason, srv.Status.LastTransitionTime, srv.Status.ProbeBoot, srv.Status.PowerDelivery, srv.Status.LastInstall)
+		for _, c := range srv.Status.Conditions {
+			fmt.Fprintf(&b, "    %s=%s %s at %s: %s\n", c.Type, c.Status, c.Reason, c.LastTransitionTime.Format("15:04:05"), c.Message)
+		}
 	}
 	return b.String()
 }

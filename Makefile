@@ -48,7 +48,7 @@ STATIC_BUILD := CGO_ENABLED=0 go build -trimpath -buildvcs=false -ldflags=-build
 # The envtest control plane: kube-apiserver, kubectl and etcd in one directory, as envtest wants.
 ENVTEST_ASSETS := $(TOOLS_DIR)/envtest/k8s-$(K8S_VERSION)-etcd-$(ETCD_VERSION)
 export KUBEBUILDER_ASSETS := $(ENVTEST_ASSETS)
-# The rest of a real node (internal/node): kubelet, kube-controller-manager, kube-scheduler,
+# The rest of a real node (test/node): kubelet, kube-controller-manager, kube-scheduler,
 # kube-proxy; with the envtest control plane above.
 NODE_ASSETS := $(TOOLS_DIR)/node/k8s-$(K8S_VERSION)
 export IRONFLEET_NODE_ASSETS := $(NODE_ASSETS)
@@ -128,7 +128,7 @@ image-deps: vm-deps ## Install what the images carry besides our binaries (CA ce
 		$$SUDO apt-get update && $$SUDO apt-get install -y --no-install-recommends $$missing; \
 	fi
 
-# What a real node needs besides the binaries built from source (internal/node).
+# What a real node needs besides the binaries built from source (test/node).
 NODE_PACKAGES := containerd runc iptables containernetworking-plugins
 
 .PHONY: node-deps
@@ -200,7 +200,7 @@ BOOT_IMG ?= $(IMAGE_REGISTRY)/boot-service:v$(VERSION)
 CAPI_IMG ?= $(IMAGE_REGISTRY)/capi-provider:v$(VERSION)
 BUNDLE_IMG ?= $(IMAGE_REGISTRY)/ironfleet-bundle:v$(VERSION)
 CATALOG_IMG ?= $(IMAGE_REGISTRY)/ironfleet-catalog:v$(VERSION)
-# The pod sandbox image of the test node's containerd (internal/node), never pulled.
+# The pod sandbox image of the test node's containerd (test/node), never pulled.
 PAUSE_IMG ?= ironfleet.dev/test/pause:v$(VERSION)
 # OLM, as the install tests run it (its operators and cpb, built from the pinned module).
 OLM_IMG ?= ironfleet.dev/test/olm:$(OLM_VERSION)
@@ -244,7 +244,7 @@ capi-release: $(KUSTOMIZE) ## Write the Cluster API provider's clusterctl reposi
 # The probe's boot image: Debian's kernel (pinned in metalprobe/image/kernel.version) and an
 # initramfs with metalprobe's /init, the metalprobe binary and the NIC and storage modules.
 PROBE_IMAGE_DIR ?= $(LOCALBIN)/probe
-# The lab and the VM tests boot the probe from here (internal/lab.ProbeDir).
+# The lab and the VM tests boot the probe from here (test/lab.ProbeDir).
 export IRONFLEET_PROBE_DIR := $(PROBE_IMAGE_DIR)
 PROBE_VERSION ?= $(VERSION)
 
@@ -252,11 +252,11 @@ PROBE_VERSION ?= $(VERSION)
 probe-image: ## Build metalprobe's boot image (vmlinuz, initramfs.cpio.gz, manifest.json) into bin/probe/, reproducibly; kept as it is when its sources have not changed.
 	go run ./metalprobe/image/cmd/build-probe-image -out $(PROBE_IMAGE_DIR) -version $(PROBE_VERSION)
 
-# A tenant OS image for tests and the lab's tour (internal/tenantimage): a raw disk that SeaBIOS
+# A tenant OS image for tests and the lab's tour (test/tenantimage): a raw disk that SeaBIOS
 # boots with Debian's syslinux into the probe's kernel and an initramfs whose /init reads the
 # config drive.
 TENANT_IMAGE_DIR ?= $(LOCALBIN)/tenant
-# The tests and the lab that install and boot a tenant OS find it here (internal/tenantimage.Dir).
+# The tests and the lab that install and boot a tenant OS find it here (test/tenantimage.Dir).
 export IRONFLEET_TENANT_DIR := $(abspath $(TENANT_IMAGE_DIR))
 TENANT_IMAGE_PACKAGES := syslinux syslinux-common mtools dosfstools
 
@@ -267,7 +267,7 @@ tenant-image: ## Build the tenant test image (disk.raw and its .gz/.zst/.xz, SHA
 		if [ "$$(id -u)" -eq 0 ]; then apt-get update && apt-get install -y --no-install-recommends $$missing; \
 		else echo "tenant-image: not root, not installing $$missing"; fi; \
 	fi
-	go run ./internal/tenantimage/cmd/build-tenant-image -out $(TENANT_IMAGE_DIR)
+	go run ./test/tenantimage/cmd/build-tenant-image -out $(TENANT_IMAGE_DIR)
 
 .PHONY: verify-bundle
 verify-bundle: $(KUSTOMIZE) $(OPERATOR_SDK) ## Fail when bundle/ is not what config/ generates, or does not validate.

@@ -1,4 +1,4 @@
-// Command bmcsim serves simulated Redfish BMCs (internal/bmcsim) for the lab and for manual
+// Command bmcsim serves simulated Redfish BMCs (test/bmcsim) for the lab and for manual
 // testing against real clients: one BMC, N BMCs on consecutive ports, or a static mockup.
 //
 //	bmcsim --listen 127.0.0.1:8443 --tls --username admin --password ... --systems 2 --profile dell
@@ -23,7 +23,7 @@ import (
 	"strings"
 	"syscall"
 
-	"github.com/ironfleet/ironfleet/internal/bmcsim"
+	"github.com/ironfleet/ironfleet/test/bmcsim"
 )
 
 // passwordEnv lets the password stay out of the process list.

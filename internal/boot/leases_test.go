@@ -24,7 +24,7 @@ import (
 
 	metalv1alpha1 "github.com/ironfleet/ironfleet/apis/metal/v1alpha1"
 	"github.com/ironfleet/ironfleet/internal/boot"
-	"github.com/ironfleet/ironfleet/internal/testenv"
+	"github.com/ironfleet/ironfleet/test/testenv"
 )
 
 // runningService is a boot service answering DHCP on a loopback socket, in a manager of its

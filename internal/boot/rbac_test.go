@@ -24,7 +24,7 @@ import (
 
 	metalv1alpha1 "github.com/ironfleet/ironfleet/apis/metal/v1alpha1"
 	"github.com/ironfleet/ironfleet/internal/boot"
-	"github.com/ironfleet/ironfleet/internal/testenv"
+	"github.com/ironfleet/ironfleet/test/testenv"
 )
 
 // shippedRBAC is config/boot-namespace/role.yaml (generated from this package's markers): the

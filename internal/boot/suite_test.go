@@ -33,7 +33,7 @@ import (
 	"github.com/ironfleet/ironfleet/internal/boot/dhcp"
 	"github.com/ironfleet/ironfleet/internal/bootmedia"
 	"github.com/ironfleet/ironfleet/internal/ignition"
-	"github.com/ironfleet/ironfleet/internal/testenv"
+	"github.com/ironfleet/ironfleet/test/testenv"
 )
 
 // The suite runs the boot service against a real kube-apiserver and etcd. Two services run:

@@ -22,7 +22,7 @@ import (
 
 	infrav1 "github.com/ironfleet/ironfleet/apis/infrastructure/v1alpha1"
 	m "github.com/ironfleet/ironfleet/apis/metal/v1alpha1"
-	"github.com/ironfleet/ironfleet/internal/testenv"
+	"github.com/ironfleet/ironfleet/test/testenv"
 )
 
 // The reconcilers run one reconcile at a time, called by the test, against a real apiserver

@@ -23,8 +23,8 @@ import (
 
 	m "github.com/ironfleet/ironfleet/apis/metal/v1alpha1"
 	"github.com/ironfleet/ironfleet/internal/bmc/redfish"
-	"github.com/ironfleet/ironfleet/internal/bmcsim"
 	"github.com/ironfleet/ironfleet/internal/controller"
+	"github.com/ironfleet/ironfleet/test/bmcsim"
 )
 
 // The fault tests run the operator with a BMC poll of a second and a Redfish request timeout of

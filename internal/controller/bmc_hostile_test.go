@@ -18,8 +18,8 @@ import (
 
 	m "github.com/ironfleet/ironfleet/apis/metal/v1alpha1"
 	"github.com/ironfleet/ironfleet/internal/bmc/redfish"
-	"github.com/ironfleet/ironfleet/internal/bmcsim"
 	"github.com/ironfleet/ironfleet/internal/manager"
+	"github.com/ironfleet/ironfleet/test/bmcsim"
 )
 
 // The hostile-BMC tests play a BMC its tenant has compromised in-band: it answers a system with

@@ -16,7 +16,7 @@ import (
 	m "github.com/ironfleet/ironfleet/apis/metal/v1alpha1"
 	"github.com/ironfleet/ironfleet/internal/bmc/ipmi"
 	"github.com/ironfleet/ironfleet/internal/controller"
-	"github.com/ironfleet/ironfleet/internal/ipmisim"
+	"github.com/ironfleet/ironfleet/test/ipmisim"
 )
 
 // IPMI passwords are at most 20 bytes (RMCP+); these are the IPMI BMCs' own.

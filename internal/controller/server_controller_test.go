@@ -15,9 +15,9 @@ import (
 
 	m "github.com/ironfleet/ironfleet/apis/metal/v1alpha1"
 	"github.com/ironfleet/ironfleet/internal/controller"
-	"github.com/ironfleet/ironfleet/internal/lab"
 	"github.com/ironfleet/ironfleet/internal/report"
 	"github.com/ironfleet/ironfleet/metalprobe/fixtures"
+	"github.com/ironfleet/ironfleet/test/lab"
 )
 
 // enrollHost gives the boot service a copy of a fixture tree with the system's UUID.

@@ -16,7 +16,7 @@ import (
 
 	m "github.com/ironfleet/ironfleet/apis/metal/v1alpha1"
 	"github.com/ironfleet/ironfleet/internal/controller"
-	"github.com/ironfleet/ironfleet/internal/lab"
+	"github.com/ironfleet/ironfleet/test/lab"
 )
 
 // point is where in a tenant's tenure of a machine the deletions come.

@@ -19,9 +19,9 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	m "github.com/ironfleet/ironfleet/apis/metal/v1alpha1"
-	"github.com/ironfleet/ironfleet/internal/bmcsim"
 	"github.com/ironfleet/ironfleet/internal/controller"
-	"github.com/ironfleet/ironfleet/internal/lab"
+	"github.com/ironfleet/ironfleet/test/bmcsim"
+	"github.com/ironfleet/ironfleet/test/lab"
 )
 
 // The machines of TestDeletionNeverPoolsAnUnwipedMachine: how a case enrols one, takes it to its

@@ -23,8 +23,8 @@ import (
 
 	m "github.com/ironfleet/ironfleet/apis/metal/v1alpha1"
 	"github.com/ironfleet/ironfleet/internal/controller"
-	"github.com/ironfleet/ironfleet/internal/lab"
 	"github.com/ironfleet/ironfleet/metalprobe/wipe"
+	"github.com/ironfleet/ironfleet/test/lab"
 )
 
 // tenantData is what a tenant leaves at the start of its server's disk.

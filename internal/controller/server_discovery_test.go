@@ -14,7 +14,7 @@ import (
 
 	m "github.com/ironfleet/ironfleet/apis/metal/v1alpha1"
 	"github.com/ironfleet/ironfleet/internal/fsm"
-	"github.com/ironfleet/ironfleet/internal/testenv"
+	"github.com/ironfleet/ironfleet/test/testenv"
 )
 
 // TestDirtyRediscoveryWithoutAWipeReportTimesOut: a server taken from its tenant and

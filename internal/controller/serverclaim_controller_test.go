@@ -32,13 +32,13 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 
 	m "github.com/ironfleet/ironfleet/apis/metal/v1alpha1"
-	"github.com/ironfleet/ironfleet/internal/bmcsim"
 	"github.com/ironfleet/ironfleet/internal/bootmedia"
 	"github.com/ironfleet/ironfleet/internal/controller"
 	"github.com/ironfleet/ironfleet/internal/ignition"
-	"github.com/ironfleet/ironfleet/internal/lab"
 	"github.com/ironfleet/ironfleet/metalprobe/configdrive"
 	"github.com/ironfleet/ironfleet/metalprobe/wipe"
+	"github.com/ironfleet/ironfleet/test/bmcsim"
+	"github.com/ironfleet/ironfleet/test/lab"
 )
 
 // pool is a simulated BMC whose systems all have hosts, enrolled and discovered.

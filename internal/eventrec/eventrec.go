@@ -79,7 +79,7 @@ type Provider struct {
 	update time.Duration
 
 	mu     sync.Mutex
-	recent *lru.Cache     // key → *seen
+	recent *lru.Cache    // key → *seen
 	unsent map[key]*seen // series with repeats counted but not sent yet
 }
 

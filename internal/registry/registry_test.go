@@ -37,7 +37,7 @@ import (
 	"github.com/ironfleet/ironfleet/internal/controller"
 	"github.com/ironfleet/ironfleet/internal/registry"
 	"github.com/ironfleet/ironfleet/internal/report"
-	"github.com/ironfleet/ironfleet/internal/testenv"
+	"github.com/ironfleet/ironfleet/test/testenv"
 )
 
 var (

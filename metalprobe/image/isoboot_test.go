@@ -18,7 +18,7 @@ import (
 
 	"github.com/ironfleet/ironfleet/internal/bootmedia"
 	"github.com/ironfleet/ironfleet/internal/ignition"
-	"github.com/ironfleet/ironfleet/internal/vm"
+	"github.com/ironfleet/ironfleet/test/vm"
 )
 
 // TestProbeISOBootsTheEmbedWithoutANetwork boots a boot's ISO (the build's probe.iso with an
@@ -94,7 +94,7 @@ func TestProbeISOBootsTheEmbedWithoutANetwork(t *testing.T) {
 	}
 }
 
-// uefiArgs are QEMU's arguments for a q35 machine with Debian's OVMF (as internal/vm runs it:
+// uefiArgs are QEMU's arguments for a q35 machine with Debian's OVMF (as test/vm runs it:
 // the code read-only, a copy of the variable store) booting from the CD-ROM.
 func uefiArgs(t *testing.T, work string) []string {
 	t.Helper()

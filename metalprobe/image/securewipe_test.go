@@ -20,8 +20,8 @@ import (
 
 	metalv1alpha1 "github.com/ironfleet/ironfleet/apis/metal/v1alpha1"
 	"github.com/ironfleet/ironfleet/internal/ignition"
-	"github.com/ironfleet/ironfleet/internal/vm"
 	"github.com/ironfleet/ironfleet/metalprobe/fixtures"
+	"github.com/ironfleet/ironfleet/test/vm"
 )
 
 // The secure-wipe VM: one NVMe and one virtio disk, both filled with fixtures.DiskPattern on
@@ -49,7 +49,7 @@ func requireQEMU(t *testing.T) string {
 }
 
 // TestProbeImageSecureWipeOnQEMUNVMe boots the real probe image in wipe mode with the secure
-// policy on a VM (internal/vm's machine definition, QEMU TCG, the kernel and initramfs booted
+// policy on a VM (test/vm's machine definition, QEMU TCG, the kernel and initramfs booted
 // directly as TestProbeImageBootsAndReports does) with an NVMe and a virtio disk that hold a
 // non-zero pattern, and checks what the registry receives and what is left on the disks once
 // the VM is off:

@@ -18,10 +18,10 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	metalv1alpha1 "github.com/ironfleet/ironfleet/apis/metal/v1alpha1"
-	"github.com/ironfleet/ironfleet/internal/bmcsim"
-	"github.com/ironfleet/ironfleet/internal/lab"
-	"github.com/ironfleet/ironfleet/internal/tenantimage"
-	"github.com/ironfleet/ironfleet/internal/testenv"
+	"github.com/ironfleet/ironfleet/test/bmcsim"
+	"github.com/ironfleet/ironfleet/test/lab"
+	"github.com/ironfleet/ironfleet/test/tenantimage"
+	"github.com/ironfleet/ironfleet/test/testenv"
 )
 
 // InstallResult is the install benchmark's record (docs/bench/install.json): how long a claim

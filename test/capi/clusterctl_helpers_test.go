@@ -18,7 +18,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	infrav1 "github.com/ironfleet/ironfleet/apis/infrastructure/v1alpha1"
-	"github.com/ironfleet/ironfleet/internal/testenv"
+	"github.com/ironfleet/ironfleet/test/testenv"
 )
 
 // requiredTool is a tool the Makefile builds and exports: the test fails without it, never skips.

@@ -30,7 +30,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	infrav1 "github.com/ironfleet/ironfleet/apis/infrastructure/v1alpha1"
-	"github.com/ironfleet/ironfleet/internal/testenv"
+	"github.com/ironfleet/ironfleet/test/testenv"
 )
 
 const (

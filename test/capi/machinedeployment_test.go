@@ -30,10 +30,10 @@ import (
 	infrav1 "github.com/ironfleet/ironfleet/apis/infrastructure/v1alpha1"
 	m "github.com/ironfleet/ironfleet/apis/metal/v1alpha1"
 	"github.com/ironfleet/ironfleet/internal/capi"
-	"github.com/ironfleet/ironfleet/internal/lab"
-	"github.com/ironfleet/ironfleet/internal/testenv"
 	"github.com/ironfleet/ironfleet/metalprobe/configdrive"
 	"github.com/ironfleet/ironfleet/metalprobe/wipe"
+	"github.com/ironfleet/ironfleet/test/lab"
+	"github.com/ironfleet/ironfleet/test/testenv"
 )
 
 // providerRole is config/capi's generated ClusterRole, less the resource named by

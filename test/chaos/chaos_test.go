@@ -32,8 +32,8 @@ import (
 
 	m "github.com/ironfleet/ironfleet/apis/metal/v1alpha1"
 	"github.com/ironfleet/ironfleet/internal/ignition"
-	"github.com/ironfleet/ironfleet/internal/lab"
 	"github.com/ironfleet/ironfleet/internal/manager"
+	"github.com/ironfleet/ironfleet/test/lab"
 )
 
 // config is the run's size, from the environment (make chaos passes CHAOS_KILLS).

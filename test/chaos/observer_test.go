@@ -15,7 +15,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	m "github.com/ironfleet/ironfleet/apis/metal/v1alpha1"
-	"github.com/ironfleet/ironfleet/internal/lab"
+	"github.com/ironfleet/ironfleet/test/lab"
 )
 
 // observer watches every Server version (for the per-server wipe history) and takes a

@@ -14,7 +14,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	m "github.com/ironfleet/ironfleet/apis/metal/v1alpha1"
-	"github.com/ironfleet/ironfleet/internal/lab"
+	"github.com/ironfleet/ironfleet/test/lab"
 )
 
 // report logs what the run observed, and in which states the kills found the fleet.

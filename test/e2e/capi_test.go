@@ -22,9 +22,9 @@ import (
 	infrav1 "github.com/ironfleet/ironfleet/apis/infrastructure/v1alpha1"
 	m "github.com/ironfleet/ironfleet/apis/metal/v1alpha1"
 	"github.com/ironfleet/ironfleet/internal/capi"
-	"github.com/ironfleet/ironfleet/internal/lab"
 	"github.com/ironfleet/ironfleet/internal/manager"
-	"github.com/ironfleet/ironfleet/internal/tenantimage"
+	"github.com/ironfleet/ironfleet/test/lab"
+	"github.com/ironfleet/ironfleet/test/tenantimage"
 )
 
 // TestACAPIMachineOnAVMBootsItsBootstrapData: Cluster API's core controllers and Ironfleet's

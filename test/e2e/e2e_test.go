@@ -19,8 +19,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
 	m "github.com/ironfleet/ironfleet/apis/metal/v1alpha1"
-	"github.com/ironfleet/ironfleet/internal/ipmisim"
-	"github.com/ironfleet/ironfleet/internal/lab"
+	"github.com/ironfleet/ironfleet/test/ipmisim"
+	"github.com/ironfleet/ironfleet/test/lab"
 )
 
 // operatorLog collects the log of every operator the tests run (controller-runtime takes one

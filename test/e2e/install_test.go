@@ -22,12 +22,12 @@ import (
 
 	m "github.com/ironfleet/ironfleet/apis/metal/v1alpha1"
 	"github.com/ironfleet/ironfleet/internal/controller"
-	"github.com/ironfleet/ironfleet/internal/lab"
 	"github.com/ironfleet/ironfleet/internal/manager"
-	"github.com/ironfleet/ironfleet/internal/tenantimage"
-	"github.com/ironfleet/ironfleet/internal/tenantimage/contract"
 	"github.com/ironfleet/ironfleet/metalprobe/install"
 	"github.com/ironfleet/ironfleet/metalprobe/wipe"
+	"github.com/ironfleet/ironfleet/test/lab"
+	"github.com/ironfleet/ironfleet/test/tenantimage"
+	"github.com/ironfleet/ironfleet/test/tenantimage/contract"
 )
 
 // TestVMInstallsTheClaimsImageBootsItFromDiskAndIsWiped: a claim with the tenant test image

@@ -17,8 +17,8 @@ import (
 
 	m "github.com/ironfleet/ironfleet/apis/metal/v1alpha1"
 	"github.com/ironfleet/ironfleet/internal/controller"
-	"github.com/ironfleet/ironfleet/internal/ipmisim"
-	"github.com/ironfleet/ironfleet/internal/lab"
+	"github.com/ironfleet/ironfleet/test/ipmisim"
+	"github.com/ironfleet/ironfleet/test/lab"
 )
 
 // TestAnIPMIVMIsEnrolledDiscoveredInstalledAndWipedWithoutRedfish: a real VM whose BMC is

@@ -16,7 +16,7 @@ import (
 
 	m "github.com/ironfleet/ironfleet/apis/metal/v1alpha1"
 	"github.com/ironfleet/ironfleet/internal/ignition"
-	"github.com/ironfleet/ironfleet/internal/lab"
+	"github.com/ironfleet/ironfleet/test/lab"
 )
 
 type lockedBuffer struct {

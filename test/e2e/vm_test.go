@@ -23,8 +23,8 @@ import (
 	crmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 
 	m "github.com/ironfleet/ironfleet/apis/metal/v1alpha1"
-	"github.com/ironfleet/ironfleet/internal/lab"
-	"github.com/ironfleet/ironfleet/internal/vm"
+	"github.com/ironfleet/ironfleet/test/lab"
+	"github.com/ironfleet/ironfleet/test/vm"
 )
 
 // requireVMs fails the test when this machine cannot run the lab's VMs: in CI (root, QEMU

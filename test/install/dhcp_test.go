@@ -14,7 +14,7 @@ import (
 	"github.com/insomniacslk/dhcp/dhcpv4"
 	"github.com/stretchr/testify/require"
 
-	"github.com/ironfleet/ironfleet/internal/node"
+	"github.com/ironfleet/ironfleet/test/node"
 )
 
 // bootServiceHearsDHCP checks that the installed boot service's DHCP is up on the node's network,

@@ -1,4 +1,4 @@
-// Package install installs Ironfleet on a real node (internal/node) the ways its users do —
+// Package install installs Ironfleet on a real node (test/node) the ways its users do —
 // kubectl apply -k config/default, and an OLM Subscription — and checks that what it installed
 // works: from inside its pod the manager enrolls a simulated BMC, the server is discovered and
 // becomes Available, a ServerClaim made with kubectl binds it, and its metrics answer.
@@ -27,11 +27,11 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
 	m "github.com/ironfleet/ironfleet/apis/metal/v1alpha1"
-	"github.com/ironfleet/ironfleet/internal/bmcsim"
-	"github.com/ironfleet/ironfleet/internal/lab"
-	"github.com/ironfleet/ironfleet/internal/node"
 	"github.com/ironfleet/ironfleet/internal/ociimage"
-	"github.com/ironfleet/ironfleet/internal/testenv"
+	"github.com/ironfleet/ironfleet/test/bmcsim"
+	"github.com/ironfleet/ironfleet/test/lab"
+	"github.com/ironfleet/ironfleet/test/node"
+	"github.com/ironfleet/ironfleet/test/testenv"
 )
 
 // systemNamespace is where config/default installs Ironfleet. OLM installs it where it is

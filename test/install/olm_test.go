@@ -20,9 +20,9 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	m "github.com/ironfleet/ironfleet/apis/metal/v1alpha1"
-	"github.com/ironfleet/ironfleet/internal/node"
 	"github.com/ironfleet/ironfleet/internal/ociimage"
-	"github.com/ironfleet/ironfleet/internal/testenv"
+	"github.com/ironfleet/ironfleet/test/node"
+	"github.com/ironfleet/ironfleet/test/testenv"
 )
 
 // byDigest names an image by its digest: OLM pulls an image named by a tag whenever it runs a

@@ -19,8 +19,8 @@ import (
 	"sigs.k8s.io/yaml"
 
 	m "github.com/ironfleet/ironfleet/apis/metal/v1alpha1"
-	"github.com/ironfleet/ironfleet/internal/lab"
-	"github.com/ironfleet/ironfleet/internal/testenv"
+	"github.com/ironfleet/ironfleet/test/lab"
+	"github.com/ironfleet/ironfleet/test/testenv"
 )
 
 // csvPermissions are the install permissions of the bundle's ClusterServiceVersion.

@@ -19,7 +19,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	m "github.com/ironfleet/ironfleet/apis/metal/v1alpha1"
-	"github.com/ironfleet/ironfleet/internal/testenv"
+	"github.com/ironfleet/ironfleet/test/testenv"
 )
 
 // The tenancy model (docs/tenancy.md): a tenant is a namespace; its people hold the shipped

@@ -26,7 +26,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	m "github.com/ironfleet/ironfleet/apis/metal/v1alpha1"
-	"github.com/ironfleet/ironfleet/internal/testenv"
+	"github.com/ironfleet/ironfleet/test/testenv"
 )
 
 var env *testenv.Env

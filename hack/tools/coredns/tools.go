@@ -1,6 +1,6 @@
 //go:build tools
 
-// Package tools pins CoreDNS, the test node's cluster DNS (internal/node): OLM, like most
+// Package tools pins CoreDNS, the test node's cluster DNS (test/node): OLM, like most
 // operators, reaches Services by name. Its own module: CoreDNS pins Kubernetes libraries of
 // its own.
 package tools

@@ -2,7 +2,7 @@
 
 // Package tools pins the Kubernetes binaries built from the module proxy (prebuilt archives
 // cannot be downloaded here): the control plane envtest and the lab run (kube-apiserver,
-// kubectl), and the rest of the real single-node cluster of internal/node (kubelet,
+// kubectl), and the rest of the real single-node cluster of test/node (kubelet,
 // kube-controller-manager, kube-scheduler, kube-proxy).
 package tools
 

@@ -16,7 +16,7 @@ import (
 
 	metalv1alpha1 "github.com/ironfleet/ironfleet/apis/metal/v1alpha1"
 	"github.com/ironfleet/ironfleet/internal/bmc"
-	"github.com/ironfleet/ironfleet/internal/ipmisim"
+	"github.com/ironfleet/ironfleet/test/ipmisim"
 )
 
 func testContext(t *testing.T) context.Context {

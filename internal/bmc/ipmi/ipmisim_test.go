@@ -15,10 +15,10 @@ import (
 
 	metalv1alpha1 "github.com/ironfleet/ironfleet/apis/metal/v1alpha1"
 	"github.com/ironfleet/ironfleet/internal/bmc"
-	"github.com/ironfleet/ironfleet/internal/ipmisim"
+	"github.com/ironfleet/ironfleet/test/ipmisim"
 )
 
-// These tests drive OpenIPMI's ipmi_sim (internal/ipmisim), a BMC implementation that is not
+// These tests drive OpenIPMI's ipmi_sim (test/ipmisim), a BMC implementation that is not
 // go-ipmi's: it has no suite 17, so the client falls back to suite 3.
 
 const (

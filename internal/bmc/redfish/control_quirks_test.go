@@ -11,7 +11,7 @@ import (
 
 	metalv1alpha1 "github.com/ironfleet/ironfleet/apis/metal/v1alpha1"
 	"github.com/ironfleet/ironfleet/internal/bmc"
-	"github.com/ironfleet/ironfleet/internal/bmcsim"
+	"github.com/ironfleet/ironfleet/test/bmcsim"
 )
 
 // TestEveryControlQuirk takes each quirk of the shared design note's Control section

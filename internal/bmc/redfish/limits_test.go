@@ -18,7 +18,7 @@ import (
 	m "github.com/ironfleet/ironfleet/apis/metal/v1alpha1"
 	"github.com/ironfleet/ironfleet/internal/bmc"
 	"github.com/ironfleet/ironfleet/internal/bmc/redfish"
-	"github.com/ironfleet/ironfleet/internal/bmcsim"
+	"github.com/ironfleet/ironfleet/test/bmcsim"
 )
 
 // connectWith connects to sim with opts on top of trusting(sim).

@@ -7,7 +7,7 @@
 //   - boot-service: the boot service with the iPXE binaries (Debian's ipxe) and the probe's
 //     kernel, initramfs and template ISO (make probe-image) inside.
 //   - bundle: the OLM bundle (bundle/), labelled with its metadata's annotations.
-//   - pause: the pod sandbox image of internal/node's containerd (internal/node/pause).
+//   - pause: the pod sandbox image of test/node's containerd (test/node/pause).
 //   - olm: OLM's olm and catalog operators, package-server and cpb, built from the pinned
 //     module, with a cp
 //     (Debian's static busybox) for the copy step of OLM's bundle unpack Job: the install
@@ -181,7 +181,7 @@ func pauseSpec(o options, tmp string) (ociimage.Spec, error) {
 	if err := required("-pause-ref", o.pause); err != nil {
 		return ociimage.Spec{}, err
 	}
-	bin, err := goBinary("./internal/node/pause", tmp)
+	bin, err := goBinary("./test/node/pause", tmp)
 	if err != nil {
 		return ociimage.Spec{}, err
 	}

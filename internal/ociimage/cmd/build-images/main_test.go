@@ -16,7 +16,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/ironfleet/ironfleet/internal/ociimage"
-	"github.com/ironfleet/ironfleet/internal/testenv"
+	"github.com/ironfleet/ironfleet/test/testenv"
 )
 
 // TestImagesAreReproducible builds every image twice, as make images and make catalog do, and

@@ -246,7 +246,6 @@ func (in *installer) wipeAgain(ctx context.Context, interrupted bool) string {
 		}
 	}
 	disk := in.disk
-	disk.Removable = false // chosen among non-removable disks; wipe.Wipe skips removable ones
 	in.logf("wiping %s again (%s)", disk.Name, how)
 	res := wipe.Wipe(ctx, []metalv1alpha1.StorageDevice{disk}, wipe.Options{Root: in.opts.Root, Policy: policy, Eraser: in.opts.Eraser})
 	if len(res.Disks) != 1 || !res.Disks[0].Succeeded {

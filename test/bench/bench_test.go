@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"runtime/debug"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -38,12 +39,13 @@ type config struct {
 	// enrollment, not the floor: the ratio is reported with this setting beside it.
 	labGOGC      int
 	resync, idle time.Duration
-	out, pprof   string
+	// out is BENCH_OUT, or "" for outputDir's choice.
+	out, pprof string
 }
 
 func configFromEnv(t *testing.T, root string) config {
 	c := config{servers: 1000, qps: 300, burst: 600, concurrency: 16, labGOGC: 400, resync: 5 * time.Minute, idle: 5 * time.Minute,
-		out: filepath.Join(root, "docs", "bench"), pprof: os.Getenv("BENCH_PPROF")}
+		out: os.Getenv("BENCH_OUT"), pprof: os.Getenv("BENCH_PPROF")}
 	intVar := func(name string, v *int) {
 		if s := os.Getenv(name); s != "" {
 			n, err := strconv.Atoi(s)
@@ -70,11 +72,26 @@ func configFromEnv(t *testing.T, root string) config {
 	}
 	durVar("BENCH_RESYNC", &c.resync)
 	durVar("BENCH_IDLE", &c.idle)
-	if s := os.Getenv("BENCH_OUT"); s != "" {
-		c.out = s
-	}
 	return c
 }
+
+// outputDir is where a run's figures go: BENCH_OUT when set; docs/bench for a run at a size
+// docs/bench reports (1,000 or 10,000) from a clean tree; otherwise a scratch directory, so that
+// a small or dirty run never replaces the figures people read and commit.
+func outputDir(root string, n int, commit, benchOut string) string {
+	switch {
+	case benchOut != "":
+		return benchOut
+	case (n == scalingFrom || n == scalingTo) && !strings.HasSuffix(commit, "-dirty"):
+		return filepath.Join(root, "docs", "bench")
+	default:
+		return filepath.Join(os.TempDir(), "ironfleet-bench")
+	}
+}
+
+// singleClaims is how many claims the run makes one after another in the idle fleet: 100, or
+// as many as half the fleet (the other half of a small fleet stays for them to bind).
+func singleClaims(n int) int { return min(100, n/2) }
 
 // labMemoryLimitMiB is the soft memory limit of each of the lab's processes (GOMEMLIMIT): with
 // GOGC at 400, kube-apiserver at ten thousand servers would otherwise take a third of the
@@ -139,6 +156,9 @@ func TestBench(t *testing.T) {
 			ResyncPeriod: cfg.resync.String(), IdleWindow: cfg.idle.String(), BMCs: len(l.BMCs), LabGOGC: cfg.labGOGC, LabMemoryLimitMiB: labMemoryLimitMiB, ManagerFlags: l.ManagerOptions.Args()},
 	}
 
+	cfg.out = outputDir(root, n, res.Commit, cfg.out)
+	logf("figures go to %s", cfg.out)
+
 	// After each phase the figures so far are written, with the manager's cost up to then and
 	// where the phase's requests went, by the apiserver's own count.
 	var lastCounts map[string]float64
@@ -186,6 +206,27 @@ func TestBench(t *testing.T) {
 	res.Floor = Floor{Seconds: floor.Seconds(), WritesPerServer: 1 + len(floorStates), Workers: cfg.concurrency}
 	logf("floor: enrollment %.1f s, claims %.1f s, release %.1f s", fl.enrollment.Seconds(), fl.claims.Seconds(), fl.release.Seconds())
 
+	// The object-model floor, also before the operator: the object model's own least requests.
+	logf("object-model floor: %d servers × %d requests, %d claims × %d (bind) and × %d (release)",
+		n, len(objectModelRequests[phaseEnrollment]), n/2, len(objectModelRequests[phaseClaims]), len(objectModelRequests[phaseRelease]))
+	caPEM, err := readCA(l.ManagerOptions.BMCCAFile)
+	require.NoError(t, err)
+	om, err := runObjectModelFloor(ctx, objectModelEnv{base: l.Env.Config, admin: c, claim: l.SampleClaim, probeImage: l.ManagerOptions.ProbeImage, caPEM: caPEM}, cfg, n)
+	require.NoError(t, err)
+	res.APIServerRequestsPerServer = map[string]map[string]float64{}
+	for _, phase := range []string{phaseEnrollment, phaseClaims, phaseRelease} {
+		res.CPU[objectModelFloorPhase(phase)] = om.cpu[phase]
+		res.APIServerRequestsPerServer[objectModelFloorPhase(phase)] = om.requests[phase]
+		if m := om.mismatch[phase]; m != "" {
+			if res.ObjectModelFloorMismatch == nil {
+				res.ObjectModelFloorMismatch = map[string]string{}
+			}
+			res.ObjectModelFloorMismatch[phase] = m
+			logf("object-model floor %s: the apiserver counted other requests than its list: %s", phase, m)
+		}
+	}
+	logf("object-model floor: enrollment %.1f s, claims %.1f s, release %.1f s", om.seconds[phaseEnrollment], om.seconds[phaseClaims], om.seconds[phaseRelease])
+
 	lastCounts = countRequests()
 
 	// 1. Enrollment: the clock starts with the operator and the first Endpoint.
@@ -206,7 +247,9 @@ func TestBench(t *testing.T) {
 		return servers.count(available) == n, serverSummary()
 	}))
 	enrollment := time.Since(start)
-	res.Enrollment = Enrollment{Seconds: enrollment.Seconds(), ServersPerSecond: float64(n) / enrollment.Seconds()}
+	res.Enrollment = Enrollment{Seconds: enrollment.Seconds(), ServersPerSecond: float64(n) / enrollment.Seconds(),
+		ObjectModelFloorSeconds: om.seconds[phaseEnrollment], ObjectModelFloorRequestsPerServer: len(objectModelRequests[phaseEnrollment])}
+	res.Enrollment.OverObjectModelFloor = ratio(res.Enrollment.Seconds, res.Enrollment.ObjectModelFloorSeconds)
 	res.EnrollmentOverFloor = enrollment.Seconds() / floor.Seconds()
 	m, err := scrape(l.MetricsURL)
 	require.NoError(t, err)
@@ -265,6 +308,8 @@ func TestBench(t *testing.T) {
 		P99Seconds: percentile(latencies, 99).Seconds(), AllBoundSeconds: last.Sub(claimStart).Seconds(),
 		FloorSeconds: fl.claims.Seconds(), FloorWritesPerClaim: floorClaimWrites}
 	res.Claims.OverFloor = res.Claims.AllBoundSeconds / res.Claims.FloorSeconds
+	res.Claims.ObjectModelFloorSeconds, res.Claims.ObjectModelFloorRequestsPerClaim = om.seconds[phaseClaims], len(objectModelRequests[phaseClaims])
+	res.Claims.OverObjectModelFloor = ratio(res.Claims.AllBoundSeconds, res.Claims.ObjectModelFloorSeconds)
 	logf("claims: all Bound after %.1f s (floor %.1f s), p99 %.2f s", res.Claims.AllBoundSeconds, fl.claims.Seconds(), res.Claims.P99Seconds)
 	checkpoint(phaseClaims)
 
@@ -283,6 +328,8 @@ func TestBench(t *testing.T) {
 	}))
 	res.Release = Release{Seconds: time.Since(releaseStart).Seconds(), FloorSeconds: fl.release.Seconds(), FloorWritesPerServer: floorReleaseWrites}
 	res.Release.OverFloor = res.Release.Seconds / res.Release.FloorSeconds
+	res.Release.ObjectModelFloorSeconds, res.Release.ObjectModelFloorRequestsPerServer = om.seconds[phaseRelease], len(objectModelRequests[phaseRelease])
+	res.Release.OverObjectModelFloor = ratio(res.Release.Seconds, res.Release.ObjectModelFloorSeconds)
 	if m, err = scrape(l.MetricsURL); err == nil {
 		res.Cost.APIRequestsPerServerLifecycle = m.sum("rest_client_requests_total") / float64(n)
 	}
@@ -328,6 +375,38 @@ func TestBench(t *testing.T) {
 		res.Cost.IdleReconcilesByController[name] = (after.sum("controller_runtime_reconcile_total", label) - before.sum("controller_runtime_reconcile_total", label)) / minutes
 	}
 	checkpoint(phaseIdle)
+
+	// 5. One claim at a time in the idle fleet: create → Bound as one user feels it, each
+	// waited for before the next.
+	count := singleClaims(n)
+	logf("single claims: %d, one after another", count)
+	startCPU()
+	var single []time.Duration
+	for i := range count {
+		claim := l.SampleClaim(fmt.Sprintf("single-%03d", i))
+		at := time.Now()
+		mu.Lock()
+		created[claim.Name] = at
+		mu.Unlock()
+		require.NoError(t, persist(func() error {
+			if err := c.Create(ctx, claim); !apierrors.IsAlreadyExists(err) {
+				return err
+			}
+			return nil
+		}))
+		var latency time.Duration
+		require.NoError(t, waitFor(ctx, scaled(1, time.Second), claim.Name+" Bound", func() (bool, string) {
+			mu.Lock()
+			defer mu.Unlock()
+			b, ok := bound[claim.Name]
+			latency = b.Sub(at)
+			return ok, "not Bound"
+		}))
+		single = append(single, latency)
+	}
+	res.Claims.setSingle(single)
+	logf("single claims: → Bound p50 %.2f s, p99 %.2f s, max %.2f s", res.Claims.SingleP50Seconds, res.Claims.SingleP99Seconds, res.Claims.SingleMaxSeconds)
+	checkpoint(phaseSingleClaims)
 	res.writeTable(os.Stdout)
 }
 

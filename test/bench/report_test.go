@@ -30,8 +30,9 @@ type Result struct {
 	// such a run moves it to Release.Seconds.
 	LegacyReleaseSeconds float64 `json:"releaseSeconds,omitempty"`
 	Cost                 Cost    `json:"cost"`
-	// APIServerRequestsPerServer is, per phase, the apiserver's count of requests by
-	// "VERB resource[/subresource]" (all clients, watches left out) over N.
+	// APIServerRequestsPerServer is, per phase (and per object-model floor, "object-model floor
+	// enrollment", …), the apiserver's count of requests by "VERB resource[/subresource]" (all
+	// clients, watches left out) over N; every LIST is kept (perServer).
 	APIServerRequestsPerServer map[string]map[string]float64 `json:"apiserverRequestsPerServer,omitempty"`
 	// CPU is where the machine's CPU went, per phase, and per floor ("floor enrollment", …,
 	// "object-model floor enrollment", …).

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"maps"
+	"math"
 	"slices"
 	"strings"
 
@@ -65,12 +66,17 @@ func requestsByResource(m metrics) map[string]float64 {
 	return out
 }
 
-// perServer is after − before, per server, keeping what is at least 0.05 a server.
+// perServer is after − before, per server: what is at least 0.05 a server, to two places, and
+// every LIST, to four (lists should be below 0.01 a server: at start and resync only).
 func perServer(before, after map[string]float64, n int) map[string]float64 {
 	out := map[string]float64{}
 	for k, v := range after {
-		if d := (v - before[k]) / float64(n); d >= 0.05 {
-			out[k] = float64(int(d*100+0.5)) / 100
+		d := (v - before[k]) / float64(n)
+		switch {
+		case strings.HasPrefix(k, "LIST ") && d > 0:
+			out[k] = math.Round(d*1e4) / 1e4
+		case d >= 0.05:
+			out[k] = math.Round(d*100) / 100
 		}
 	}
 	return out

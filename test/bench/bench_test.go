@@ -4,20 +4,18 @@ package bench
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
 	"runtime/debug"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/rest"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -41,12 +39,13 @@ type config struct {
 	// enrollment, not the floor: the ratio is reported with this setting beside it.
 	labGOGC      int
 	resync, idle time.Duration
-	out, pprof   string
+	// out is BENCH_OUT, or "" for outputDir's choice.
+	out, pprof string
 }
 
 func configFromEnv(t *testing.T, root string) config {
 	c := config{servers: 1000, qps: 300, burst: 600, concurrency: 16, labGOGC: 400, resync: 5 * time.Minute, idle: 5 * time.Minute,
-		out: filepath.Join(root, "docs", "bench"), pprof: os.Getenv("BENCH_PPROF")}
+		out: os.Getenv("BENCH_OUT"), pprof: os.Getenv("BENCH_PPROF")}
 	intVar := func(name string, v *int) {
 		if s := os.Getenv(name); s != "" {
 			n, err := strconv.Atoi(s)
@@ -73,17 +72,26 @@ func configFromEnv(t *testing.T, root string) config {
 	}
 	durVar("BENCH_RESYNC", &c.resync)
 	durVar("BENCH_IDLE", &c.idle)
-	if s := os.Getenv("BENCH_OUT"); s != "" {
-		c.out = s
-	}
 	return c
 }
 
-// writesPerServer is the floor's lifecycle: create the Server, then one status write per
-// transition the operator makes on the way to Available (→ Initial → Discovery → Available).
-var floorStates = []metalv1alpha1.ServerState{metalv1alpha1.ServerStateInitial, metalv1alpha1.ServerStateDiscovery, metalv1alpha1.ServerStateAvailable}
+// outputDir is where a run's figures go: BENCH_OUT when set; docs/bench for a run at a size
+// docs/bench reports (1,000 or 10,000) from a clean tree; otherwise a scratch directory, so that
+// a small or dirty run never replaces the figures people read and commit.
+func outputDir(root string, n int, commit, benchOut string) string {
+	switch {
+	case benchOut != "":
+		return benchOut
+	case (n == scalingFrom || n == scalingTo) && !strings.HasSuffix(commit, "-dirty"):
+		return filepath.Join(root, "docs", "bench")
+	default:
+		return filepath.Join(os.TempDir(), "ironfleet-bench")
+	}
+}
 
-const floorLabel = "bench.ironfleet.dev/floor"
+// singleClaims is how many claims the run makes one after another in the idle fleet: 100, or
+// as many as half the fleet (the other half of a small fleet stays for them to bind).
+func singleClaims(n int) int { return min(100, n/2) }
 
 // labMemoryLimitMiB is the soft memory limit of each of the lab's processes (GOMEMLIMIT): with
 // GOGC at 400, kube-apiserver at ten thousand servers would otherwise take a third of the
@@ -148,6 +156,9 @@ func TestBench(t *testing.T) {
 			ResyncPeriod: cfg.resync.String(), IdleWindow: cfg.idle.String(), BMCs: len(l.BMCs), LabGOGC: cfg.labGOGC, LabMemoryLimitMiB: labMemoryLimitMiB, ManagerFlags: l.ManagerOptions.Args()},
 	}
 
+	cfg.out = outputDir(root, n, res.Commit, cfg.out)
+	logf("figures go to %s", cfg.out)
+
 	// After each phase the figures so far are written, with the manager's cost up to then and
 	// where the phase's requests went, by the apiserver's own count.
 	var lastCounts map[string]float64
@@ -195,6 +206,27 @@ func TestBench(t *testing.T) {
 	res.Floor = Floor{Seconds: floor.Seconds(), WritesPerServer: 1 + len(floorStates), Workers: cfg.concurrency}
 	logf("floor: enrollment %.1f s, claims %.1f s, release %.1f s", fl.enrollment.Seconds(), fl.claims.Seconds(), fl.release.Seconds())
 
+	// The object-model floor, also before the operator: the object model's own least requests.
+	logf("object-model floor: %d servers × %d requests, %d claims × %d (bind) and × %d (release)",
+		n, len(objectModelRequests[phaseEnrollment]), n/2, len(objectModelRequests[phaseClaims]), len(objectModelRequests[phaseRelease]))
+	caPEM, err := readCA(l.ManagerOptions.BMCCAFile)
+	require.NoError(t, err)
+	om, err := runObjectModelFloor(ctx, objectModelEnv{base: l.Env.Config, admin: c, claim: l.SampleClaim, probeImage: l.ManagerOptions.ProbeImage, caPEM: caPEM}, cfg, n)
+	require.NoError(t, err)
+	res.APIServerRequestsPerServer = map[string]map[string]float64{}
+	for _, phase := range []string{phaseEnrollment, phaseClaims, phaseRelease} {
+		res.CPU[objectModelFloorPhase(phase)] = om.cpu[phase]
+		res.APIServerRequestsPerServer[objectModelFloorPhase(phase)] = om.requests[phase]
+		if m := om.mismatch[phase]; m != "" {
+			if res.ObjectModelFloorMismatch == nil {
+				res.ObjectModelFloorMismatch = map[string]string{}
+			}
+			res.ObjectModelFloorMismatch[phase] = m
+			logf("object-model floor %s: the apiserver counted other requests than its list: %s", phase, m)
+		}
+	}
+	logf("object-model floor: enrollment %.1f s, claims %.1f s, release %.1f s", om.seconds[phaseEnrollment], om.seconds[phaseClaims], om.seconds[phaseRelease])
+
 	lastCounts = countRequests()
 
 	// 1. Enrollment: the clock starts with the operator and the first Endpoint.
@@ -215,7 +247,9 @@ func TestBench(t *testing.T) {
 		return servers.count(available) == n, serverSummary()
 	}))
 	enrollment := time.Since(start)
-	res.Enrollment = Enrollment{Seconds: enrollment.Seconds(), ServersPerSecond: float64(n) / enrollment.Seconds()}
+	res.Enrollment = Enrollment{Seconds: enrollment.Seconds(), ServersPerSecond: float64(n) / enrollment.Seconds(),
+		ObjectModelFloorSeconds: om.seconds[phaseEnrollment], ObjectModelFloorRequestsPerServer: len(objectModelRequests[phaseEnrollment])}
+	res.Enrollment.OverObjectModelFloor = ratio(res.Enrollment.Seconds, res.Enrollment.ObjectModelFloorSeconds)
 	res.EnrollmentOverFloor = enrollment.Seconds() / floor.Seconds()
 	m, err := scrape(l.MetricsURL)
 	require.NoError(t, err)
@@ -274,6 +308,8 @@ func TestBench(t *testing.T) {
 		P99Seconds: percentile(latencies, 99).Seconds(), AllBoundSeconds: last.Sub(claimStart).Seconds(),
 		FloorSeconds: fl.claims.Seconds(), FloorWritesPerClaim: floorClaimWrites}
 	res.Claims.OverFloor = res.Claims.AllBoundSeconds / res.Claims.FloorSeconds
+	res.Claims.ObjectModelFloorSeconds, res.Claims.ObjectModelFloorRequestsPerClaim = om.seconds[phaseClaims], len(objectModelRequests[phaseClaims])
+	res.Claims.OverObjectModelFloor = ratio(res.Claims.AllBoundSeconds, res.Claims.ObjectModelFloorSeconds)
 	logf("claims: all Bound after %.1f s (floor %.1f s), p99 %.2f s", res.Claims.AllBoundSeconds, fl.claims.Seconds(), res.Claims.P99Seconds)
 	checkpoint(phaseClaims)
 
@@ -292,6 +328,8 @@ func TestBench(t *testing.T) {
 	}))
 	res.Release = Release{Seconds: time.Since(releaseStart).Seconds(), FloorSeconds: fl.release.Seconds(), FloorWritesPerServer: floorReleaseWrites}
 	res.Release.OverFloor = res.Release.Seconds / res.Release.FloorSeconds
+	res.Release.ObjectModelFloorSeconds, res.Release.ObjectModelFloorRequestsPerServer = om.seconds[phaseRelease], len(objectModelRequests[phaseRelease])
+	res.Release.OverObjectModelFloor = ratio(res.Release.Seconds, res.Release.ObjectModelFloorSeconds)
 	if m, err = scrape(l.MetricsURL); err == nil {
 		res.Cost.APIRequestsPerServerLifecycle = m.sum("rest_client_requests_total") / float64(n)
 	}
@@ -337,137 +375,44 @@ func TestBench(t *testing.T) {
 		res.Cost.IdleReconcilesByController[name] = (after.sum("controller_runtime_reconcile_total", label) - before.sum("controller_runtime_reconcile_total", label)) / minutes
 	}
 	checkpoint(phaseIdle)
+
+	// 5. One claim at a time in the idle fleet: create → Bound as one user feels it, each
+	// waited for before the next.
+	count := singleClaims(n)
+	logf("single claims: %d, one after another", count)
+	startCPU()
+	var single []time.Duration
+	for i := range count {
+		claim := l.SampleClaim(fmt.Sprintf("single-%03d", i))
+		at := time.Now()
+		mu.Lock()
+		created[claim.Name] = at
+		mu.Unlock()
+		require.NoError(t, persist(func() error {
+			if err := c.Create(ctx, claim); !apierrors.IsAlreadyExists(err) {
+				return err
+			}
+			return nil
+		}))
+		var latency time.Duration
+		require.NoError(t, waitFor(ctx, scaled(1, time.Second), claim.Name+" Bound", func() (bool, string) {
+			mu.Lock()
+			defer mu.Unlock()
+			b, ok := bound[claim.Name]
+			latency = b.Sub(at)
+			return ok, "not Bound"
+		}))
+		single = append(single, latency)
+	}
+	res.Claims.setSingle(single)
+	logf("single claims: → Bound p50 %.2f s, p99 %.2f s, max %.2f s", res.Claims.SingleP50Seconds, res.Claims.SingleP99Seconds, res.Claims.SingleMaxSeconds)
+	checkpoint(phaseSingleClaims)
 	res.writeTable(os.Stdout)
 }
 
 // scaled is a deadline that grows with the work: five minutes plus per for each item.
 func scaled(items int, per time.Duration) time.Duration {
 	return 5*time.Minute + time.Duration(items)*per
-}
-
-// floors are the least a plain client needs for each phase, with the manager's QPS, burst and
-// workers: what any operator would have to write, and nothing else.
-type floors struct {
-	enrollment, claims, release time.Duration
-	// cpu is where the machine's CPU went during each, by phase.
-	cpu map[string]PhaseCPU
-}
-
-// Writes per item of each floor: enrollment creates the Server and writes its status once per
-// transition (floorStates); binding a claim writes the server's claim reference and the claim's
-// status; releasing it writes the server's spec (reference gone, power off), its status with
-// the wipe's report, and its status Available again.
-const (
-	floorClaimWrites   = 2
-	floorReleaseWrites = 3
-)
-
-// runFloor performs the minimum writes of enrollment, of binding n/2 claims and of releasing
-// them, with the manager's client limits and as many workers as each of its controllers has,
-// then removes what it made. Only the floor's own writes are timed: the claims it binds are
-// made before its clock starts and deleted after it stops, as a user would.
-func runFloor(ctx context.Context, base *rest.Config, admin client.Client, cfg config, n int) (floors, error) {
-	// Each floor starts with a client of its own: a full burst, as a manager that was idle has.
-	// One client for all three would start each floor with what the one before left in its
-	// rate limiter's bucket.
-	var c client.Client
-	fresh := func() error {
-		rc := rest.CopyConfig(base)
-		rc.QPS, rc.Burst = float32(cfg.qps), cfg.burst
-		var err error
-		c, err = client.New(rc, client.Options{Scheme: admin.Scheme()})
-		return err
-	}
-	f := floors{cpu: map[string]PhaseCPU{}}
-	timed := func(phase string, d *time.Duration, items int, work func(i int) error) error {
-		if err := fresh(); err != nil {
-			return err
-		}
-		before, err := sampleCPU(0)
-		if err != nil {
-			return err
-		}
-		start := time.Now()
-		err = lab.Parallel(cfg.concurrency, items, work)
-		*d = time.Since(start)
-		after, cpuErr := sampleCPU(0)
-		f.cpu[phase] = after.since(before)
-		return errors.Join(err, cpuErr)
-	}
-	server := func(i int) *metalv1alpha1.Server {
-		return &metalv1alpha1.Server{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("floor-%06d", i), Labels: map[string]string{floorLabel: "true"}},
-			Spec: metalv1alpha1.ServerSpec{SystemUUID: fmt.Sprintf("00000000-0000-4000-8000-%012d", i)}}
-	}
-	claim := func(i int) *metalv1alpha1.ServerClaim {
-		return &metalv1alpha1.ServerClaim{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: fmt.Sprintf("floor-%06d", i), Labels: map[string]string{floorLabel: "true"}},
-			Spec: metalv1alpha1.ServerClaimSpec{Power: metalv1alpha1.PowerOn}}
-	}
-	merge := func(obj client.Object, patch string) error {
-		return c.Patch(ctx, obj, client.RawPatch(types.MergePatchType, []byte(patch)))
-	}
-	mergeStatus := func(obj client.Object, patch string) error {
-		return c.Status().Patch(ctx, obj, client.RawPatch(types.MergePatchType, []byte(patch)))
-	}
-	claims := n / 2
-	made := make([]*metalv1alpha1.ServerClaim, claims) // as created, with their UIDs
-	err := timed(phaseEnrollment, &f.enrollment, n, func(i int) error {
-		s := server(i)
-		if err := c.Create(ctx, s); err != nil {
-			return err
-		}
-		for _, state := range floorStates {
-			s.Status.State = state
-			if err := c.Status().Update(ctx, s); err != nil {
-				return err
-			}
-		}
-		return nil
-	})
-	if err == nil {
-		err = lab.Parallel(64, claims, func(i int) error { made[i] = claim(i); return admin.Create(ctx, made[i]) })
-	}
-	if err == nil {
-		err = timed(phaseClaims, &f.claims, claims, func(i int) error {
-			cl := made[i]
-			ref := fmt.Sprintf(`{"spec":{"serverClaimRef":{"namespace":%q,"name":%q,"uid":%q},"power":"On"}}`, cl.Namespace, cl.Name, cl.UID)
-			if err := merge(server(i), ref); err != nil {
-				return err
-			}
-			return mergeStatus(cl, fmt.Sprintf(`{"status":{"phase":"Bound","serverRef":{"name":%q}}}`, server(i).Name))
-		})
-	}
-	if err == nil {
-		err = timed(phaseRelease, &f.release, claims, func(i int) error {
-			s := server(i)
-			if err := merge(s, `{"spec":{"serverClaimRef":null,"power":"Off"}}`); err != nil {
-				return err
-			}
-			if err := mergeStatus(s, `{"status":{"state":"Cleanup","conditions":[{"type":"Wiped","status":"True","reason":"Wiped","message":"every disk wiped and verified","lastTransitionTime":"2026-01-01T00:00:00Z"}]}}`); err != nil {
-				return err
-			}
-			return mergeStatus(s, `{"status":{"state":"Available"}}`)
-		})
-	}
-	if err != nil {
-		return floors{}, err
-	}
-	if err := admin.DeleteAllOf(ctx, &metalv1alpha1.ServerClaim{}, client.InNamespace("default"), client.MatchingLabels{floorLabel: "true"}); err != nil {
-		return floors{}, err
-	}
-	if err := admin.DeleteAllOf(ctx, &metalv1alpha1.Server{}, client.MatchingLabels{floorLabel: "true"}); err != nil {
-		return floors{}, err
-	}
-	return f, waitFor(ctx, time.Minute+time.Duration(n)*10*time.Millisecond, "floor servers and claims deleted", func() (bool, string) {
-		var servers metalv1alpha1.ServerList
-		var claims metalv1alpha1.ServerClaimList
-		if err := admin.List(ctx, &servers, client.MatchingLabels{floorLabel: "true"}, client.Limit(1)); err != nil {
-			return false, err.Error()
-		}
-		if err := admin.List(ctx, &claims, client.MatchingLabels{floorLabel: "true"}, client.Limit(1)); err != nil {
-			return false, err.Error()
-		}
-		return len(servers.Items)+len(claims.Items) == 0, "some left"
-	})
 }
 
 // benchClaim names the benchmark's i-th claim.

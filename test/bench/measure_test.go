@@ -357,3 +357,11 @@ func percentile(ds []time.Duration, p float64) time.Duration {
 	rank := int(math.Ceil(p / 100 * float64(len(s))))
 	return s[min(max(rank, 1), len(s))-1]
 }
+
+// setSingle records the latencies of claims made one at a time: how many, the nearest-rank p50
+// and p99, and the longest.
+func (c *Claims) setSingle(ds []time.Duration) {
+	c.SingleCount = len(ds)
+	c.SingleP50Seconds, c.SingleP99Seconds = percentile(ds, 50).Seconds(), percentile(ds, 99).Seconds()
+	c.SingleMaxSeconds = percentile(ds, 100).Seconds()
+}

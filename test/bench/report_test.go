@@ -2,13 +2,11 @@ package bench
 
 import (
 	"cmp"
-	"encoding/json"
 	"fmt"
 	"io"
 	"maps"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"runtime"
 	"slices"
 	"strings"
@@ -32,11 +30,18 @@ type Result struct {
 	// such a run moves it to Release.Seconds.
 	LegacyReleaseSeconds float64 `json:"releaseSeconds,omitempty"`
 	Cost                 Cost    `json:"cost"`
-	// APIServerRequestsPerServer is, per phase, the apiserver's count of requests by
-	// "VERB resource[/subresource]" (all clients, watches left out) over N.
+	// APIServerRequestsPerServer is, per phase (and per object-model floor, "object-model floor
+	// enrollment", …), the apiserver's count of requests by "VERB resource[/subresource]" (all
+	// clients, watches left out) over N; every LIST is kept (perServer).
 	APIServerRequestsPerServer map[string]map[string]float64 `json:"apiserverRequestsPerServer,omitempty"`
-	// CPU is where the machine's CPU went, per phase, and per floor ("floor enrollment", …).
+	// CPU is where the machine's CPU went, per phase, and per floor ("floor enrollment", …,
+	// "object-model floor enrollment", …).
 	CPU map[string]PhaseCPU `json:"cpu,omitempty"`
+	// ObjectModelFloorMismatch says, per phase, how the apiserver's count of the object-model
+	// floor's requests differed from its list (objectModelRequests); absent when it did not.
+	ObjectModelFloorMismatch map[string]string `json:"objectModelFloorMismatch,omitempty"`
+	// Scaling compares the N = 1,000 and N = 10,000 runs, when both are in the directory.
+	Scaling *Scaling `json:"scaling,omitempty"`
 	// Completed lists the phases measured, in order: a run stopped part-way (a deadline, a
 	// person) still leaves the figures it got, and says which.
 	Completed []string `json:"completed"`
@@ -48,6 +53,8 @@ const (
 	phaseClaims     = "claims"
 	phaseRelease    = "release"
 	phaseIdle       = "idle"
+	// phaseSingleClaims is claims made one after another in the idle fleet.
+	phaseSingleClaims = "single claims"
 )
 
 func (r Result) has(phase string) bool { return slices.Contains(r.Completed, phase) }
@@ -103,6 +110,12 @@ func (s Settings) memoryLimit() string {
 type Enrollment struct {
 	Seconds          float64 `json:"seconds"`
 	ServersPerSecond float64 `json:"serversPerSecond"`
+	// ObjectModelFloorSeconds is a plain client making the object model's least requests for
+	// N servers (ObjectModelFloorRequestsPerServer each: objectModelRequests), with the
+	// manager's QPS and workers; OverObjectModelFloor is Seconds ÷ ObjectModelFloorSeconds.
+	ObjectModelFloorSeconds           float64 `json:"objectModelFloorSeconds,omitempty"`
+	ObjectModelFloorRequestsPerServer int     `json:"objectModelFloorRequestsPerServer,omitempty"`
+	OverObjectModelFloor              float64 `json:"overObjectModelFloor,omitempty"`
 }
 
 // Floor is the plain client loop: the minimum writes of an enrollment, same QPS and workers.
@@ -125,6 +138,17 @@ type Claims struct {
 	FloorSeconds        float64 `json:"floorSeconds,omitempty"`
 	FloorWritesPerClaim int     `json:"floorWritesPerClaim,omitempty"`
 	OverFloor           float64 `json:"overFloor,omitempty"`
+	// ObjectModelFloorSeconds is the object-model floor binding as many claims
+	// (ObjectModelFloorRequestsPerClaim each); OverObjectModelFloor is AllBoundSeconds ÷ it.
+	ObjectModelFloorSeconds          float64 `json:"objectModelFloorSeconds,omitempty"`
+	ObjectModelFloorRequestsPerClaim int     `json:"objectModelFloorRequestsPerClaim,omitempty"`
+	OverObjectModelFloor             float64 `json:"overObjectModelFloor,omitempty"`
+	// Single* are SingleCount claims made one after another in the idle fleet, each waited for
+	// until Bound: create → Bound as one user feels it.
+	SingleCount      int     `json:"singleCount,omitempty"`
+	SingleP50Seconds float64 `json:"singleP50Seconds,omitempty"`
+	SingleP99Seconds float64 `json:"singleP99Seconds,omitempty"`
+	SingleMaxSeconds float64 `json:"singleMaxSeconds,omitempty"`
 }
 
 // Release is every claim deleted → every server wiped, verified and Available again; its floor
@@ -135,6 +159,11 @@ type Release struct {
 	FloorSeconds         float64 `json:"floorSeconds,omitempty"`
 	FloorWritesPerServer int     `json:"floorWritesPerServer,omitempty"`
 	OverFloor            float64 `json:"overFloor,omitempty"`
+	// ObjectModelFloorSeconds is the object-model floor releasing as many servers
+	// (ObjectModelFloorRequestsPerServer each); OverObjectModelFloor is Seconds ÷ it.
+	ObjectModelFloorSeconds           float64 `json:"objectModelFloorSeconds,omitempty"`
+	ObjectModelFloorRequestsPerServer int     `json:"objectModelFloorRequestsPerServer,omitempty"`
+	OverObjectModelFloor              float64 `json:"overObjectModelFloor,omitempty"`
 }
 
 // Cost is what the manager process spent.
@@ -224,6 +253,14 @@ func peakRSSTargetMiB(n int) float64 {
 	return 300
 }
 
+// ratio is a ÷ b, or 0 (not measured) when either is.
+func ratio(a, b float64) float64 {
+	if a <= 0 || b <= 0 {
+		return 0
+	}
+	return a / b
+}
+
 // overFloor renders a ratio to a floor, or says the run had no floor for it.
 func overFloor(v float64) string {
 	if v == 0 {
@@ -239,12 +276,17 @@ func (r Result) targets() []target {
 		{"all claims Bound ÷ floor", "≤ 2.0", overFloor(r.Claims.OverFloor), r.Claims.OverFloor > 0 && r.Claims.OverFloor <= 2.0},
 		{"release ÷ floor", "≤ 2.0", overFloor(r.Release.OverFloor), r.Release.OverFloor > 0 && r.Release.OverFloor <= 2.0},
 		{"claim latency p99", "≤ 1 s", fmt.Sprintf("%.2f s", r.Claims.P99Seconds), r.Claims.P99Seconds <= 1.0},
+		{"enrollment ÷ object-model floor", "≤ 1.3", overFloor(r.Enrollment.OverObjectModelFloor), r.Enrollment.OverObjectModelFloor > 0 && r.Enrollment.OverObjectModelFloor <= 1.3},
+		{"all claims Bound ÷ object-model floor", "≤ 1.3", overFloor(r.Claims.OverObjectModelFloor), r.Claims.OverObjectModelFloor > 0 && r.Claims.OverObjectModelFloor <= 1.3},
+		{"release ÷ object-model floor", "≤ 1.3", overFloor(r.Release.OverObjectModelFloor), r.Release.OverObjectModelFloor > 0 && r.Release.OverObjectModelFloor <= 1.3},
+		{"one claim at a time, idle fleet: p99", "≤ 1 s", fmt.Sprintf("%.2f s", r.Claims.SingleP99Seconds), r.Claims.SingleCount > 0 && r.Claims.SingleP99Seconds <= 1.0},
 		{"manager peak RSS", fmt.Sprintf("≤ %.0f MiB", rssTarget), fmt.Sprintf("%.0f MiB", r.Cost.PeakRSSMiB), r.Cost.PeakRSSMiB <= rssTarget},
 		{"idle Redfish requests / server / min", "≤ 1", fmt.Sprintf("%.3f", r.Cost.IdleRedfishPerServerPerMinute), r.Cost.IdleRedfishPerServerPerMinute <= 1},
 		{"idle reconciles / min", fmt.Sprintf("≤ N / resync = %.0f", r.Cost.IdleReconcilesPerMinuteExpected),
 			fmt.Sprintf("%.0f", r.Cost.IdleReconcilesPerMinute), r.Cost.IdleReconcilesPerMinute <= r.Cost.IdleReconcilesPerMinuteExpected},
 	}
-	for i, phase := range []string{phaseEnrollment, phaseClaims, phaseRelease, phaseClaims, "", phaseIdle, phaseIdle} {
+	for i, phase := range []string{phaseEnrollment, phaseClaims, phaseRelease, phaseClaims,
+		phaseEnrollment, phaseClaims, phaseRelease, phaseSingleClaims, "", phaseIdle, phaseIdle} {
 		if phase != "" && !r.has(phase) {
 			ts[i].value, ts[i].met = notReached, false
 		}
@@ -259,14 +301,22 @@ func (r Result) rows() [][2]string {
 		{"enrollment: N Endpoints → N Available", r.ifHas(phaseEnrollment, fmt.Sprintf("%.1f s (%.1f servers/s)", r.Enrollment.Seconds, r.Enrollment.ServersPerSecond))},
 		{"floor: plain client, same QPS & workers", fmt.Sprintf("%.1f s (%d writes/server, %d workers)", r.Floor.Seconds, r.Floor.WritesPerServer, r.Floor.Workers)},
 		{"enrollment ÷ floor", r.ifHas(phaseEnrollment, fmt.Sprintf("%.2f", r.EnrollmentOverFloor))},
+		{"object-model floor: enrollment", objectModelFigure(r.Enrollment.ObjectModelFloorSeconds, r.Enrollment.ObjectModelFloorRequestsPerServer, "server")},
+		{"enrollment ÷ object-model floor", r.ifHas(phaseEnrollment, overFloor(r.Enrollment.OverObjectModelFloor))},
 		{"claims created at once", r.ifHas(phaseClaims, fmt.Sprint(r.Claims.Count))},
 		{"claim → Bound p50 / p95 / p99", r.ifHas(phaseClaims, fmt.Sprintf("%.2f / %.2f / %.2f s", r.Claims.P50Seconds, r.Claims.P95Seconds, r.Claims.P99Seconds))},
 		{"all claims Bound", r.ifHas(phaseClaims, fmt.Sprintf("%.1f s", r.Claims.AllBoundSeconds))},
 		{"claims floor: plain client binds as many", r.ifHas(phaseClaims, floorFigure(r.Claims.FloorSeconds, r.Claims.FloorWritesPerClaim, "claim"))},
 		{"all claims Bound ÷ floor", r.ifHas(phaseClaims, overFloor(r.Claims.OverFloor))},
+		{"object-model floor: claims", objectModelFigure(r.Claims.ObjectModelFloorSeconds, r.Claims.ObjectModelFloorRequestsPerClaim, "claim")},
+		{"all claims Bound ÷ object-model floor", r.ifHas(phaseClaims, overFloor(r.Claims.OverObjectModelFloor))},
 		{"release: all servers Available again", r.ifHas(phaseRelease, fmt.Sprintf("%.1f s", r.Release.Seconds))},
 		{"release floor: plain client releases as many", r.ifHas(phaseRelease, floorFigure(r.Release.FloorSeconds, r.Release.FloorWritesPerServer, "server"))},
 		{"release ÷ floor", r.ifHas(phaseRelease, overFloor(r.Release.OverFloor))},
+		{"object-model floor: release", objectModelFigure(r.Release.ObjectModelFloorSeconds, r.Release.ObjectModelFloorRequestsPerServer, "server")},
+		{"release ÷ object-model floor", r.ifHas(phaseRelease, overFloor(r.Release.OverObjectModelFloor))},
+		{"one claim at a time, idle fleet: → Bound p50 / p99 / max", r.ifHas(phaseSingleClaims, fmt.Sprintf("%.2f / %.2f / %.2f s (%d claims)",
+			r.Claims.SingleP50Seconds, r.Claims.SingleP99Seconds, r.Claims.SingleMaxSeconds, r.Claims.SingleCount))},
 		{"machine CPU busy: enrollment (its floor)", r.ifHas(phaseEnrollment, r.busyFigure(phaseEnrollment))},
 		{"machine CPU busy: claims (their floor)", r.ifHas(phaseClaims, r.busyFigure(phaseClaims))},
 		{"machine CPU busy: release (its floor)", r.ifHas(phaseRelease, r.busyFigure(phaseRelease))},
@@ -287,6 +337,14 @@ func floorFigure(seconds float64, writes int, per string) string {
 		return "not measured (run before the phase floors)"
 	}
 	return fmt.Sprintf("%.1f s (%d writes/%s)", seconds, writes, per)
+}
+
+// objectModelFigure is "20.1 s (13 requests/server)", or says the run had no such floor.
+func objectModelFigure(seconds float64, requests int, per string) string {
+	if seconds == 0 {
+		return "not measured (run before the object-model floors)"
+	}
+	return fmt.Sprintf("%.1f s (%d requests/%s)", seconds, requests, per)
 }
 
 // byController lists the controllers that reconciled, e.g. ": bmc 200, server 3".
@@ -316,120 +374,6 @@ func (r Result) writeTable(out io.Writer) {
 		fmt.Fprintf(tw, "  %s\t%s\t%s\t%s\n", t.figure, t.want, t.value, t.verdict("met", "MISSED"))
 	}
 	_ = tw.Flush()
-}
-
-// Markers delimit the generated part of docs/bench/README.md; the rest is written by people.
-const (
-	beginFigures = "<!-- BEGIN GENERATED FIGURES (make bench) -->"
-	endFigures   = "<!-- END GENERATED FIGURES -->"
-)
-
-// writeDocs writes <dir>/<N>.json and regenerates the figures section of <dir>/README.md
-// from every <M>.json there, keeping the hand-written text around it.
-func writeDocs(dir string, r Result) error {
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return err
-	}
-	data, err := json.MarshalIndent(r, "", "  ")
-	if err != nil {
-		return err
-	}
-	if err := os.WriteFile(filepath.Join(dir, fmt.Sprintf("%d.json", r.Servers)), append(data, '\n'), 0o644); err != nil {
-		return err
-	}
-	results, err := loadResults(dir)
-	if err != nil {
-		return err
-	}
-	readme := filepath.Join(dir, "README.md")
-	old, err := os.ReadFile(readme)
-	if err != nil && !os.IsNotExist(err) {
-		return err
-	}
-	return os.WriteFile(readme, []byte(spliceFigures(string(old), figuresMarkdown(results))), 0o644)
-}
-
-func loadResults(dir string) ([]Result, error) {
-	paths, err := filepath.Glob(filepath.Join(dir, "[0-9]*.json")) // <N>.json; boot.json is the boot benchmark's
-	if err != nil {
-		return nil, err
-	}
-	var results []Result
-	for _, p := range paths {
-		data, err := os.ReadFile(p)
-		if err != nil {
-			return nil, err
-		}
-		var r Result
-		if err := json.Unmarshal(data, &r); err != nil {
-			return nil, fmt.Errorf("%s: %w", p, err)
-		}
-		if r.Release.Seconds == 0 {
-			r.Release.Seconds, r.LegacyReleaseSeconds = r.LegacyReleaseSeconds, 0
-		}
-		results = append(results, r)
-	}
-	slices.SortFunc(results, func(a, b Result) int { return a.Servers - b.Servers })
-	return results, nil
-}
-
-// spliceFigures replaces the generated section of a README (or starts one).
-func spliceFigures(readme, figures string) string {
-	section := beginFigures + "\n" + figures + endFigures
-	begin, end := strings.Index(readme, beginFigures), strings.Index(readme, endFigures)
-	if begin < 0 || end < begin {
-		if readme == "" {
-			readme = "# Benchmarks\n\n`make bench` (N = 1,000) and `BENCH_SERVERS=10000 make bench` write these figures.\n\n"
-		}
-		return strings.TrimRight(readme, "\n") + "\n\n" + section + "\n"
-	}
-	return readme[:begin] + section + readme[end+len(endFigures):]
-}
-
-// figuresMarkdown is one table with a column per run, then each run's machine and settings.
-func figuresMarkdown(results []Result) string {
-	var b strings.Builder
-	b.WriteString("| figure |")
-	for _, r := range results {
-		fmt.Fprintf(&b, " N = %d |", r.Servers)
-	}
-	b.WriteString("\n|---|" + strings.Repeat("---|", len(results)) + "\n")
-	if len(results) == 0 {
-		return b.String()
-	}
-	for i, row := range results[0].rows() {
-		fmt.Fprintf(&b, "| %s |", row[0])
-		for _, r := range results {
-			fmt.Fprintf(&b, " %s |", r.rows()[i][1])
-		}
-		b.WriteString("\n")
-	}
-	b.WriteString("\n| target |")
-	for _, r := range results {
-		fmt.Fprintf(&b, " N = %d |", r.Servers)
-	}
-	b.WriteString("\n|---|" + strings.Repeat("---|", len(results)) + "\n")
-	for i, t := range results[0].targets() {
-		var wants []string // one per run when they differ (memory: 90 MiB at 1,000, 300 at 10,000)
-		for _, r := range results {
-			if w := strings.NewReplacer("N / resync", "N/resync").Replace(strings.SplitN(r.targets()[i].want, " =", 2)[0]); !slices.Contains(wants, w) {
-				wants = append(wants, w)
-			}
-		}
-		fmt.Fprintf(&b, "| %s %s |", t.figure, strings.Join(wants, " / "))
-		for _, r := range results {
-			rt := r.targets()[i]
-			fmt.Fprintf(&b, " %s %s |", rt.value, rt.verdict("✓", "✗ missed"))
-		}
-		b.WriteString("\n")
-	}
-	for _, r := range results {
-		fmt.Fprintf(&b, "\n**N = %d**: %s, commit `%s`. Machine: %s, %d cores, %d GiB, %s, %s. "+
-			"Settings: kube-api-qps %g, burst %d, default-concurrency %d, BMC resync %s, idle window %s, lab GOGC %d%s (every manager flag: %d.json).\n",
-			r.Servers, r.Date, r.Commit, r.Machine.CPU, r.Machine.Cores, r.Machine.MemoryGiB, r.Machine.Kernel, r.Machine.Go,
-			r.Settings.KubeAPIQPS, r.Settings.KubeAPIBurst, r.Settings.DefaultConcurrency, r.Settings.ResyncPeriod, r.Settings.IdleWindow, r.Settings.labGOGC(), r.Settings.memoryLimit(), r.Servers)
-	}
-	return b.String()
 }
 
 // thisMachine describes the host.

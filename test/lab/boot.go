@@ -35,6 +35,10 @@ type Boot struct {
 	Err     error
 }
 
+// LabelUnserved marks a boot configuration the lab's boot service leaves alone: the
+// benchmark's object-model floor plays the boot service itself and writes its status.
+const LabelUnserved = "lab.ironfleet.dev/unserved"
+
 // BootService plays the external boot operator: it marks ServerBootConfigurations Ready, and
 // when a simulated server powers on from PXE it "boots" what the configuration asks for — the
 // real metalprobe, in-process, on that host's hardware tree, for discovery, wipe and install
@@ -337,7 +341,8 @@ func (b *BootService) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Res
 	if err := b.watched.Get(ctx, req.NamespacedName, &sbc); err != nil {
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
-	if sbc.Status.State == metalv1alpha1.BootConfigurationStateReady || !sbc.DeletionTimestamp.IsZero() || b.skips(sbc.Spec.ServerRef.Name) {
+	if sbc.Status.State == metalv1alpha1.BootConfigurationStateReady || !sbc.DeletionTimestamp.IsZero() || b.skips(sbc.Spec.ServerRef.Name) ||
+		sbc.Labels[LabelUnserved] != "" {
 		return ctrl.Result{}, nil
 	}
 	original := sbc.DeepCopy()

@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 
@@ -114,6 +115,9 @@ func (o *Options) defaults() {
 
 // Fixtures the lab's hosts are made from, in turn.
 var hostFixtures = []string{"small-vm", "dual-socket", "storage-1u"}
+
+// HostFixtures are the fixtures the lab's hosts are made from, in turn.
+func HostFixtures() []string { return slices.Clone(hostFixtures) }
 
 // Lab is a running lab.
 type Lab struct {

@@ -19,6 +19,8 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"github.com/u-root/u-root/pkg/cpio"
+
+	"github.com/ironfleet/ironfleet/metalprobe/earlyboot"
 )
 
 // TestMain makes this test binary the init of TestStaticNetworkInVM's VM when it runs as
@@ -37,7 +39,7 @@ const guestExitPrefix = "ironfleet-init-test: exit status "
 // veth, which the host's kernel may lack), runs the tests named on the kernel command line
 // (after "--", which the kernel passes to init), prints their exit status and powers off.
 func guestInit(m *testing.M) {
-	if err := mountFilesystems(); err != nil {
+	if err := earlyboot.MountAll(filesystems); err != nil {
 		fmt.Println("guest:", err)
 	}
 	order, err := os.ReadFile("/modules/load-order")
@@ -45,7 +47,7 @@ func guestInit(m *testing.M) {
 		fmt.Println("guest:", err)
 	}
 	for _, name := range strings.Fields(string(order)) {
-		if err := loadModule("/modules/" + name); err != nil {
+		if err := earlyboot.LoadModule("/modules/" + name); err != nil {
 			fmt.Printf("guest: module %s: %v\n", name, err)
 		}
 	}

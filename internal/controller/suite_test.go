@@ -184,7 +184,7 @@ macPrefixes:
 	if err != nil {
 		return 0, err
 	}
-	if registryAddr, err = freeAddr(); err != nil {
+	if registryAddr, err = lab.FreeLoopbackAddr(); err != nil {
 		return 0, err
 	}
 	operatorDeps = controller.Dependencies{
@@ -313,18 +313,9 @@ func stopOperator() error {
 	return <-managerDone
 }
 
-func freeAddr() (string, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return "", err
-	}
-	defer l.Close()
-	return l.Addr().String(), nil
-}
-
 // freePort is a TCP port free on the loopback network.
 func freePort() (int, error) {
-	addr, err := freeAddr()
+	addr, err := lab.FreeLoopbackAddr()
 	if err != nil {
 		return 0, err
 	}

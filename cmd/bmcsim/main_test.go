@@ -14,32 +14,15 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/stmcginnis/gofish"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/ironfleet/ironfleet/internal/syncbuf"
 )
-
-// syncBuffer collects stderr safely while run writes from its goroutine.
-type syncBuffer struct {
-	mu sync.Mutex
-	sb strings.Builder
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.sb.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.sb.String()
-}
 
 func TestBadFlagsAreExplained(t *testing.T) {
 	t.Setenv(passwordEnv, "")
@@ -60,7 +43,7 @@ func TestBadFlagsAreExplained(t *testing.T) {
 		{[]string{}, "--password is required (or set BMCSIM_PASSWORD)"},
 	} {
 		t.Run(strings.Join(tc.args, " "), func(t *testing.T) {
-			var stdout, stderr syncBuffer
+			var stdout, stderr syncbuf.Buffer
 			code := run(context.Background(), tc.args, &stdout, &stderr)
 			assert.Equal(t, 2, code)
 			assert.Contains(t, stderr.String(), tc.want)
@@ -70,14 +53,14 @@ func TestBadFlagsAreExplained(t *testing.T) {
 }
 
 func TestHelpIsNotAnError(t *testing.T) {
-	var stdout, stderr syncBuffer
+	var stdout, stderr syncbuf.Buffer
 	assert.Equal(t, 0, run(context.Background(), []string{"--help"}, &stdout, &stderr))
 	assert.Contains(t, stderr.String(), "Usage: bmcsim")
 	assert.Contains(t, stderr.String(), "-profile")
 }
 
 func TestStartFailuresExitOne(t *testing.T) {
-	var stdout, stderr syncBuffer
+	var stdout, stderr syncbuf.Buffer
 	code := run(context.Background(), []string{"--static", filepath.Join(t.TempDir(), "missing"), "--listen", "127.0.0.1:0"}, &stdout, &stderr)
 	assert.Equal(t, 1, code)
 	assert.Contains(t, stderr.String(), "not a Redfish mockup")
@@ -95,7 +78,7 @@ func serve(t *testing.T, n int, args ...string) []string {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	out, in := io.Pipe()
-	var stderr syncBuffer
+	var stderr syncbuf.Buffer
 	code := make(chan int, 1)
 	go func() {
 		code <- run(ctx, args, in, &stderr)
@@ -156,7 +139,7 @@ func TestCountUsesConsecutivePorts(t *testing.T) {
 	// random ports and outgoing connections do not land; retry if one is taken anyway.
 	for attempt := 0; ; attempt++ {
 		port := 20000 + rand.IntN(10000)
-		var stdout, stderr syncBuffer
+		var stdout, stderr syncbuf.Buffer
 		ctx, cancel := context.WithCancel(context.Background())
 		code := make(chan int, 1)
 		go func() {

@@ -1,7 +1,6 @@
 package controller_test
 
 import (
-	"bytes"
 	"context"
 	"crypto/x509"
 	"flag"
@@ -33,6 +32,7 @@ import (
 	"github.com/ironfleet/ironfleet/internal/controller"
 	"github.com/ironfleet/ironfleet/internal/macdb"
 	"github.com/ironfleet/ironfleet/internal/registry"
+	"github.com/ironfleet/ironfleet/internal/syncbuf"
 	"github.com/ironfleet/ironfleet/test/bmcsim"
 	"github.com/ironfleet/ironfleet/test/lab"
 	"github.com/ironfleet/ironfleet/test/testenv"
@@ -43,7 +43,7 @@ import (
 var (
 	env  *testenv.Env
 	k8s  client.Client
-	logs = &syncBuffer{}
+	logs = &syncbuf.Buffer{}
 	sims = map[string]*bmcsim.BMC{}
 	// Dead BMCs accept TCP connections and close them at once, recording when each came: a BMC
 	// that is there but never answers. One for Endpoint probing, one for a BMC's retries.
@@ -184,7 +184,7 @@ macPrefixes:
 	if err != nil {
 		return 0, err
 	}
-	if registryAddr, err = freeAddr(); err != nil {
+	if registryAddr, err = lab.FreeLoopbackAddr(); err != nil {
 		return 0, err
 	}
 	operatorDeps = controller.Dependencies{
@@ -313,18 +313,9 @@ func stopOperator() error {
 	return <-managerDone
 }
 
-func freeAddr() (string, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return "", err
-	}
-	defer l.Close()
-	return l.Addr().String(), nil
-}
-
 // freePort is a TCP port free on the loopback network.
 func freePort() (int, error) {
-	addr, err := freeAddr()
+	addr, err := lab.FreeLoopbackAddr()
 	if err != nil {
 		return 0, err
 	}
@@ -339,24 +330,6 @@ func port(sim *bmcsim.BMC) int {
 	var n int
 	fmt.Sscan(p, &n)
 	return n
-}
-
-// syncBuffer collects the manager's log output.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
 }
 
 // attemptLog records when connections arrived at the dead BMC.

@@ -118,7 +118,7 @@ func build(ctx context.Context, opts Options, srcDigest string) (*Manifest, erro
 		}
 		_, _ = fmt.Fprintf(opts.Log, "built /init and metalprobe in %s\n", time.Since(start).Round(time.Millisecond))
 	})
-	kernel, modules, files, kerr := prepareKernel(ctx, opts, filepath.Join(work, "kernel"))
+	kernel, modules, files, kerr := PrepareKernel(ctx, KernelSource{Pin: opts.Kernel, Deb: opts.KernelDeb, CacheDir: opts.CacheDir, Log: opts.Log}, WantedModules, filepath.Join(work, "kernel"))
 	_, _ = fmt.Fprintf(opts.Log, "prepared the kernel and %d modules in %s\n", len(modules), time.Since(start).Round(time.Millisecond))
 	var loaders bootloaders
 	if kerr == nil {
@@ -163,9 +163,9 @@ func build(ctx context.Context, opts Options, srcDigest string) (*Manifest, erro
 	m := &Manifest{
 		Kernel:       opts.Kernel,
 		Bootloaders:  opts.Bootloaders,
-		ISO:          []FileDigest{digestOf(ISOFile, iso), digestOf(ISOManifestFile, isoJSON)},
+		ISO:          []FileDigest{DigestOf(ISOFile, iso), DigestOf(ISOManifestFile, isoJSON)},
 		ProbeVersion: opts.ProbeVersion,
-		Files:        []FileDigest{digestOf(KernelFile, kernel), digestOf(InitramfsFile, initramfs.Bytes())},
+		Files:        []FileDigest{DigestOf(KernelFile, kernel), DigestOf(InitramfsFile, initramfs.Bytes())},
 		Modules:      modules,
 		SourceDigest: srcDigest,
 	}
@@ -196,12 +196,25 @@ func build(ctx context.Context, opts Options, srcDigest string) (*Manifest, erro
 	return m, nil
 }
 
-// prepareKernel fetches and unpacks the kernel package into dir and returns vmlinuz, the
-// modules in load order, and the initramfs files that carry them.
-func prepareKernel(ctx context.Context, opts Options, dir string) ([]byte, []Module, []File, error) {
-	deb := opts.KernelDeb
+// KernelSource says where a boot image's kernel package comes from.
+type KernelSource struct {
+	Pin KernelPin
+	// Deb is the package file; when empty it is downloaded into CacheDir.
+	Deb string
+	// CacheDir keeps downloaded packages; DefaultCacheDir() when empty.
+	CacheDir string
+	// Log receives the tools' output.
+	Log io.Writer
+}
+
+// PrepareKernel fetches and unpacks the kernel package into dir and returns vmlinuz, the
+// closure of the wanted modules in load order, and the initramfs files that carry them: the
+// modules flat in ModulesDir and their order in LoadOrderFile, which earlyboot.LoadModules
+// reads. Other boot images (test/tenantimage) use it for their kernel too.
+func PrepareKernel(ctx context.Context, src KernelSource, wanted []string, dir string) ([]byte, []Module, []File, error) {
+	deb := src.Deb
 	if deb == "" {
-		cache := opts.CacheDir
+		cache := src.CacheDir
 		if cache == "" {
 			var err error
 			if cache, err = DefaultCacheDir(); err != nil {
@@ -209,23 +222,23 @@ func prepareKernel(ctx context.Context, opts Options, dir string) ([]byte, []Mod
 			}
 		}
 		var err error
-		if deb, err = FetchKernelDeb(ctx, opts.Kernel, cache, opts.Log); err != nil {
+		if deb, err = FetchKernelDeb(ctx, src.Pin, cache, src.Log); err != nil {
 			return nil, nil, nil, err
 		}
 	}
-	if err := UnpackDeb(ctx, deb, dir, opts.Log); err != nil {
+	if err := UnpackDeb(ctx, deb, dir, src.Log); err != nil {
 		return nil, nil, nil, err
 	}
-	release := opts.Kernel.Release()
+	release := src.Pin.Release()
 	kernel, err := os.ReadFile(filepath.Join(dir, "boot", "vmlinuz-"+release))
 	if err != nil {
-		return nil, nil, nil, fmt.Errorf("reading the kernel from %s (is it %s?): %w", deb, opts.Kernel, err)
+		return nil, nil, nil, fmt.Errorf("reading the kernel from %s (is it %s?): %w", deb, src.Pin, err)
 	}
 	idx, err := IndexModules(dir, release)
 	if err != nil {
 		return nil, nil, nil, err
 	}
-	modules, err := idx.ModuleClosure(WantedModules)
+	modules, err := idx.ModuleClosure(wanted)
 	if err != nil {
 		return nil, nil, nil, fmt.Errorf("resolving modules: %w", err)
 	}

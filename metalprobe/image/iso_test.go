@@ -266,8 +266,8 @@ func TestABuildIsKeptOnlyWithItsISO(t *testing.T) {
 		require.NoError(t, os.WriteFile(filepath.Join(dir, name), data, 0o644))
 	}
 	m := Manifest{SourceDigest: "d",
-		Files: []FileDigest{digestOf(KernelFile, files[KernelFile]), digestOf(InitramfsFile, files[InitramfsFile])},
-		ISO:   []FileDigest{digestOf(ISOFile, files[ISOFile]), digestOf(ISOManifestFile, files[ISOManifestFile])},
+		Files: []FileDigest{DigestOf(KernelFile, files[KernelFile]), DigestOf(InitramfsFile, files[InitramfsFile])},
+		ISO:   []FileDigest{DigestOf(ISOFile, files[ISOFile]), DigestOf(ISOManifestFile, files[ISOManifestFile])},
 	}
 	write := func(m Manifest) {
 		data, err := json.Marshal(m)

@@ -33,7 +33,8 @@ type FileDigest struct {
 	SHA256 string `json:"sha256"`
 }
 
-func digestOf(name string, data []byte) FileDigest {
+// DigestOf is the digest of an output file name that holds data.
+func DigestOf(name string, data []byte) FileDigest {
 	sum := sha256.Sum256(data)
 	return FileDigest{Name: name, Size: int64(len(data)), SHA256: hex.EncodeToString(sum[:])}
 }

@@ -19,6 +19,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	metalv1alpha1 "github.com/ironfleet/ironfleet/apis/metal/v1alpha1"
+	"github.com/ironfleet/ironfleet/internal/ciskip"
 	"github.com/ironfleet/ironfleet/internal/ignition"
 	"github.com/ironfleet/ironfleet/metalprobe/fixtures"
 	"github.com/ironfleet/ironfleet/test/vm"
@@ -38,13 +39,7 @@ const (
 func requireQEMU(t *testing.T) string {
 	t.Helper()
 	qemu, err := exec.LookPath("qemu-system-x86_64")
-	if err != nil {
-		msg := fmt.Sprintf("qemu-system-x86_64 is not installed (make vm-deps, or apt-get install --no-install-recommends qemu-system-x86); this test boots the probe image in it: %v", err)
-		if os.Getenv("CI") != "" {
-			t.Fatal(msg)
-		}
-		t.Skip(msg)
-	}
+	ciskip.Unless(t, err == nil, "qemu-system-x86_64 is not installed (make vm-deps, or apt-get install --no-install-recommends qemu-system-x86); this test boots the probe image in it: %v", err)
 	return qemu
 }
 

@@ -25,6 +25,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/ironfleet/ironfleet/internal/ignition"
+	"github.com/ironfleet/ironfleet/metalprobe/earlyboot"
 )
 
 // How long each step may take before /init gives up on the boot (and waits to be
@@ -35,6 +36,20 @@ const (
 	networkTimeout  = 3 * time.Minute
 	ignitionTimeout = 5 * time.Minute
 )
+
+// filesystems are what the probe reads (/proc, /sys: ghw, the kernel command line) and writes
+// (/run: the ignition, /tmp), and devtmpfs on /dev so the disks have nodes.
+var filesystems = []earlyboot.Mount{
+	{Source: "proc", Target: "/proc", FSType: "proc"},
+	{Source: "sysfs", Target: "/sys", FSType: "sysfs"},
+	{Source: "devtmpfs", Target: "/dev", FSType: "devtmpfs", Data: "mode=0755"},
+	{Source: "tmpfs", Target: "/run", FSType: "tmpfs", Data: "mode=0755"},
+	{Source: "tmpfs", Target: "/tmp", FSType: "tmpfs", Data: "mode=1777"},
+}
+
+// loadOrderFile is where the image builder puts the kernel modules' load order
+// (metalprobe/image.LoadOrderFile), next to the modules.
+const loadOrderFile = "/lib/modules/load-order"
 
 // probeBackoff are the waits between metalprobe attempts: a registry that is briefly down
 // (an operator upgrade) gets a minute and a half.
@@ -49,12 +64,26 @@ func main() {
 	waitForever()
 }
 
+// loadModules loads the image's kernel modules and logs what it could not load and how many
+// did: the image's list is wider than any one machine, and built-in drivers may still do.
+func loadModules(logf func(format string, args ...any)) {
+	loaded, failed, err := earlyboot.LoadModules(loadOrderFile)
+	if err != nil {
+		logf("%v", err)
+		return
+	}
+	for _, err := range failed {
+		logf("%v", err)
+	}
+	logf("loaded %d of %d kernel modules", loaded, loaded+len(failed))
+}
+
 // boot runs the probe boot; it returns only when the probe could not report (after a
 // successful report the machine powers off).
 func boot(console io.Writer) error {
 	start := time.Now()
 	ctx := context.Background()
-	if err := mountFilesystems(); err != nil {
+	if err := earlyboot.MountAll(filesystems); err != nil {
 		// Carry on: whatever did mount may be enough, and metalprobe says what is missing.
 		_, _ = fmt.Fprintf(console, "ironfleet-init: %v\n", err)
 	}
@@ -67,9 +96,7 @@ func boot(console io.Writer) error {
 		return err
 	}
 
-	if err := loadModules(rep.logf); err != nil {
-		rep.logf("%v", err) // built-in drivers may still do
-	}
+	loadModules(rep.logf)
 	nic, addr, err := connect(ctx, src, rep.logf)
 	if err != nil {
 		rep.stage(ctx, ignition.StageFailed, "%v", err)

@@ -1,18 +1,17 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/ironfleet/ironfleet/internal/syncbuf"
 	"github.com/ironfleet/ironfleet/metalprobe/cli"
 )
 
@@ -27,7 +26,7 @@ func TestLineTailKeepsTheLastLines(t *testing.T) {
 
 func TestRunProbeReportsStderrTail(t *testing.T) {
 	// stdout and stderr are written from different goroutines.
-	var console lockedBuffer
+	var console syncbuf.Buffer
 	err := runProbe(context.Background(), "/bin/sh", []string{"-c", "echo report; for i in 1 2 3 4 5 6 7 8 9 10; do echo metalprobe: line $i >&2; done; exit 1"}, &console)
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), "exit status 1")
@@ -78,23 +77,6 @@ func TestRetryProbe(t *testing.T) {
 	require.ErrorAs(t, err, &reported)
 	assert.Equal(t, 1, runs, "run once")
 	assert.Equal(t, []int{1}, failures2)
-}
-
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
 }
 
 func TestRedactTokenRemovesTheRegistryToken(t *testing.T) {

@@ -22,22 +22,9 @@ import (
 	"golang.org/x/sys/unix"
 
 	metalv1alpha1 "github.com/ironfleet/ironfleet/apis/metal/v1alpha1"
+	"github.com/ironfleet/ironfleet/internal/ciskip"
 	"github.com/ironfleet/ironfleet/internal/ignition"
 )
-
-// requireOr skips the test, saying why, when ok is false, and fails it instead when CI is
-// set: in CI (as root) a skip would hide that nothing was tested.
-func requireOr(t *testing.T, ok bool, format string, args ...any) {
-	t.Helper()
-	if ok {
-		return
-	}
-	why := fmt.Sprintf(format, args...)
-	if os.Getenv("CI") != "" {
-		t.Fatalf("%s (CI is set, so this fails instead of skipping)", why)
-	}
-	t.Skip(why)
-}
 
 // testNS is an unnamed network namespace the test made: it goes away with its handle and the
 // sockets opened in it, which the test's cleanups close.
@@ -276,7 +263,7 @@ func vlanUnsupported(t *testing.T) bool {
 // default route leads to, and that no DHCP packet left the probe; then, as the positive
 // control, that the same listener does see DHCP once the ignition has no network.
 func TestStaticNetworkInNetns(t *testing.T) {
-	requireOr(t, os.Geteuid() == 0, "needs root: it creates network namespaces and veth pairs")
+	ciskip.Unless(t, os.Geteuid() == 0, "needs root: it creates network namespaces and veth pairs")
 	for _, tc := range []struct {
 		name    string
 		network metalv1alpha1.ProbeNetwork

@@ -53,28 +53,6 @@ var fixedTime = time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
 func (im *images) url(name string) string  { return im.srv.URL + "/boot/" + name + ".iso" }
 func (im *images) data(name string) []byte { return im.files["/boot/"+name+".iso"] }
 
-// mediaEvents records what OnMediaChange reports.
-type mediaEvents struct {
-	mu  sync.Mutex
-	evs []bmcsim.MediaEvent
-}
-
-func watchMedia(b *bmcsim.BMC) *mediaEvents {
-	e := &mediaEvents{}
-	b.OnMediaChange(func(ev bmcsim.MediaEvent) {
-		e.mu.Lock()
-		e.evs = append(e.evs, ev)
-		e.mu.Unlock()
-	})
-	return e
-}
-
-func (e *mediaEvents) all() []bmcsim.MediaEvent {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	return append([]bmcsim.MediaEvent(nil), e.evs...)
-}
-
 const (
 	cdPath   = "/redfish/v1/Systems/1/VirtualMedia/CD"
 	insertCD = cdPath + "/Actions/VirtualMedia.InsertMedia"
@@ -84,7 +62,7 @@ const (
 func TestInsertFetchesTheImageAndTellsTheHooks(t *testing.T) {
 	im := imageServer(t)
 	b := start(t, bmcsim.Options{})
-	events := watchMedia(b)
+	events := bmcsim.RecordMedia(b)
 
 	sys := getOK(t, b, "/redfish/v1/Systems/1")
 	assert.Equal(t, "/redfish/v1/Systems/1/VirtualMedia", sys["VirtualMedia"].(map[string]any)["@odata.id"])
@@ -99,7 +77,7 @@ func TestInsertFetchesTheImageAndTellsTheHooks(t *testing.T) {
 	require.Equal(t, http.StatusNoContent, status, "%v", body)
 
 	// The hook ran before the answer: no waiting needed.
-	evs := events.all()
+	evs := events.Events()
 	require.Len(t, evs, 1)
 	ev := evs[0]
 	assert.Equal(t, "1", ev.SystemID)
@@ -120,8 +98,8 @@ func TestInsertFetchesTheImageAndTellsTheHooks(t *testing.T) {
 	// Another image replaces the first (a well-behaved BMC needs no eject in between).
 	status, _, _ = call(t, b, http.MethodPost, insertCD, map[string]any{"Image": im.url("b"), "Inserted": true, "WriteProtected": true, "TransferProtocolType": "HTTP", "TransferMethod": "Stream"})
 	require.Equal(t, http.StatusNoContent, status)
-	require.Len(t, events.all(), 2)
-	second := events.all()[1]
+	require.Len(t, events.Events(), 2)
+	second := events.Events()[1]
 	assert.NoFileExists(t, ev.Path, "the replaced image is gone")
 	got, err = os.ReadFile(second.Path)
 	require.NoError(t, err)
@@ -129,8 +107,8 @@ func TestInsertFetchesTheImageAndTellsTheHooks(t *testing.T) {
 
 	status, _, _ = call(t, b, http.MethodPost, ejectCD, nil)
 	require.Equal(t, http.StatusNoContent, status)
-	require.Len(t, events.all(), 3)
-	assert.Equal(t, bmcsim.MediaEvent{SystemID: "1"}, events.all()[2])
+	require.Len(t, events.Events(), 3)
+	assert.Equal(t, bmcsim.MediaEvent{SystemID: "1"}, events.Events()[2])
 	assert.Equal(t, bmcsim.MediaEvent{SystemID: "1"}, b.Media("1"))
 	assert.NoFileExists(t, second.Path)
 	assert.Equal(t, false, getOK(t, b, cdPath)["Inserted"])
@@ -138,7 +116,7 @@ func TestInsertFetchesTheImageAndTellsTheHooks(t *testing.T) {
 	// Ejecting an empty slot is fine and tells nobody: nothing changed.
 	status, _, _ = call(t, b, http.MethodPost, ejectCD, map[string]any{})
 	require.Equal(t, http.StatusNoContent, status)
-	assert.Len(t, events.all(), 3)
+	assert.Len(t, events.Events(), 3)
 
 	st := b.Stats()
 	assert.EqualValues(t, 2, st.MediaInserts)
@@ -155,7 +133,7 @@ func TestInsertRefusesWhatItCannotFetch(t *testing.T) {
 	require.NoError(t, ln.Close())
 
 	b := start(t, bmcsim.Options{MediaMaxBytes: 64 << 10})
-	events := watchMedia(b)
+	events := bmcsim.RecordMedia(b)
 	for name, tc := range map[string]struct {
 		image any
 		id    string
@@ -179,7 +157,7 @@ func TestInsertRefusesWhatItCannotFetch(t *testing.T) {
 	assert.Equal(t, http.StatusBadRequest, status)
 	assert.Equal(t, "Base.1.8.ActionParameterUnknown", messageID(body))
 
-	assert.Empty(t, events.all())
+	assert.Empty(t, events.Events())
 	assert.Equal(t, bmcsim.MediaEvent{SystemID: "1"}, b.Media("1"))
 	assert.Zero(t, b.Stats().MediaInserts)
 	if dir := b.MediaDir(); dir != "" {
@@ -273,7 +251,7 @@ func TestEveryProfileHasItsVendorsSlots(t *testing.T) {
 			w := want[profile]
 			im := imageServer(t)
 			b := start(t, bmcsim.Options{Profile: profile, Systems: []bmcsim.SystemSpec{bmcsim.DefaultSystem(0), bmcsim.DefaultSystem(1)}})
-			events := watchMedia(b)
+			events := bmcsim.RecordMedia(b)
 			first := b.SystemIDs()[0]
 			systems := memberIDs(t, getOK(t, b, "/redfish/v1/Systems"))
 			sys := getOK(t, b, systems[0])
@@ -309,8 +287,8 @@ func TestEveryProfileHasItsVendorsSlots(t *testing.T) {
 				status, _, body = call(t, b, http.MethodPatch, w.cd, map[string]any{"Image": im.url("a"), "Inserted": true})
 			}
 			require.Equal(t, http.StatusNoContent, status, "%v", body)
-			require.Len(t, events.all(), 1)
-			assert.Equal(t, first, events.all()[0].SystemID)
+			require.Len(t, events.Events(), 1)
+			assert.Equal(t, first, events.Events()[0].SystemID)
 			assert.True(t, b.Media(first).Inserted)
 			assert.False(t, b.Media(b.SystemIDs()[1]).Inserted)
 		})

@@ -102,7 +102,7 @@ func TestRedfishtoolInsertsAndEjectsVirtualMedia(t *testing.T) {
 			t.Parallel()
 			im := imageServer(t)
 			b := start(t, bmcsim.Options{TLS: true, Profile: tc.profile})
-			events := watchMedia(b)
+			events := bmcsim.RecordMedia(b)
 			id := b.SystemIDs()[0]
 
 			out, err := redfishtool(t, b, testPass, "raw", "GET", tc.slot)
@@ -119,7 +119,7 @@ func TestRedfishtoolInsertsAndEjectsVirtualMedia(t *testing.T) {
 			out, err = redfishtool(t, b, testPass, "raw", "POST", slot.Actions["#VirtualMedia.InsertMedia"].Target, "-d", `{"Image": "`+im.url("a")+`"}`)
 			require.NoError(t, err, out)
 			require.True(t, b.Media(id).Inserted)
-			require.Len(t, events.all(), 1)
+			require.Len(t, events.Events(), 1)
 			got, err := os.ReadFile(b.Media(id).Path)
 			require.NoError(t, err)
 			assert.True(t, bytes.Equal(im.data("a"), got))
@@ -127,7 +127,7 @@ func TestRedfishtoolInsertsAndEjectsVirtualMedia(t *testing.T) {
 			out, err = redfishtool(t, b, testPass, "raw", "POST", slot.Actions["#VirtualMedia.EjectMedia"].Target, "-d", `{}`)
 			require.NoError(t, err, out)
 			assert.False(t, b.Media(id).Inserted)
-			assert.Len(t, events.all(), 2)
+			assert.Len(t, events.Events(), 2)
 		})
 	}
 }

@@ -19,13 +19,14 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
 	m "github.com/ironfleet/ironfleet/apis/metal/v1alpha1"
+	"github.com/ironfleet/ironfleet/internal/syncbuf"
 	"github.com/ironfleet/ironfleet/test/ipmisim"
 	"github.com/ironfleet/ironfleet/test/lab"
 )
 
 // operatorLog collects the log of every operator the tests run (controller-runtime takes one
 // logger per process), so the secrets test can read it all.
-var operatorLog = &lockedBuffer{}
+var operatorLog = &syncbuf.Buffer{}
 
 func TestMain(m *testing.M) {
 	ctrl.SetLogger(zap.New(zap.WriteTo(operatorLog), zap.UseDevMode(true)))
@@ -57,7 +58,7 @@ func TestTour(t *testing.T) {
 			}
 		}
 	})
-	var said lockedBuffer
+	var said syncbuf.Buffer
 	out := io.MultiWriter(&testWriter{t: t}, &said)
 	require.NoError(t, l.Tour(context.Background(), out))
 	assert.Contains(t, said.String(), "behind IPMI (ipmi_sim at ", "the tour installs on the IPMI VM")

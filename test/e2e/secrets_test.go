@@ -1,7 +1,6 @@
 package e2e
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"strings"
@@ -18,23 +17,6 @@ import (
 	"github.com/ironfleet/ironfleet/internal/ignition"
 	"github.com/ironfleet/ironfleet/test/lab"
 )
-
-type lockedBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *lockedBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *lockedBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
 
 // TestNoSecretInLogsEventsOrStatus runs the tour, collecting every registry token the probes
 // booted with, then looks for each BMC password and token in the operator's log, in every

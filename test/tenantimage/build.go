@@ -3,8 +3,6 @@ package tenantimage
 import (
 	"bytes"
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -17,7 +15,6 @@ import (
 	"time"
 
 	"github.com/ironfleet/ironfleet/metalprobe/image"
-	"github.com/ironfleet/ironfleet/test/tenantimage/contract"
 )
 
 // Packages the builder compiles and whose sources decide the image's bytes.
@@ -191,7 +188,7 @@ func build(ctx context.Context, opts Options, t *tools, digest string) (*Manifes
 		initBin, initErr = image.GoBuild(ctx, opts.ModuleDir, InitPackage, work, opts.Log)
 		logf("built /init in %s", since(start))
 	})
-	kernel, modules, files, kerr := prepareKernel(ctx, opts, filepath.Join(work, "kernel"))
+	kernel, modules, files, kerr := image.PrepareKernel(ctx, image.KernelSource{Pin: opts.Kernel, Deb: opts.KernelDeb, CacheDir: opts.CacheDir, Log: opts.Log}, WantedModules, filepath.Join(work, "kernel"))
 	logf("prepared the kernel and %d modules in %s", len(modules), since(start))
 	wg.Wait()
 	if err := errors.Join(kerr, initErr); err != nil {
@@ -241,11 +238,11 @@ func build(ctx context.Context, opts Options, t *tools, digest string) (*Manifes
 		SourceDigest: digest,
 	}
 	for _, b := range boot {
-		m.Boot = append(m.Boot, digestOf(b.name, b.data))
+		m.Boot = append(m.Boot, image.DigestOf(b.name, b.data))
 	}
 	outputs := append([]output{{DiskFile, disk}}, compressed...)
 	for _, o := range outputs {
-		m.Files = append(m.Files, digestOf(o.name, o.data))
+		m.Files = append(m.Files, image.DigestOf(o.name, o.data))
 	}
 	manifest, err := json.MarshalIndent(m, "", "  ")
 	if err != nil {
@@ -270,60 +267,6 @@ func build(ctx context.Context, opts Options, t *tools, digest string) (*Manifes
 type output struct {
 	name string
 	data []byte
-}
-
-// prepareKernel fetches and unpacks the kernel package into dir with metalprobe/image (the
-// probe's cache and tools) and returns vmlinuz, the modules in load order, and the initramfs
-// files that carry them.
-func prepareKernel(ctx context.Context, opts Options, dir string) ([]byte, []image.Module, []image.File, error) {
-	deb := opts.KernelDeb
-	if deb == "" {
-		cache := opts.CacheDir
-		if cache == "" {
-			var err error
-			if cache, err = image.DefaultCacheDir(); err != nil {
-				return nil, nil, nil, err
-			}
-		}
-		var err error
-		if deb, err = image.FetchKernelDeb(ctx, opts.Kernel, cache, opts.Log); err != nil {
-			return nil, nil, nil, err
-		}
-	}
-	if err := image.UnpackDeb(ctx, deb, dir, opts.Log); err != nil {
-		return nil, nil, nil, err
-	}
-	release := opts.Kernel.Release()
-	kernel, err := os.ReadFile(filepath.Join(dir, "boot", "vmlinuz-"+release))
-	if err != nil {
-		return nil, nil, nil, fmt.Errorf("reading the kernel from %s (is it %s?): %w", deb, opts.Kernel, err)
-	}
-	idx, err := image.IndexModules(dir, release)
-	if err != nil {
-		return nil, nil, nil, err
-	}
-	modules, err := idx.ModuleClosure(WantedModules)
-	if err != nil {
-		return nil, nil, nil, fmt.Errorf("resolving modules: %w", err)
-	}
-	files := []image.File{{Name: contract.ModulesDir, Dir: true, Mode: 0o755}}
-	var order strings.Builder
-	order.WriteString("# Kernel modules in load order (dependencies first), written by test/tenantimage.\n")
-	for _, m := range modules {
-		data, err := os.ReadFile(m.Path)
-		if err != nil {
-			return nil, nil, nil, fmt.Errorf("reading module %s: %w", m.Name, err)
-		}
-		files = append(files, image.File{Name: contract.ModulesDir + "/" + m.File, Mode: 0o644, Data: data})
-		order.WriteString(m.File + "\n")
-	}
-	files = append(files, image.File{Name: contract.LoadOrderFile, Mode: 0o644, Data: []byte(order.String())})
-	return kernel, modules, files, nil
-}
-
-func digestOf(name string, data []byte) image.FileDigest {
-	sum := sha256.Sum256(data)
-	return image.FileDigest{Name: name, Size: int64(len(data)), SHA256: hex.EncodeToString(sum[:])}
 }
 
 // sha256Sums is SHA256SUMS in sha256sum's format, so `sha256sum -c SHA256SUMS` checks a

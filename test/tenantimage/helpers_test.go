@@ -2,7 +2,6 @@ package tenantimage
 
 import (
 	"context"
-	"fmt"
 	"os"
 	"os/exec"
 	"strings"
@@ -11,35 +10,23 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/ironfleet/ironfleet/internal/ciskip"
 )
 
-// requireOr skips the test, saying why, when ok is false, and fails it instead when CI is
-// set: in CI (as root, with `make test`'s packages) a skip would hide that nothing was tested.
-func requireOr(t *testing.T, ok bool, format string, args ...any) {
-	t.Helper()
-	if ok {
-		return
-	}
-	why := fmt.Sprintf(format, args...)
-	if os.Getenv("CI") != "" {
-		t.Fatalf("%s (CI is set, so this fails instead of skipping)", why)
-	}
-	t.Skip(why)
-}
-
-// requireTools is requireOr for the programs that build the disk.
+// requireTools is ciskip.Unless for the programs that build the disk.
 func requireTools(t *testing.T) {
 	t.Helper()
 	_, err := findTools(context.Background())
-	requireOr(t, err == nil, "cannot build the tenant image: %v", err)
+	ciskip.Unless(t, err == nil, "cannot build the tenant image: %v", err)
 }
 
-// requireVMs is requireOr for what booting a VM on a private network needs.
+// requireVMs is ciskip.Unless for what booting a VM on a private network needs.
 func requireVMs(t *testing.T) {
 	t.Helper()
-	requireOr(t, os.Geteuid() == 0, "booting the tenant image needs root for the VM's network namespace and tap (euid %d)", os.Geteuid())
+	ciskip.Unless(t, os.Geteuid() == 0, "booting the tenant image needs root for the VM's network namespace and tap (euid %d)", os.Geteuid())
 	_, err := exec.LookPath("qemu-system-x86_64")
-	requireOr(t, err == nil, "booting the tenant image needs QEMU: apt-get install --no-install-recommends qemu-system-x86 ipxe-qemu (%v)", err)
+	ciskip.Unless(t, err == nil, "booting the tenant image needs QEMU: apt-get install --no-install-recommends qemu-system-x86 ipxe-qemu (%v)", err)
 }
 
 var (

@@ -132,28 +132,6 @@ func mediaClient(t *testing.T, sim *bmcsim.BMC) *redfish.Client {
 	return c
 }
 
-// mediaHook records a simulator's media events.
-type mediaHook struct {
-	mu  sync.Mutex
-	evs []bmcsim.MediaEvent
-}
-
-func hookMedia(sim *bmcsim.BMC) *mediaHook {
-	h := &mediaHook{}
-	sim.OnMediaChange(func(ev bmcsim.MediaEvent) {
-		h.mu.Lock()
-		h.evs = append(h.evs, ev)
-		h.mu.Unlock()
-	})
-	return h
-}
-
-func (h *mediaHook) events() []bmcsim.MediaEvent {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	return append([]bmcsim.MediaEvent(nil), h.evs...)
-}
-
 // holds asserts the simulator's CD holds exactly the bytes the server served for name.
 func holds(t *testing.T, sim *bmcsim.BMC, systemID string, iso *isoServer, name string) {
 	t.Helper()
@@ -167,9 +145,9 @@ func holds(t *testing.T, sim *bmcsim.BMC, systemID string, iso *isoServer, name 
 
 // mediaLifeCycle drives one system's CD through everything a boot does: insert, insert again
 // (nothing happens), replace, eject, eject again (nothing happens), and a boot from it.
-func mediaLifeCycle(t *testing.T, ctx context.Context, sim *bmcsim.BMC, c *redfish.Client, sys bmc.SystemInfo, iso *isoServer, hook *mediaHook) {
+func mediaLifeCycle(t *testing.T, ctx context.Context, sim *bmcsim.BMC, c *redfish.Client, sys bmc.SystemInfo, iso *isoServer, hook *bmcsim.MediaRecorder) {
 	t.Helper()
-	before := len(hook.events())
+	before := len(hook.Events())
 
 	slot, err := c.VirtualMedia(ctx, sys.URI)
 	require.NoError(t, err)
@@ -178,7 +156,7 @@ func mediaLifeCycle(t *testing.T, ctx context.Context, sim *bmcsim.BMC, c *redfi
 
 	require.NoError(t, c.InsertMedia(ctx, sys.URI, iso.url("a")))
 	holds(t, sim, sys.ID, iso, "a")
-	evs := hook.events()[before:]
+	evs := hook.Events()[before:]
 	require.Len(t, evs, 1, "the hook fired once")
 	assert.Equal(t, bmcsim.MediaEvent{SystemID: sys.ID, Image: iso.url("a"), Path: sim.Media(sys.ID).Path, Inserted: true}, evs[0])
 	slot, err = c.VirtualMedia(ctx, sys.URI)
@@ -189,7 +167,7 @@ func mediaLifeCycle(t *testing.T, ctx context.Context, sim *bmcsim.BMC, c *redfi
 
 	require.NoError(t, c.InsertMedia(ctx, sys.URI, iso.url("a")), "again")
 	assert.Equal(t, inserts, sim.Stats().MediaInserts, "the same image is not inserted again")
-	assert.Len(t, hook.events()[before:], 1)
+	assert.Len(t, hook.Events()[before:], 1)
 
 	require.NoError(t, c.InsertMedia(ctx, sys.URI, iso.url("b")), "another image")
 	holds(t, sim, sys.ID, iso, "b")
@@ -206,7 +184,7 @@ func mediaLifeCycle(t *testing.T, ctx context.Context, sim *bmcsim.BMC, c *redfi
 
 	require.NoError(t, c.EjectMedia(ctx, sys.URI))
 	assert.Equal(t, bmcsim.MediaEvent{SystemID: sys.ID}, sim.Media(sys.ID))
-	last := hook.events()[len(hook.events())-1]
+	last := hook.Events()[len(hook.Events())-1]
 	assert.Equal(t, bmcsim.MediaEvent{SystemID: sys.ID}, last, "the hook saw the eject")
 	slot, err = c.VirtualMedia(ctx, sys.URI)
 	require.NoError(t, err)
@@ -224,7 +202,7 @@ func TestVirtualMediaOnEveryProfile(t *testing.T) {
 			ctx := context.Background()
 			iso := startISOServer(t)
 			sim := startSim(t, bmcsim.Options{Profile: profile})
-			hook := hookMedia(sim)
+			hook := bmcsim.RecordMedia(sim)
 			c := mediaClient(t, sim)
 			systems, err := c.Systems(ctx)
 			require.NoError(t, err)
@@ -286,7 +264,7 @@ func TestVirtualMediaOnEveryQuirk(t *testing.T) {
 			iso := startISOServer(t)
 			q := tc.quirks
 			sim := startSim(t, bmcsim.Options{Quirks: &q})
-			hook := hookMedia(sim)
+			hook := bmcsim.RecordMedia(sim)
 			c := mediaClient(t, sim)
 			systems, err := c.Systems(ctx)
 			require.NoError(t, err)

@@ -6,7 +6,6 @@ import (
 	"io"
 	"os"
 	"path/filepath"
-	"strings"
 	"testing"
 	"time"
 
@@ -16,16 +15,6 @@ import (
 	"github.com/ironfleet/ironfleet/metalprobe/configdrive"
 	"github.com/ironfleet/ironfleet/test/tenantimage/contract"
 )
-
-func TestParseLoadOrder(t *testing.T) {
-	files, err := parseLoadOrder(strings.NewReader("# comment\n\nvirtio.ko\n virtio_pci.ko \n"))
-	require.NoError(t, err)
-	assert.Equal(t, []string{"virtio.ko", "virtio_pci.ko"}, files)
-	for _, bad := range []string{"../x.ko\n", "x.o\n", "a/b.ko\n"} {
-		_, err := parseLoadOrder(strings.NewReader(bad))
-		assert.Error(t, err, bad)
-	}
-}
 
 // configDrivePartition writes a config drive with configdrive.Write onto a disk image with one
 // partition and returns the new partition's bytes: what /dev/vda2 reads.

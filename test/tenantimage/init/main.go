@@ -20,6 +20,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/ironfleet/ironfleet/metalprobe/earlyboot"
 	"github.com/ironfleet/ironfleet/test/tenantimage/contract"
 )
 
@@ -57,12 +58,20 @@ func (c *console) logf(format string, args ...any) {
 	c.say(contract.ConsolePrefix+format, args...)
 }
 
+// filesystems are /proc (the command line), /sys (the block devices) and devtmpfs on /dev
+// (their nodes).
+var filesystems = []earlyboot.Mount{
+	{Source: "proc", Target: "/proc", FSType: "proc"},
+	{Source: "sysfs", Target: "/sys", FSType: "sysfs"},
+	{Source: "devtmpfs", Target: "/dev", FSType: "devtmpfs", Data: "mode=0755"},
+}
+
 func run(ctx context.Context, c *console) error {
-	mountErr := mountFilesystems()
+	mountErr := earlyboot.MountAll(filesystems)
 	// The kernel logs every driver's probe on the console at the default level; from here on
 	// only its errors, so that /init's lines stay whole and easy to find.
 	_ = os.WriteFile("/proc/sys/kernel/printk", []byte("4"), 0)
-	loaded, total, moduleErrs := loadModules(contract.LoadOrderFile)
+	loaded, failedModules, moduleErr := earlyboot.LoadModules("/" + contract.LoadOrderFile)
 
 	cmdline, err := os.ReadFile("/proc/cmdline")
 	if err != nil {
@@ -73,10 +82,13 @@ func run(ctx context.Context, c *console) error {
 	if mountErr != nil {
 		c.logf("mounts: %v", mountErr)
 	}
-	for _, err := range moduleErrs {
+	if moduleErr != nil {
+		c.logf("%v", moduleErr)
+	}
+	for _, err := range failedModules {
 		c.logf("%v", err)
 	}
-	c.logf("loaded %d of %d kernel modules", loaded, total)
+	c.logf("loaded %d of %d kernel modules", loaded, loaded+len(failedModules))
 
 	driveCtx, cancel := context.WithTimeout(ctx, configDriveWait)
 	dev, err := findConfigDrive(driveCtx, "/sys/class/block", "/dev")

@@ -114,8 +114,9 @@ func sameRef(a, b *metalv1alpha1.ObjectReference) bool {
 	return *a == *b
 }
 
-// ensureBootConfig gets or makes the claim's boot configuration for server (probeboot.EnsureClaimBoot),
-// and says so in an event when it deleted one made for a server the claim does not hold.
+// ensureBootConfig gets or makes the claim's boot configuration for server
+// (probeboot.EnsureClaimBoot), and says so in an event when it deleted one made for a server
+// the claim does not hold.
 func (r *ServerClaimReconciler) ensureBootConfig(ctx context.Context, claim *metalv1alpha1.ServerClaim, server *metalv1alpha1.Server) (*metalv1alpha1.ServerBootConfiguration, error) {
 	sbc, err := probeboot.EnsureClaimBoot(ctx, r.Client, r.BootOperator, claim, server)
 	var stale *probeboot.StaleClaimBootError

@@ -32,9 +32,9 @@ import (
 const (
 	// MediaFile is the last element of a boot's ISO URL: BMCs check for an .iso name.
 	MediaFile = "probe.iso"
-	// MediaURLKey is the key of the ISO's URL in the boot media Secret (the manager's
-	// controller.BootMediaURLKey).
-	MediaURLKey = "url"
+	// MediaURLKey is the key of the ISO's URL in the boot media Secret, where the manager reads
+	// it (probeboot.MediaURL).
+	MediaURLKey = metalv1alpha1.BootMediaURLKey
 	// MediaSecretSuffix makes the boot media Secret's name from the configuration's.
 	MediaSecretSuffix = "-boot-media"
 	// MediaContentType is the ISO's Content-Type.

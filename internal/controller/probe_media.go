@@ -13,11 +13,8 @@ import (
 
 	metalv1alpha1 "github.com/ironfleet/ironfleet/apis/metal/v1alpha1"
 	"github.com/ironfleet/ironfleet/internal/bmc"
+	"github.com/ironfleet/ironfleet/internal/probeboot"
 )
-
-// BootMediaURLKey is the key of the boot ISO's URL in the Secret a VirtualMedia boot
-// configuration's status.bootMediaSecretRef names (written by the boot service).
-const BootMediaURLKey = "url"
 
 // ReasonVirtualMediaUnsupported (Server): its BMC's bootMethod is VirtualMedia, but the BMC
 // offers no virtual CD/DVD: the probe is not booted until the BMC's spec or firmware changes.
@@ -27,14 +24,13 @@ const ReasonVirtualMediaUnsupported = metalv1alpha1.BMCReasonVirtualMediaUnsuppo
 // probe's ignition carries (the Server's spec.probeNetwork, else its BMC's when the BMC manages
 // this one system; nil: the probe asks DHCP).
 type probeMedium struct {
-	bmc     string
-	method  metalv1alpha1.BootMethod
-	network *metalv1alpha1.ProbeNetwork
+	probeboot.Medium
+	bmc string
 	// unsupported is the BMC's Ready message when it found no virtual media.
 	unsupported string
 }
 
-func (m probeMedium) virtualMedia() bool { return m.method == metalv1alpha1.BootMethodVirtualMedia }
+func (m probeMedium) virtualMedia() bool { return m.Method == metalv1alpha1.BootMethodVirtualMedia }
 
 // how says how a boot reaches the probe, for conditions: "PXE once" or "its ISO as virtual
 // media, CD once".
@@ -47,7 +43,7 @@ func (m probeMedium) how() string {
 
 // probeMediumOf reads how the server's probe boots from its BMC (cached: no request).
 func (r *ServerReconciler) probeMediumOf(ctx context.Context, server *metalv1alpha1.Server) (probeMedium, error) {
-	via := probeMedium{bmc: bmcName(server), method: metalv1alpha1.BootMethodPXE, network: server.Spec.ProbeNetwork}
+	via := probeMedium{bmc: bmcName(server), Medium: probeboot.Medium{Method: metalv1alpha1.BootMethodPXE, Network: server.Spec.ProbeNetwork}}
 	if via.bmc == "" {
 		return via, nil
 	}
@@ -58,18 +54,18 @@ func (r *ServerReconciler) probeMediumOf(ctx context.Context, server *metalv1alp
 		}
 		return via, err
 	}
-	via.method = orDefault(b.Spec.BootMethod, metalv1alpha1.BootMethodPXE)
+	via.Method = orDefault(b.Spec.BootMethod, metalv1alpha1.BootMethodPXE)
 	if c := meta.FindStatusCondition(b.Status.Conditions, metalv1alpha1.ConditionReady); c != nil && c.Reason == metalv1alpha1.BMCReasonVirtualMediaUnsupported {
 		via.unsupported = c.Message
 	}
-	if via.network == nil && b.Spec.ProbeNetwork != nil {
+	if via.Network == nil && b.Spec.ProbeNetwork != nil {
 		// One address cannot serve two systems: the BMC's is for a BMC of one system.
 		var servers metalv1alpha1.ServerList
 		if err := r.Client.List(ctx, &servers, client.MatchingLabels{LabelBMC: b.Name}); err != nil {
 			return via, err
 		}
 		if len(servers.Items) == 1 && servers.Items[0].Name == server.Name {
-			via.network = b.Spec.ProbeNetwork
+			via.Network = b.Spec.ProbeNetwork
 		}
 	}
 	return via, nil
@@ -88,7 +84,7 @@ func (r *ServerReconciler) probeBoot(ctx context.Context, server *metalv1alpha1.
 		st := wait(ReasonVirtualMediaUnsupported, fmt.Sprintf("BMC %s boots by VirtualMedia but has none (%s): not booted; set the BMC's spec.bootMethod to PXE, or fix its virtual media", via.bmc, via.unsupported), 30*time.Second)
 		return effect{}, &st, nil
 	}
-	url, err := r.bootMediaURL(ctx, sbc)
+	url, err := probeboot.MediaURL(ctx, r.APIReader, sbc)
 	if err != nil {
 		return effect{}, nil, err
 	}
@@ -97,23 +93,6 @@ func (r *ServerReconciler) probeBoot(ctx context.Context, server *metalv1alpha1.
 		return effect{}, &st, nil
 	}
 	return bootOnce(uri, bmc.BootCd, url), nil, nil
-}
-
-// bootMediaURL reads the URL of sbc's ISO from the Secret its status names ("" until the boot
-// service has published it). Secrets are not cached: this reads the API, once per boot.
-func (r *ServerReconciler) bootMediaURL(ctx context.Context, sbc *metalv1alpha1.ServerBootConfiguration) (string, error) {
-	ref := sbc.Status.BootMediaSecretRef
-	if ref == nil || sbc.Spec.BootMethod != metalv1alpha1.BootMethodVirtualMedia {
-		return "", nil
-	}
-	var secret corev1.Secret
-	if err := r.APIReader.Get(ctx, client.ObjectKey{Namespace: sbc.Namespace, Name: ref.Name}, &secret); err != nil {
-		if apierrors.IsNotFound(err) {
-			return "", nil
-		}
-		return "", fmt.Errorf("reading the boot media Secret of %s: %w", sbc.Name, err)
-	}
-	return string(secret.Data[BootMediaURLKey]), nil
 }
 
 // bootOnce sets a one-time boot override to target and powers the server on, restarting it if

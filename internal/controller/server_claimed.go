@@ -13,6 +13,7 @@ import (
 	metalv1alpha1 "github.com/ironfleet/ironfleet/apis/metal/v1alpha1"
 	"github.com/ironfleet/ironfleet/internal/bmc"
 	"github.com/ironfleet/ironfleet/internal/fsm"
+	"github.com/ironfleet/ironfleet/internal/probeboot"
 )
 
 // Reasons of claim-related steps.
@@ -52,7 +53,7 @@ func (r *ServerReconciler) reserved(ctx context.Context, server *metalv1alpha1.S
 		// counted once it is booted, named in status once its configuration is made, and its
 		// configuration may be made without the name's write having landed (a kill, a lost
 		// lock): any of the three says one may exist.
-		made, err := probeBootMade(ctx, r.Client, r.Probe, server, metalv1alpha1.BootPurposeProvisioning)
+		made, err := probeboot.Made(ctx, r.Client, r.Probe, server, metalv1alpha1.BootPurposeProvisioning)
 		if err != nil {
 			return step{}, err
 		}
@@ -60,12 +61,12 @@ func (r *ServerReconciler) reserved(ctx context.Context, server *metalv1alpha1.S
 			// None known, but a manager killed between writing an install's ignition Secret
 			// and its configuration leaves the Secret alone: it goes too (one request, on a
 			// release, whatever was there).
-			if err := dropProbeIgnition(ctx, r.Client, r.Probe, server, metalv1alpha1.BootPurposeProvisioning); err != nil {
+			if err := probeboot.DeleteIgnition(ctx, r.Client, r.Probe, server, metalv1alpha1.BootPurposeProvisioning); err != nil {
 				return step{}, err
 			}
 			return r.release(server), nil
 		}
-		if err := deleteProbeBoot(ctx, r.Client, r.Probe, server, metalv1alpha1.BootPurposeProvisioning); err != nil {
+		if err := probeboot.Delete(ctx, r.Client, r.Probe, server, metalv1alpha1.BootPurposeProvisioning); err != nil {
 			return step{}, err
 		}
 		return r.release(server), nil

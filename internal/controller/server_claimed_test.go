@@ -8,6 +8,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	m "github.com/ironfleet/ironfleet/apis/metal/v1alpha1"
+	"github.com/ironfleet/ironfleet/internal/probeboot"
 )
 
 // TestReservedWaitsForTheClaimsPower: a server bound a moment ago, before its claim handed over
@@ -22,7 +23,7 @@ func TestReservedWaitsForTheClaimsPower(t *testing.T) {
 	}
 	// Another boot operator's claims: the power handover alone, without reading the claim
 	// (which installs to disk need).
-	r := ServerReconciler{Probe: ProbeBoot{BootOperator: "other-boot-operator"}}
+	r := ServerReconciler{Probe: probeboot.Config{BootOperator: "other-boot-operator"}}
 	st, err := r.reserved(ctx, server)
 	require.NoError(t, err)
 	assert.Nil(t, st.effect.run, "no BMC action before the claim's power is known")

@@ -14,6 +14,7 @@ import (
 	"github.com/ironfleet/ironfleet/internal/bmc"
 	"github.com/ironfleet/ironfleet/internal/fsm"
 	"github.com/ironfleet/ironfleet/internal/hwrecord"
+	"github.com/ironfleet/ironfleet/internal/probeboot"
 )
 
 // Reasons of cleanup steps.
@@ -33,26 +34,26 @@ const (
 func (r *ServerReconciler) cleanup(ctx context.Context, server *metalv1alpha1.Server) (step, error) {
 	// An install boot the release did not see (the cache had not caught up with its making)
 	// must not be served in place of the wipe: it goes when it shows up (its watch wakes us).
-	if made, err := probeBootMade(ctx, r.Client, r.Probe, server, metalv1alpha1.BootPurposeProvisioning); err != nil {
+	if made, err := probeboot.Made(ctx, r.Client, r.Probe, server, metalv1alpha1.BootPurposeProvisioning); err != nil {
 		return step{}, err
 	} else if made {
-		if err := dropProbeBootObjects(ctx, r.Client, r.Probe, server, metalv1alpha1.BootPurposeProvisioning); err != nil {
+		if err := probeboot.DeleteObjects(ctx, r.Client, r.Probe, server, metalv1alpha1.BootPurposeProvisioning); err != nil {
 			return step{}, err
 		}
 	}
 	// A boot whose secrets may be another host's ends now: a report under its token proves
 	// nothing. The next attempt boots anew.
-	if why, err := r.endedProbeBoot(ctx, server, metalv1alpha1.BootPurposeCleanup); err != nil {
+	if why, err := probeboot.Ended(ctx, r.Client, r.Probe, server, metalv1alpha1.BootPurposeCleanup); err != nil {
 		return step{}, err
 	} else if why != "" {
-		if err := deleteProbeBoot(ctx, r.Client, r.Probe, server, metalv1alpha1.BootPurposeCleanup); err != nil {
+		if err := probeboot.Delete(ctx, r.Client, r.Probe, server, metalv1alpha1.BootPurposeCleanup); err != nil {
 			return step{}, err
 		}
 		return step{reason: ReasonProbeBootEnded, message: why, effect: setPower(server.Spec.SystemURI, bmc.PowerOff),
 			apply: func(s *metalv1alpha1.Server) { s.Status.LastProbeBootTime = nil }}, nil
 	}
 	if done, reason, failed := r.cleanVerdict(server, enteredAt(server)); done {
-		if err := deleteProbeBoot(ctx, r.Client, r.Probe, server, metalv1alpha1.BootPurposeCleanup); err != nil {
+		if err := probeboot.Delete(ctx, r.Client, r.Probe, server, metalv1alpha1.BootPurposeCleanup); err != nil {
 			return step{}, err
 		}
 		if failed != "" {

@@ -21,13 +21,12 @@ import (
 	metalv1alpha1 "github.com/ironfleet/ironfleet/apis/metal/v1alpha1"
 	"github.com/ironfleet/ironfleet/internal/bmc"
 	"github.com/ironfleet/ironfleet/internal/fsm"
+	"github.com/ironfleet/ironfleet/internal/probeboot"
 )
 
 const (
 	// AnnotationRetry, set by a person on a Server in Error, sends it back to Initial.
 	AnnotationRetry = "metal.ironfleet.dev/retry"
-	// LabelServer on a boot configuration names its Server.
-	LabelServer = "metal.ironfleet.dev/server"
 )
 
 // DiscoverySettings bound discovery.
@@ -51,7 +50,7 @@ type ServerReconciler struct {
 	APIReader client.Reader
 	Events    events.EventRecorder
 	Clients   *bmc.Cache
-	Probe     ProbeBoot
+	Probe     probeboot.Config
 	Discovery DiscoverySettings
 	Settings  Settings
 	// Now is the clock; time.Now when nil.
@@ -126,7 +125,7 @@ func (r *ServerReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctr
 			r.fresh.forget(req.Name)
 			r.unwritten.Delete(req.Name)
 			// Its probe boots, should it have gone without ending them (they have no owner).
-			return ctrl.Result{}, dropLeftoverProbeBoots(ctx, r.Client, r.APIReader, r.Probe, req.Name, nil)
+			return ctrl.Result{}, probeboot.DropLeftovers(ctx, r.Client, r.APIReader, r.Probe, req.Name, nil)
 		}
 		return ctrl.Result{}, err
 	}
@@ -154,7 +153,7 @@ func (r *ServerReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctr
 	if err := r.dropDanglingClaim(ctx, &server); err != nil {
 		return ctrl.Result{}, err
 	}
-	if err := adoptProbeBootAnnotation(ctx, r.Client, &server); err != nil {
+	if err := probeboot.AdoptAnnotation(ctx, r.Client, &server); err != nil {
 		return ctrl.Result{}, err
 	}
 	if wait := r.awaitBMCLook(&server); wait > 0 {
@@ -169,7 +168,7 @@ func (r *ServerReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctr
 	if from == "" {
 		// A new Server: probe boots an earlier Server of its name left are not its own. It
 		// enters Initial, and Initial's handler takes its first step in the same write.
-		if err := dropLeftoverProbeBoots(ctx, r.Client, r.APIReader, r.Probe, server.Name, &server); err != nil {
+		if err := probeboot.DropLeftovers(ctx, r.Client, r.APIReader, r.Probe, server.Name, &server); err != nil {
 			return ctrl.Result{}, err
 		}
 		r.enter(&server, metalv1alpha1.ServerStateInitial, step{reason: ReasonEnrolled, message: "found on BMC " + bmcName(&server)}, start)

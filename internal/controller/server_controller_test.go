@@ -56,7 +56,7 @@ func waitForState(t *testing.T, system int, state m.ServerState, timeout time.Du
 func probeBoots(t *testing.T, server string) []m.ServerBootConfiguration {
 	t.Helper()
 	var list m.ServerBootConfigurationList
-	require.NoError(t, k8s.List(context.Background(), &list, client.MatchingLabels{controller.LabelServer: server}))
+	require.NoError(t, k8s.List(context.Background(), &list, client.MatchingLabels{m.LabelServer: server}))
 	return list.Items
 }
 

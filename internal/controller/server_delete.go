@@ -11,6 +11,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 
 	metalv1alpha1 "github.com/ironfleet/ironfleet/apis/metal/v1alpha1"
+	"github.com/ironfleet/ironfleet/internal/probeboot"
 )
 
 // ServerFinalizer keeps a deleted Server until its machine holds no tenant data that was not
@@ -63,7 +64,7 @@ func (r *ServerReconciler) deleting(ctx context.Context, server *metalv1alpha1.S
 		r.Events.Eventf(server, nil, corev1.EventTypeWarning, ReasonDeletedWithoutWipe, "Delete",
 			"deleted without a wipe, as %s says: the machine may still hold a tenant's data (%s)", metalv1alpha1.AnnotationDeleteWithoutWipe, state(server))
 	}
-	if err := deleteProbeBoot(ctx, r.Client, r.Probe, server, metalv1alpha1.BootPurposeDiscovery,
+	if err := probeboot.Delete(ctx, r.Client, r.Probe, server, metalv1alpha1.BootPurposeDiscovery,
 		metalv1alpha1.BootPurposeCleanup, metalv1alpha1.BootPurposeProvisioning); err != nil {
 		return false, err
 	}

@@ -14,6 +14,7 @@ import (
 	"github.com/ironfleet/ironfleet/internal/bmc"
 	"github.com/ironfleet/ironfleet/internal/fsm"
 	"github.com/ironfleet/ironfleet/internal/identity"
+	"github.com/ironfleet/ironfleet/internal/probeboot"
 )
 
 // Reasons of discovery steps.
@@ -144,11 +145,11 @@ func (r *ServerReconciler) discoveryBackoff(n int32) time.Duration {
 // timeout.
 func (r *ServerReconciler) discovery(ctx context.Context, server *metalv1alpha1.Server) (step, error) {
 	// A boot whose secrets may be another host's ends now, report or not: the attempt failed.
-	if why, err := r.endedProbeBoot(ctx, server, discoveryPurpose(server)); err != nil || why != "" {
+	if why, err := probeboot.Ended(ctx, r.Client, r.Probe, server, discoveryPurpose(server)); err != nil || why != "" {
 		if err != nil {
 			return step{}, err
 		}
-		if err := deleteProbeBoot(ctx, r.Client, r.Probe, server, discoveryPurpose(server)); err != nil {
+		if err := probeboot.Delete(ctx, r.Client, r.Probe, server, discoveryPurpose(server)); err != nil {
 			return step{}, err
 		}
 		return step{event: fsm.EventDiscoveryTimedOut, reason: ReasonProbeBootEnded, effect: setPower(server.Spec.SystemURI, bmc.PowerOff),
@@ -173,7 +174,7 @@ func (r *ServerReconciler) discovery(ctx context.Context, server *metalv1alpha1.
 		wiped = haveReport && failed == ""
 	}
 	if haveReport {
-		if err := deleteProbeBoot(ctx, r.Client, r.Probe, server, discoveryPurpose(server)); err != nil {
+		if err := probeboot.Delete(ctx, r.Client, r.Probe, server, discoveryPurpose(server)); err != nil {
 			return step{}, err
 		}
 		if failed != "" {
@@ -246,28 +247,27 @@ func (r *ServerReconciler) awaitBootService(sbc *metalv1alpha1.ServerBootConfigu
 	return st
 }
 
-// probeBootFor gets or makes the server's probe boot of purpose (ensureProbeBoot). A boot that a
-// brief wait named on the server without writing it (Reconcile) is named again, when its
+// probeBootFor gets or makes the server's probe boot of purpose (probeboot.Ensure). A boot that
+// a brief wait named on the server without writing it (Reconcile) is named again, when its
 // configuration, as cached, is still that boot's: its Secret was written for it before it, so
-// the three agree, and ensureProbeBoot need not read both around the cache to find out.
-func (r *ServerReconciler) probeBootFor(ctx context.Context, server *metalv1alpha1.Server, purpose metalv1alpha1.BootPurpose, install installSource, via probeMedium) (*metalv1alpha1.ServerBootConfiguration, error) {
+// the three agree, and probeboot.Ensure need not read both around the cache to find out.
+func (r *ServerReconciler) probeBootFor(ctx context.Context, server *metalv1alpha1.Server, purpose metalv1alpha1.BootPurpose, install probeboot.InstallSource, via probeMedium) (*metalv1alpha1.ServerBootConfiguration, error) {
 	if v, ok := r.unwritten.Load(server.Name); ok {
 		if u := v.(unwrittenBoot); u.uid == server.UID && u.boot != "" && server.Status.ProbeBoot != u.boot {
-			var sbc metalv1alpha1.ServerBootConfiguration
-			err := r.Client.Get(ctx, client.ObjectKey{Namespace: r.Probe.Namespace, Name: probeBootName(server, purpose)}, &sbc)
-			if err == nil && sbc.Annotations[metalv1alpha1.AnnotationProbeBoot] == u.boot && sbc.DeletionTimestamp.IsZero() &&
+			sbc, err := probeboot.Get(ctx, r.Client, r.Probe, server, purpose)
+			if err == nil && sbc != nil && sbc.Annotations[metalv1alpha1.AnnotationProbeBoot] == u.boot && sbc.DeletionTimestamp.IsZero() &&
 				!sbc.CreationTimestamp.Before(&server.CreationTimestamp) {
 				server.Status.ProbeBoot = u.boot
 			}
 		}
 	}
-	return ensureProbeBoot(ctx, r.Client, r.APIReader, r.Probe, server, purpose, install, via)
+	return probeboot.Ensure(ctx, r.Client, r.APIReader, r.Probe, server, purpose, install, via.Medium)
 }
 
 // probeBootChecks is what a person checks when a server's probe never reports.
-func probeBootChecks(pb ProbeBoot, server *metalv1alpha1.Server, purpose metalv1alpha1.BootPurpose) string {
+func probeBootChecks(pb probeboot.Config, server *metalv1alpha1.Server, purpose metalv1alpha1.BootPurpose) string {
 	return fmt.Sprintf("check the server's console (its BMC's serial over LAN), DHCP and PXE on its network, and the BootProgress condition of boot configuration %s/%s",
-		pb.Namespace, probeBootName(server, purpose))
+		pb.Namespace, probeboot.Name(server.Name, purpose))
 }
 
 // awaitingReport ends the message of a step that boots the probe: until when its report is
@@ -287,9 +287,8 @@ func awaitReport(remaining time.Duration) step {
 // False since this attempt began): a probe that cannot reach the registry can still tell the
 // boot service it booted from. Nil when nothing went wrong, or nothing is known.
 func (r *ServerReconciler) probeTrouble(ctx context.Context, server *metalv1alpha1.Server, started time.Time) *metav1.Condition {
-	var sbc metalv1alpha1.ServerBootConfiguration
-	key := client.ObjectKey{Namespace: r.Probe.Namespace, Name: probeBootName(server, discoveryPurpose(server))}
-	if err := r.Client.Get(ctx, key, &sbc); err != nil {
+	sbc, err := probeboot.Get(ctx, r.Client, r.Probe, server, discoveryPurpose(server))
+	if err != nil || sbc == nil {
 		return nil
 	}
 	cond := apimeta.FindStatusCondition(sbc.Status.Conditions, metalv1alpha1.ConditionBootProgress)

@@ -14,6 +14,7 @@ import (
 
 	m "github.com/ironfleet/ironfleet/apis/metal/v1alpha1"
 	"github.com/ironfleet/ironfleet/internal/fsm"
+	"github.com/ironfleet/ironfleet/internal/probeboot"
 	"github.com/ironfleet/ironfleet/test/testenv"
 )
 
@@ -33,7 +34,7 @@ func TestDirtyRediscoveryWithoutAWipeReportTimesOut(t *testing.T) {
 	}
 	now := start.Add(time.Second)
 	r := ServerReconciler{Discovery: DiscoverySettings{Timeout: 4 * time.Second, Attempts: 2}, Now: func() time.Time { return now },
-		Client: fake.NewClientBuilder().WithScheme(testenv.Scheme()).Build(), Probe: ProbeBoot{Namespace: "system"}}
+		Client: fake.NewClientBuilder().WithScheme(testenv.Scheme()).Build(), Probe: probeboot.Config{Namespace: "system"}}
 	st, err := r.discovery(ctx, server)
 	require.NoError(t, err)
 	assert.Empty(t, st.event, "the attempt goes on")

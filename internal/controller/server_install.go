@@ -16,6 +16,7 @@ import (
 	metalv1alpha1 "github.com/ironfleet/ironfleet/apis/metal/v1alpha1"
 	"github.com/ironfleet/ironfleet/internal/bmc"
 	"github.com/ironfleet/ironfleet/internal/ignition"
+	"github.com/ironfleet/ironfleet/internal/probeboot"
 )
 
 // Reasons of the Provisioned condition while a claim's image is installed to disk.
@@ -86,11 +87,11 @@ func (r *ServerReconciler) heldClaim(ctx context.Context, server *metalv1alpha1.
 // installed says whether the server's last install is the claim's image, and succeeded.
 func installed(server *metalv1alpha1.Server, claim *metalv1alpha1.ServerClaim) bool {
 	last := server.Status.LastInstall
-	return last != nil && last.Succeeded && installTarget(last.Image, last.ImageChecksum) == claimTarget(claim)
+	return last != nil && last.Succeeded && probeboot.InstallTarget(last.Image, last.ImageChecksum) == claimTarget(claim)
 }
 
 func claimTarget(claim *metalv1alpha1.ServerClaim) string {
-	return installTarget(claim.Spec.Image, claim.Spec.ImageChecksum)
+	return probeboot.InstallTarget(claim.Spec.Image, claim.Spec.ImageChecksum)
 }
 
 // install drives the claim's image onto the server's disk. done: the image is installed and the
@@ -106,36 +107,34 @@ func (r *ServerReconciler) install(ctx context.Context, server *metalv1alpha1.Se
 		}
 		// The claim's image changed (or Provisioned came from a boot without an install):
 		// install again, from a new boot.
-		if err := deleteProbeBoot(ctx, r.Client, r.Probe, server, metalv1alpha1.BootPurposeProvisioning); err != nil {
+		if err := probeboot.Delete(ctx, r.Client, r.Probe, server, metalv1alpha1.BootPurposeProvisioning); err != nil {
 			return step{}, false, err
 		}
 		return r.reprovision(server, fmt.Sprintf("the claim's image is now %s; installing it", claim.Spec.Image)), false, nil
 	}
 	// An install under way (or failed) for another image or checksum starts over.
-	var sbc metalv1alpha1.ServerBootConfiguration
-	key := client.ObjectKey{Namespace: r.Probe.Namespace, Name: probeBootName(server, metalv1alpha1.BootPurposeProvisioning)}
-	err = r.Client.Get(ctx, key, &sbc)
-	if client.IgnoreNotFound(err) != nil {
+	sbc, err := probeboot.Get(ctx, r.Client, r.Probe, server, metalv1alpha1.BootPurposeProvisioning)
+	if err != nil {
 		return step{}, false, err
 	}
-	haveBoot := err == nil
-	if haveBoot && sbc.Annotations[AnnotationInstallTarget] != target {
-		if err := deleteProbeBoot(ctx, r.Client, r.Probe, server, metalv1alpha1.BootPurposeProvisioning); err != nil {
+	haveBoot := sbc != nil
+	if haveBoot && sbc.Annotations[metalv1alpha1.AnnotationInstallTarget] != target {
+		if err := probeboot.Delete(ctx, r.Client, r.Probe, server, metalv1alpha1.BootPurposeProvisioning); err != nil {
 			return step{}, false, err
 		}
 		return r.reprovision(server, fmt.Sprintf("the claim's image is now %s; installing it instead", claim.Spec.Image)), false, nil
 	}
 	last := server.Status.LastInstall
-	if !haveBoot && server.Status.ProvisionAttempts > 0 && (last == nil || installTarget(last.Image, last.ImageChecksum) != target) {
+	if !haveBoot && server.Status.ProvisionAttempts > 0 && (last == nil || probeboot.InstallTarget(last.Image, last.ImageChecksum) != target) {
 		return r.reprovision(server, fmt.Sprintf("the claim's image is now %s; installing it", claim.Spec.Image)), false, nil
 	}
 
 	max := r.installAttempts()
 	// A boot whose secrets may be another host's ends now; the next attempt boots anew.
-	if why, err := r.endedProbeBoot(ctx, server, metalv1alpha1.BootPurposeProvisioning); err != nil {
+	if why, err := probeboot.Ended(ctx, r.Client, r.Probe, server, metalv1alpha1.BootPurposeProvisioning); err != nil {
 		return step{}, false, err
 	} else if why != "" {
-		if err := deleteProbeBoot(ctx, r.Client, r.Probe, server, metalv1alpha1.BootPurposeProvisioning); err != nil {
+		if err := probeboot.Delete(ctx, r.Client, r.Probe, server, metalv1alpha1.BootPurposeProvisioning); err != nil {
 			return step{}, false, err
 		}
 		if server.Status.ProvisionAttempts >= max {
@@ -148,11 +147,11 @@ func (r *ServerReconciler) install(ctx context.Context, server *metalv1alpha1.Se
 	}
 	since := server.Status.LastProbeBootTime
 	if since != nil && last != nil && last.ReportedAt != nil && !last.ReportedAt.Time.Before(since.Time.Truncate(time.Second)) &&
-		installTarget(last.Image, last.ImageChecksum) == target {
+		probeboot.InstallTarget(last.Image, last.ImageChecksum) == target {
 		// This attempt reported. The boot ends with the install, or with the last attempt; a
 		// retry boots the same configuration again.
 		if last.Succeeded || server.Status.ProvisionAttempts >= max {
-			if err := deleteProbeBoot(ctx, r.Client, r.Probe, server, metalv1alpha1.BootPurposeProvisioning); err != nil {
+			if err := probeboot.Delete(ctx, r.Client, r.Probe, server, metalv1alpha1.BootPurposeProvisioning); err != nil {
 				return step{}, false, err
 			}
 		}
@@ -174,11 +173,11 @@ func (r *ServerReconciler) install(ctx context.Context, server *metalv1alpha1.Se
 			return wait(ReasonInstalling, fmt.Sprintf("attempt %d of %d: installing %s; waiting for the probe's report until %s", server.Status.ProvisionAttempts, max, claim.Spec.Image, deadline.UTC().Format(time.RFC3339)), remaining), false, nil
 		}
 		if server.Status.ProvisionAttempts >= max {
-			if err := deleteProbeBoot(ctx, r.Client, r.Probe, server, metalv1alpha1.BootPurposeProvisioning); err != nil {
+			if err := probeboot.Delete(ctx, r.Client, r.Probe, server, metalv1alpha1.BootPurposeProvisioning); err != nil {
 				return step{}, false, err
 			}
 			return r.installFailed(server, ReasonInstallTimedOut, fmt.Sprintf("no install report after %d boot(s) of %v each: the image may download too slowly for --install-timeout, or the probe did not boot or reach the registry (an admin can look at the server's console and the events of boot configuration %s/%s); %s",
-				server.Status.ProvisionAttempts, r.installTimeout(), r.Probe.Namespace, probeBootName(server, metalv1alpha1.BootPurposeProvisioning), installRetryHint)), false, nil
+				server.Status.ProvisionAttempts, r.installTimeout(), r.Probe.Namespace, probeboot.Name(server.Name, metalv1alpha1.BootPurposeProvisioning), installRetryHint)), false, nil
 		}
 		return r.bootInstall(ctx, server, claim, fmt.Sprintf("attempt %d did not report within %v", server.Status.ProvisionAttempts, r.installTimeout()))
 	}

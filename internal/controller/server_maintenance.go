@@ -11,6 +11,7 @@ import (
 
 	metalv1alpha1 "github.com/ironfleet/ironfleet/apis/metal/v1alpha1"
 	"github.com/ironfleet/ironfleet/internal/fsm"
+	"github.com/ironfleet/ironfleet/internal/probeboot"
 )
 
 // Reasons of maintenance steps.
@@ -26,7 +27,7 @@ const (
 // Reserved server is marked dirty here: its tenant has had its disks, and if the claim goes
 // while it is in maintenance, it leaves through re-discovery, not through Cleanup.
 func (r *ServerReconciler) startMaintenance(ctx context.Context, server *metalv1alpha1.Server) (step, error) {
-	if err := deleteProbeBoot(ctx, r.Client, r.Probe, server, metalv1alpha1.BootPurposeDiscovery,
+	if err := probeboot.Delete(ctx, r.Client, r.Probe, server, metalv1alpha1.BootPurposeDiscovery,
 		metalv1alpha1.BootPurposeCleanup, metalv1alpha1.BootPurposeProvisioning); err != nil {
 		return step{}, err
 	}

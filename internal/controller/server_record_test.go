@@ -37,7 +37,7 @@ func cleanupToken(t *testing.T, name string) ignition.Config {
 			return false
 		}
 		var sbcs m.ServerBootConfigurationList
-		require.NoError(t, k8s.List(ctx, &sbcs, client.InNamespace(systemNamespace), client.MatchingLabels{controller.LabelServer: name}))
+		require.NoError(t, k8s.List(ctx, &sbcs, client.InNamespace(systemNamespace), client.MatchingLabels{m.LabelServer: name}))
 		for _, sbc := range sbcs.Items {
 			if sbc.Spec.Purpose != m.BootPurposeCleanup || sbc.Annotations[m.AnnotationProbeBoot] != s.Status.ProbeBoot || sbc.Spec.IgnitionSecretRef == nil {
 				continue

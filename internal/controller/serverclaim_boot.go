@@ -2,17 +2,17 @@ package controller
 
 import (
 	"context"
+	"errors"
 	"fmt"
 
 	corev1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 
 	metalv1alpha1 "github.com/ironfleet/ironfleet/apis/metal/v1alpha1"
+	"github.com/ironfleet/ironfleet/internal/probeboot"
 )
 
 // provision asks the boot service for the claim's image and hands the server its boot
@@ -22,7 +22,7 @@ func (r *ServerClaimReconciler) provision(ctx context.Context, claim *metalv1alp
 	if installsImages(r.BootOperator) {
 		// The probe installs the image (the server's own boot): a configuration at the
 		// claim's name is a stray (a create that landed late, or from before).
-		if err := r.dropStrayBootConfig(ctx, claim); err != nil {
+		if err := probeboot.DropStrayClaimBoot(ctx, r.Client, claim); err != nil {
 			return err
 		}
 	} else if needsBootConfig(claim, r.BootOperator) {
@@ -114,119 +114,17 @@ func sameRef(a, b *metalv1alpha1.ObjectReference) bool {
 	return *a == *b
 }
 
+// ensureBootConfig gets or makes the claim's boot configuration for server
+// (probeboot.EnsureClaimBoot), and says so in an event when it deleted one made for a server
+// the claim does not hold.
 func (r *ServerClaimReconciler) ensureBootConfig(ctx context.Context, claim *metalv1alpha1.ServerClaim, server *metalv1alpha1.Server) (*metalv1alpha1.ServerBootConfiguration, error) {
-	key := client.ObjectKey{Namespace: claim.Namespace, Name: claim.Name}
-	var sbc metalv1alpha1.ServerBootConfiguration
-	err := r.Client.Get(ctx, key, &sbc)
-	if err == nil {
-		return r.usableBootConfig(ctx, &sbc, claim, server)
+	sbc, err := probeboot.EnsureClaimBoot(ctx, r.Client, r.BootOperator, claim, server)
+	var stale *probeboot.StaleClaimBootError
+	if errors.As(err, &stale) {
+		r.Events.Eventf(claim, stale.Deleted, corev1.EventTypeWarning, ReasonStaleBootConfiguration, "Delete",
+			"deleted boot configuration %s, made for server %s, which the claim does not hold", stale.Deleted.Name, stale.Deleted.Spec.ServerRef.Name)
 	}
-	if !apierrors.IsNotFound(err) {
-		return nil, err
-	}
-	sbc = metalv1alpha1.ServerBootConfiguration{
-		ObjectMeta: metav1.ObjectMeta{Namespace: claim.Namespace, Name: claim.Name, Labels: bootConfigLabels(server, r.BootOperator)},
-		Spec: metalv1alpha1.ServerBootConfigurationSpec{
-			ServerRef:         metalv1alpha1.LocalObjectReference{Name: server.Name},
-			Image:             claim.Spec.Image,
-			IgnitionSecretRef: claim.Spec.IgnitionSecretRef,
-			Purpose:           metalv1alpha1.BootPurposeProvisioning,
-		},
-	}
-	if err := controllerutil.SetControllerReference(claim, &sbc, r.Client.Scheme()); err != nil {
-		return nil, err
-	}
-	if err := r.Client.Create(ctx, &sbc); err != nil {
-		if apierrors.IsAlreadyExists(err) {
-			if err := r.Client.Get(ctx, key, &sbc); err != nil {
-				return nil, err
-			}
-			return r.usableBootConfig(ctx, &sbc, claim, server)
-		}
-		return nil, fmt.Errorf("creating boot configuration %s: %w", key, err)
-	}
-	return &sbc, nil
-}
-
-// usableBootConfig passes the boot configuration at the claim's name when it is this claim's and
-// for this server. One of an earlier claim of the name is refused (dropOrphanBootConfig deletes
-// it); one this claim made for a server it does not hold now (it lost that server, or the create
-// landed after it had) is deleted, for it would boot the claim's image into that server. Either
-// way the claim is tried again.
-func (r *ServerClaimReconciler) usableBootConfig(ctx context.Context, sbc *metalv1alpha1.ServerBootConfiguration, claim *metalv1alpha1.ServerClaim, server *metalv1alpha1.Server) (*metalv1alpha1.ServerBootConfiguration, error) {
-	if !metav1.IsControlledBy(sbc, claim) {
-		return nil, fmt.Errorf("boot configuration %s/%s belongs to an earlier claim of this name; waiting until it is deleted", sbc.Namespace, sbc.Name)
-	}
-	if sbc.Spec.ServerRef.Name == server.Name {
-		return sbc, nil
-	}
-	if err := deleteBootConfig(ctx, r.Client, sbc); err != nil {
-		return nil, err
-	}
-	r.Events.Eventf(claim, sbc, corev1.EventTypeWarning, ReasonStaleBootConfiguration, "Delete",
-		"deleted boot configuration %s, made for server %s, which the claim does not hold", sbc.Name, sbc.Spec.ServerRef.Name)
-	return nil, fmt.Errorf("boot configuration %s/%s was for server %s, which the claim does not hold: deleted, to make one for server %s",
-		sbc.Namespace, sbc.Name, sbc.Spec.ServerRef.Name, server.Name)
-}
-
-// dropOrphanBootConfig deletes the boot configuration at a claim's name when the claim that
-// made it is gone: live is the claim as cached, nil when the cache has none.
-//
-// release deletes it before the claim goes, but a create sent by a manager that was then killed
-// can land after its successor released the claim. Garbage collection removes such a
-// configuration in time, if the cluster runs it; until then the boot service would serve the
-// old tenant's image to whatever network-boots that server next — the wipe of its next
-// release, or the next tenant. The owner is looked up in the API before anything is deleted:
-// the cache may not have seen a claim created a moment ago.
-func (r *ServerClaimReconciler) dropOrphanBootConfig(ctx context.Context, key client.ObjectKey, live *metalv1alpha1.ServerClaim) error {
-	var sbc metalv1alpha1.ServerBootConfiguration
-	if err := r.Client.Get(ctx, key, &sbc); err != nil {
-		return client.IgnoreNotFound(err)
-	}
-	owner := metav1.GetControllerOf(&sbc)
-	if owner == nil || owner.Kind != "ServerClaim" || owner.APIVersion != metalv1alpha1.GroupVersion.String() || !sbc.DeletionTimestamp.IsZero() {
-		return nil
-	}
-	if live != nil && live.UID == owner.UID {
-		return nil
-	}
-	var claim metalv1alpha1.ServerClaim
-	err := r.APIReader.Get(ctx, key, &claim)
-	if err == nil && claim.UID == owner.UID {
-		return nil
-	}
-	if client.IgnoreNotFound(err) != nil {
-		return err
-	}
-	if err := deleteBootConfig(ctx, r.Client, &sbc); err != nil {
-		return err
-	}
-	ctrl.LoggerFrom(ctx).Info("deleted the boot configuration of a claim that is gone", "bootConfiguration", key.String(), "server", sbc.Spec.ServerRef.Name, "claimUID", owner.UID)
-	return nil
-}
-
-// dropStrayBootConfig deletes the boot configuration of a claim that holds no server (it lost
-// the server the configuration was made for, or a killed manager's create landed late): there is
-// nothing it may boot.
-func (r *ServerClaimReconciler) dropStrayBootConfig(ctx context.Context, claim *metalv1alpha1.ServerClaim) error {
-	var sbc metalv1alpha1.ServerBootConfiguration
-	if err := r.Client.Get(ctx, client.ObjectKeyFromObject(claim), &sbc); err != nil {
-		return client.IgnoreNotFound(err)
-	}
-	if !metav1.IsControlledBy(&sbc, claim) || !sbc.DeletionTimestamp.IsZero() {
-		return nil
-	}
-	return deleteBootConfig(ctx, r.Client, &sbc)
-}
-
-// deleteBootConfig deletes this boot configuration: not one made in its place since it was read.
-func deleteBootConfig(ctx context.Context, c client.Client, sbc *metalv1alpha1.ServerBootConfiguration) error {
-	uid := sbc.UID
-	err := c.Delete(ctx, sbc, client.Preconditions{UID: &uid})
-	if err == nil || apierrors.IsNotFound(err) || apierrors.IsConflict(err) {
-		return nil
-	}
-	return fmt.Errorf("deleting boot configuration %s/%s (server %s): %w", sbc.Namespace, sbc.Name, sbc.Spec.ServerRef.Name, err)
+	return sbc, err
 }
 
 // release gives the server back (it goes to Cleanup) and lets the claim go: its finalizer is
@@ -238,13 +136,12 @@ func (r *ServerClaimReconciler) release(ctx context.Context, claim *metalv1alpha
 	if installsImages(r.BootOperator) {
 		// Claims make none when the probe installs their images: only a stray can be there,
 		// and the cache shows it (a release costs no request for a configuration never made).
-		if err := r.dropStrayBootConfig(ctx, claim); err != nil {
+		if err := probeboot.DropStrayClaimBoot(ctx, r.Client, claim); err != nil {
 			return err
 		}
 	} else {
 		// Made by this claim, perhaps so lately that the cache has not seen it: deleted by name.
-		sbc := &metalv1alpha1.ServerBootConfiguration{ObjectMeta: metav1.ObjectMeta{Namespace: claim.Namespace, Name: claim.Name}}
-		if err := r.Client.Delete(ctx, sbc); client.IgnoreNotFound(err) != nil {
+		if err := probeboot.DeleteClaimBoot(ctx, r.Client, claim); err != nil {
 			return err
 		}
 	}

@@ -22,6 +22,7 @@ import (
 
 	metalv1alpha1 "github.com/ironfleet/ironfleet/apis/metal/v1alpha1"
 	"github.com/ironfleet/ironfleet/internal/fsm"
+	"github.com/ironfleet/ironfleet/internal/probeboot"
 )
 
 // ClaimFinalizer holds a claim until its server is released.
@@ -60,7 +61,7 @@ type ServerClaimReconciler struct {
 	APIReader client.Reader
 	Events    events.EventRecorder
 	Settings  Settings
-	// BootOperator labels the boot configurations of claims' images (ProbeBoot.BootOperator).
+	// BootOperator labels the boot configurations of claims' images (probeboot.Config.BootOperator).
 	BootOperator string
 
 	// cached reads the cache's indexes without copying (set up with the manager).
@@ -83,14 +84,14 @@ func (r *ServerClaimReconciler) Reconcile(ctx context.Context, req ctrl.Request)
 	if err := r.Client.Get(ctx, req.NamespacedName, &claim); err != nil {
 		if apierrors.IsNotFound(err) {
 			r.written.forget(req.NamespacedName)
-			return ctrl.Result{}, r.dropOrphanBootConfig(ctx, req.NamespacedName, nil)
+			return ctrl.Result{}, probeboot.DropOrphanClaimBoot(ctx, r.Client, r.APIReader, req.NamespacedName, nil)
 		}
 		return ctrl.Result{}, err
 	}
 	if r.written.behind(&claim) {
 		return ctrl.Result{RequeueAfter: 20 * time.Millisecond}, nil
 	}
-	if err := r.dropOrphanBootConfig(ctx, req.NamespacedName, &claim); err != nil {
+	if err := probeboot.DropOrphanClaimBoot(ctx, r.Client, r.APIReader, req.NamespacedName, &claim); err != nil {
 		return ctrl.Result{}, err
 	}
 	if !claim.DeletionTimestamp.IsZero() {
@@ -175,7 +176,7 @@ func (r *ServerClaimReconciler) pending(ctx context.Context, claim *metalv1alpha
 		if server == nil {
 			claim.Status.ServerRef = nil
 			setCondition(&claim.Status.Conditions, claim.Generation, metalv1alpha1.ConditionBound, metav1.ConditionFalse, metalv1alpha1.ClaimReasonNoMatchingServer, why)
-			return claimStep{}, r.dropStrayBootConfig(ctx, claim)
+			return claimStep{}, probeboot.DropStrayClaimBoot(ctx, r.Client, claim)
 		}
 	}
 	claim.Status.ServerRef = &metalv1alpha1.LocalObjectReference{Name: server.Name}
@@ -206,7 +207,7 @@ func (r *ServerClaimReconciler) bound(ctx context.Context, claim *metalv1alpha1.
 		meta.RemoveStatusCondition(&claim.Status.Conditions, metalv1alpha1.ConditionProvisioned)
 		// Pending, the claim binds at its next reconcile: its own status write does not wake
 		// it, and a server that is bindable already sends no news.
-		return claimStep{event: fsm.ClaimEventServerLost, requeueAfter: retryJitter()}, r.dropStrayBootConfig(ctx, claim)
+		return claimStep{event: fsm.ClaimEventServerLost, requeueAfter: retryJitter()}, probeboot.DropStrayClaimBoot(ctx, r.Client, claim)
 	}
 	return claimStep{}, r.provision(ctx, claim, server)
 }

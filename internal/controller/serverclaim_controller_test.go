@@ -902,7 +902,7 @@ func TestBootConfigurationForAnotherServerIsReplaced(t *testing.T) {
 	key := client.ObjectKeyFromObject(claim)
 	stale := func() *m.ServerBootConfiguration {
 		sbc := &m.ServerBootConfiguration{
-			ObjectMeta: metav1.ObjectMeta{Namespace: claim.Namespace, Name: claim.Name, Labels: map[string]string{controller.LabelServer: "a-server-it-lost"}},
+			ObjectMeta: metav1.ObjectMeta{Namespace: claim.Namespace, Name: claim.Name, Labels: map[string]string{m.LabelServer: "a-server-it-lost"}},
 			Spec: m.ServerBootConfigurationSpec{ServerRef: m.LocalObjectReference{Name: "a-server-it-lost"},
 				Image: claim.Spec.Image, Purpose: m.BootPurposeProvisioning},
 		}

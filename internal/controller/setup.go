@@ -8,6 +8,7 @@ import (
 	"github.com/ironfleet/ironfleet/internal/bmc"
 	"github.com/ironfleet/ironfleet/internal/eventrec"
 	"github.com/ironfleet/ironfleet/internal/macdb"
+	"github.com/ironfleet/ironfleet/internal/probeboot"
 )
 
 // Dependencies are what the reconcilers need from outside Kubernetes.
@@ -17,7 +18,7 @@ type Dependencies struct {
 	Connect  bmc.Connector
 	Settings Settings
 	// Probe says how to boot metalprobe; Discovery bounds discovery.
-	Probe     ProbeBoot
+	Probe     probeboot.Config
 	Discovery DiscoverySettings
 }
 

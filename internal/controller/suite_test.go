@@ -31,6 +31,7 @@ import (
 	"github.com/ironfleet/ironfleet/internal/bmc/redfish"
 	"github.com/ironfleet/ironfleet/internal/controller"
 	"github.com/ironfleet/ironfleet/internal/macdb"
+	"github.com/ironfleet/ironfleet/internal/probeboot"
 	"github.com/ironfleet/ironfleet/internal/registry"
 	"github.com/ironfleet/ironfleet/internal/syncbuf"
 	"github.com/ironfleet/ironfleet/test/bmcsim"
@@ -192,7 +193,7 @@ macPrefixes:
 		Connect: bmc.ByProtocol(redfish.Connector(redfish.Options{Timeout: 5 * time.Second, RootCAs: roots}),
 			ipmi.Connector(ipmi.Options{Timeout: 300 * time.Millisecond, Retries: 2, CallTimeout: 5 * time.Second})),
 		Settings: controller.DefaultSettings(),
-		Probe: controller.ProbeBoot{
+		Probe: probeboot.Config{
 			Namespace: systemNamespace, Image: "metalprobe:test",
 			RegistryURL: "https://" + registryAddr, RegistryCA: string(creds.CertPEM),
 		},

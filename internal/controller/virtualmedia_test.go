@@ -108,7 +108,7 @@ func TestAVirtualMediaServersProbeBootInsertsItsISO(t *testing.T) {
 
 	url := files.URL + "/boot/token/probe.iso"
 	media := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: systemNamespace, Name: sbc.Name + "-boot-media"},
-		Data: map[string][]byte{controller.BootMediaURLKey: []byte(url)}}
+		Data: map[string][]byte{m.BootMediaURLKey: []byte(url)}}
 	require.NoError(t, k8s.Create(ctx, media))
 	t.Cleanup(func() { _ = k8s.Delete(ctx, media) })
 	eventually(t, 20*time.Second, func() bool {

@@ -34,6 +34,7 @@ import (
 	"github.com/ironfleet/ironfleet/internal/controller"
 	"github.com/ironfleet/ironfleet/internal/ignition"
 	"github.com/ironfleet/ironfleet/internal/macdb"
+	"github.com/ironfleet/ironfleet/internal/probeboot"
 	"github.com/ironfleet/ironfleet/internal/registry"
 )
 
@@ -347,7 +348,7 @@ func (p *Prepared) Run(ctx context.Context, cfg *rest.Config) error {
 			MaxResponseBytes: o.BMCMaxResponseBytes, MaxSystems: o.BMCMaxSystems}),
 			ipmi.Connector(ipmi.Options{CallTimeout: o.BMCTimeout})),
 		Settings: o.Settings,
-		Probe: controller.ProbeBoot{
+		Probe: probeboot.Config{
 			Namespace: o.SystemNamespace, Image: o.ProbeImage,
 			RegistryURL: o.RegistryURL, RegistryCA: string(creds.CertPEM), Token: signer.Token,
 			BootOperator: o.BootOperator, ImageCA: string(p.imageCA),

@@ -10,6 +10,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	metalv1alpha1 "github.com/ironfleet/ironfleet/apis/metal/v1alpha1"
+	"github.com/ironfleet/ironfleet/internal/probeboot"
 )
 
 // The claim's user data (its ignition: for a Cluster API machine, a kubeadm join token) is never
@@ -24,10 +25,6 @@ import (
 type UserDataRequest struct {
 	SystemUUID string `json:"systemUUID,omitempty"`
 }
-
-// provisionBootSuffix makes a server's install boot configuration's name from the server's
-// (the operator's probeBootName for BootPurposeProvisioning).
-const provisionBootSuffix = "-provision"
 
 // postUserData answers the probe of a server's current install boot with the claim's user data,
 // byte for byte (application/octet-stream); 204 when the claim has none.
@@ -103,7 +100,7 @@ func (s *Server) installBoot(ctx context.Context, w http.ResponseWriter, server,
 		return false
 	}
 	var sbc metalv1alpha1.ServerBootConfiguration
-	err := s.reader().Get(ctx, client.ObjectKey{Namespace: s.ProbeNamespace, Name: server + provisionBootSuffix}, &sbc)
+	err := s.reader().Get(ctx, client.ObjectKey{Namespace: s.ProbeNamespace, Name: probeboot.Name(server, metalv1alpha1.BootPurposeProvisioning)}, &sbc)
 	if client.IgnoreNotFound(err) != nil {
 		writeError(w, http.StatusServiceUnavailable, "reading the install boot of server %s: %v", server, err)
 		return false

@@ -16,7 +16,7 @@ import (
 // The invariants, by the names violations are reported under: the five of issue #9 first,
 // then four that the same observations decide and that a crash could break as well.
 // labelServer is the label a probe boot and its ignition Secret name their Server by
-// (controller.LabelServer).
+// (metalv1alpha1.LabelServer).
 const labelServer = "metal.ironfleet.dev/server"
 
 const (

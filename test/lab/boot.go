@@ -277,7 +277,7 @@ func (b *BootService) serverByUUID(ctx context.Context, uuid string) (*metalv1al
 // readyBootConfig is the server's Ready boot configuration: what a PXE request is answered with.
 func (b *BootService) readyBootConfig(ctx context.Context, server *metalv1alpha1.Server) (*metalv1alpha1.ServerBootConfiguration, error) {
 	var list metalv1alpha1.ServerBootConfigurationList
-	if err := b.Client.List(ctx, &list, client.MatchingLabels{controller.LabelServer: server.Name}); err != nil {
+	if err := b.Client.List(ctx, &list, client.MatchingLabels{metalv1alpha1.LabelServer: server.Name}); err != nil {
 		return nil, err
 	}
 	for i := range list.Items {

@@ -1,4 +1,4 @@
-package controller
+package probeboot
 
 import (
 	"context"
@@ -33,11 +33,11 @@ func TestEnsureProbeBootFindsOneTheCacheHadNotSeen(t *testing.T) {
 			}
 			return c.Get(ctx, key, obj, opts...)
 		}}).Build()
-	pb := testProbeBoot
+	pb := testConfig
 
 	require.NoError(t, c.Get(context.Background(), client.ObjectKeyFromObject(server), server))
 
-	sbc, err := ensureProbeBoot(context.Background(), c, c, pb, server, m.BootPurposeDiscovery, nil, probeMedium{})
+	sbc, err := Ensure(context.Background(), c, c, pb, server, m.BootPurposeDiscovery, nil, Medium{})
 	require.NoError(t, err)
 	require.NotNil(t, sbc)
 	assert.Equal(t, "s1-discovery", sbc.Name)
@@ -48,7 +48,7 @@ func TestEnsureProbeBootFindsOneTheCacheHadNotSeen(t *testing.T) {
 
 	// The status write that named it lost its lock: the next look names it again.
 	server.Status.ProbeBoot = ""
-	_, err = ensureProbeBoot(context.Background(), c, c, pb, server, m.BootPurposeDiscovery, nil, probeMedium{})
+	_, err = Ensure(context.Background(), c, c, pb, server, m.BootPurposeDiscovery, nil, Medium{})
 	require.NoError(t, err)
 	assert.Equal(t, sbc.Annotations[m.AnnotationProbeBoot], server.Status.ProbeBoot)
 }
@@ -64,10 +64,10 @@ func TestEnsureProbeBootNamesTheBootItsTokenIsFor(t *testing.T) {
 		Data: map[string][]byte{ignition.SecretKey: []byte("an earlier boot's")}}
 	c := fake.NewClientBuilder().WithScheme(testenv.Scheme()).WithObjects(server, leftover).Build()
 	require.NoError(t, c.Get(ctx, client.ObjectKeyFromObject(server), server))
-	pb := testProbeBoot
+	pb := testConfig
 
 	read := server.DeepCopy()
-	_, err := ensureProbeBoot(ctx, c, c, pb, server, m.BootPurposeCleanup, nil, probeMedium{})
+	_, err := Ensure(ctx, c, c, pb, server, m.BootPurposeCleanup, nil, Medium{})
 	require.NoError(t, err)
 	boot := server.Status.ProbeBoot
 	assert.NotEqual(t, "earlier", boot, "a new boot has a new name")
@@ -90,7 +90,7 @@ func TestEnsureProbeBootPutsTheSecretBackToTheConfigurationsBoot(t *testing.T) {
 	for _, secretLeft := range []bool{true, false} {
 		ctx := context.Background()
 		server, sbc := cleanupBoot("b2", "b1")
-		pb := testProbeBoot
+		pb := testConfig
 		objs := []client.Object{server, sbc}
 		if secretLeft {
 			objs = append(objs, cleanupIgnition(t, "b2"))
@@ -98,7 +98,7 @@ func TestEnsureProbeBootPutsTheSecretBackToTheConfigurationsBoot(t *testing.T) {
 		c := fake.NewClientBuilder().WithScheme(testenv.Scheme()).WithObjects(objs...).Build()
 		require.NoError(t, c.Get(ctx, client.ObjectKeyFromObject(server), server))
 
-		got, err := ensureProbeBoot(ctx, c, c, pb, server, m.BootPurposeCleanup, nil, probeMedium{})
+		got, err := Ensure(ctx, c, c, pb, server, m.BootPurposeCleanup, nil, Medium{})
 		require.NoError(t, err)
 		assert.Equal(t, "b1", got.Annotations[m.AnnotationProbeBoot], "the configuration keeps its boot")
 		var secret corev1.Secret
@@ -116,7 +116,7 @@ func TestEnsureProbeBootPutsTheSecretBackToTheConfigurationsBoot(t *testing.T) {
 func TestEnsureProbeBootTrustsTheConfigurationNotTheCache(t *testing.T) {
 	ctx := context.Background()
 	server, sbc := cleanupBoot("b2", "b2")
-	pb := testProbeBoot
+	pb := testConfig
 	secret := cleanupIgnition(t, "b2")
 	b2 := append([]byte(nil), secret.Data[ignition.SecretKey]...)
 	api := fake.NewClientBuilder().WithScheme(testenv.Scheme()).WithObjects(server, sbc, secret).Build()
@@ -131,7 +131,7 @@ func TestEnsureProbeBootTrustsTheConfigurationNotTheCache(t *testing.T) {
 	}})
 	require.NoError(t, api.Get(ctx, client.ObjectKeyFromObject(server), server))
 
-	got, err := ensureProbeBoot(ctx, cache, api, pb, server, m.BootPurposeCleanup, nil, probeMedium{})
+	got, err := Ensure(ctx, cache, api, pb, server, m.BootPurposeCleanup, nil, Medium{})
 	require.NoError(t, err)
 	assert.Equal(t, "b2", got.Annotations[m.AnnotationProbeBoot])
 	require.NoError(t, api.Get(ctx, client.ObjectKeyFromObject(secret), secret))
@@ -139,7 +139,7 @@ func TestEnsureProbeBootTrustsTheConfigurationNotTheCache(t *testing.T) {
 	assert.Equal(t, "b2", server.Status.ProbeBoot)
 }
 
-var testProbeBoot = ProbeBoot{Namespace: "system", Image: "metalprobe:test", RegistryURL: "https://registry.example:8443",
+var testConfig = Config{Namespace: "system", Image: "metalprobe:test", RegistryURL: "https://registry.example:8443",
 	Token: func(_, boot string) string { return boot + ".token" }}
 
 // cleanupBoot is server s1 and its cleanup probe boot configuration, naming the boots given.
@@ -152,7 +152,7 @@ func cleanupBoot(serverBoot, configBoot string) (*m.Server, *m.ServerBootConfigu
 
 // cleanupIgnition is s1's cleanup ignition Secret as a boot of that name has it.
 func cleanupIgnition(t *testing.T, boot string) *corev1.Secret {
-	data, err := ignition.Render(ignition.Config{RegistryURL: testProbeBoot.RegistryURL, Token: testProbeBoot.Token("s1", boot),
+	data, err := ignition.Render(ignition.Config{RegistryURL: testConfig.RegistryURL, Token: testConfig.Token("s1", boot),
 		Server: "s1", Mode: ignition.ModeWipe, WipePolicy: m.WipeMetadata})
 	require.NoError(t, err)
 	return &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: "system", Name: "s1-cleanup-ignition"}, Data: map[string][]byte{ignition.SecretKey: data}}
@@ -165,12 +165,11 @@ func cleanupIgnition(t *testing.T, boot string) *corev1.Secret {
 func TestProbeIgnitionNamesTheServerNotItsUUID(t *testing.T) {
 	const good = "4c4c4544-0000-1000-8000-000000000001"
 	var minted []string
-	pb := testProbeBoot
+	pb := testConfig
 	pb.Token = func(server, boot string) string {
 		minted = append(minted, server)
 		return server + "/" + boot
 	}
-	c := fake.NewClientBuilder().WithScheme(testenv.Scheme()).Build()
 	for _, tc := range []struct{ name, uuid, want string }{
 		{good, good, good},
 		{"smc-1-2", good, ""},
@@ -178,7 +177,7 @@ func TestProbeIgnitionNamesTheServerNotItsUUID(t *testing.T) {
 		{"03000200-0400-0500-0006-000700080009", "03000200-0400-0500-0006-000700080009", ""},
 	} {
 		server := &m.Server{ObjectMeta: metav1.ObjectMeta{Name: tc.name, UID: "uid"}, Spec: m.ServerSpec{SystemUUID: tc.uuid}}
-		secret, err := probeIgnition(c, pb, server, m.BootPurposeCleanup, tc.name+"-cleanup", "b1", nil, probeMedium{})
+		secret, err := probeIgnition(pb, server, m.BootPurposeCleanup, tc.name+"-cleanup", "b1", nil, Medium{})
 		require.NoError(t, err, tc.name)
 		cfg, err := ignition.Parse(secret.Data[ignition.SecretKey])
 		require.NoError(t, err, tc.name)
@@ -198,7 +197,7 @@ func TestAProbeBootNamedInAnAnnotationMovesToStatus(t *testing.T) {
 	c := fake.NewClientBuilder().WithScheme(testenv.Scheme()).WithObjects(server).WithStatusSubresource(&m.Server{}).Build()
 	require.NoError(t, c.Get(ctx, client.ObjectKeyFromObject(server), server))
 
-	require.NoError(t, adoptProbeBootAnnotation(ctx, c, server))
+	require.NoError(t, AdoptAnnotation(ctx, c, server))
 	var stored m.Server
 	require.NoError(t, c.Get(ctx, client.ObjectKeyFromObject(server), &stored))
 	assert.Equal(t, "b1", stored.Status.ProbeBoot)
@@ -206,7 +205,7 @@ func TestAProbeBootNamedInAnAnnotationMovesToStatus(t *testing.T) {
 	assert.Equal(t, stored.ResourceVersion, server.ResourceVersion, "the caller goes on from the version that wrote")
 
 	// Nothing to move: no write.
-	require.NoError(t, adoptProbeBootAnnotation(ctx, c, server))
+	require.NoError(t, AdoptAnnotation(ctx, c, server))
 	require.NoError(t, c.Get(ctx, client.ObjectKeyFromObject(server), &stored))
 	assert.Equal(t, server.ResourceVersion, stored.ResourceVersion)
 }
@@ -227,24 +226,24 @@ func TestEnsureProbeBootRendersAChangedProbeNetwork(t *testing.T) {
 		return cfg
 	}
 	first := &m.ProbeNetwork{Address: "10.0.0.21/24", Gateway: "10.0.0.254"}
-	via := probeMedium{method: m.BootMethodVirtualMedia, network: first}
-	sbc, err := ensureProbeBoot(ctx, c, c, testProbeBoot, server, m.BootPurposeDiscovery, nil, via)
+	via := Medium{Method: m.BootMethodVirtualMedia, Network: first}
+	sbc, err := Ensure(ctx, c, c, testConfig, server, m.BootPurposeDiscovery, nil, via)
 	require.NoError(t, err)
 	assert.Equal(t, m.BootMethodVirtualMedia, sbc.Spec.BootMethod)
 	before := ignitionOf(sbc)
 	assert.Equal(t, first, before.Network)
 
 	fixed := &m.ProbeNetwork{Address: "10.0.0.21/24", Gateway: "10.0.0.1"}
-	via.network = fixed
-	sbc, err = ensureProbeBoot(ctx, c, c, testProbeBoot, server, m.BootPurposeDiscovery, nil, via)
+	via.Network = fixed
+	sbc, err = Ensure(ctx, c, c, testConfig, server, m.BootPurposeDiscovery, nil, via)
 	require.NoError(t, err)
 	after := ignitionOf(sbc)
 	assert.Equal(t, fixed, after.Network, "the fixed network is the boot's now")
 	assert.Equal(t, before.Token, after.Token, "the same boot")
-	assert.Equal(t, networkDigest(fixed), sbc.Annotations[AnnotationProbeNetwork])
+	assert.Equal(t, networkDigest(fixed), sbc.Annotations[m.AnnotationProbeNetwork])
 
-	via = probeMedium{method: m.BootMethodPXE}
-	sbc, err = ensureProbeBoot(ctx, c, c, testProbeBoot, server, m.BootPurposeDiscovery, nil, via)
+	via = Medium{Method: m.BootMethodPXE}
+	sbc, err = Ensure(ctx, c, c, testConfig, server, m.BootPurposeDiscovery, nil, via)
 	require.NoError(t, err)
 	assert.Nil(t, ignitionOf(sbc).Network, "no network: DHCP")
 	assert.Equal(t, m.BootMethodPXE, sbc.Spec.BootMethod)

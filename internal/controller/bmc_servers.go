@@ -21,13 +21,6 @@ import (
 	"github.com/ironfleet/ironfleet/internal/identity"
 )
 
-// Labels Ironfleet puts on Servers, for selectors in claims.
-const (
-	LabelBMC          = "metal.ironfleet.dev/bmc"
-	LabelManufacturer = "metal.ironfleet.dev/manufacturer"
-	LabelModel        = "metal.ironfleet.dev/model"
-)
-
 // syncServers makes sure each system the BMC lists has its Server, and refreshes what the
 // systems list says about each (identity and power): no extra Redfish calls for known servers.
 // It reports whether a write lost a race, so the caller comes back soon rather than at the
@@ -156,7 +149,7 @@ func (r *BMCReconciler) ensureServer(ctx context.Context, b *metalv1alpha1.BMC, 
 			return existing, err
 		}
 		server = metalv1alpha1.Server{
-			ObjectMeta: metav1.ObjectMeta{Name: candidate.name, Labels: serverLabels(b, sys), Finalizers: []string{ServerFinalizer}},
+			ObjectMeta: metav1.ObjectMeta{Name: candidate.name, Labels: serverLabels(b, sys), Finalizers: []string{metalv1alpha1.ServerFinalizer}},
 			Spec: metalv1alpha1.ServerSpec{
 				SystemUUID: identity.Normalize(sys.UUID),
 				SystemURI:  sys.URI,
@@ -216,7 +209,7 @@ func (r *BMCReconciler) takeOver(ctx context.Context, b *metalv1alpha1.BMC, sys 
 	if server.Labels == nil {
 		server.Labels = map[string]string{}
 	}
-	server.Labels[LabelBMC] = labelValue(b.Name)
+	server.Labels[metalv1alpha1.LabelBMC] = labelValue(b.Name)
 	if err := r.Client.Patch(ctx, server, client.MergeFromWithOptions(before, client.MergeFromWithOptimisticLock{})); err != nil {
 		return false, fmt.Errorf("taking over server %s of deleted BMC %s: %w", server.Name, old, err)
 	}
@@ -253,12 +246,12 @@ func serverLabels(b *metalv1alpha1.BMC, sys bmc.SystemInfo) map[string]string {
 	for k, v := range b.Labels {
 		labels[k] = v
 	}
-	labels[LabelBMC] = labelValue(b.Name)
+	labels[metalv1alpha1.LabelBMC] = labelValue(b.Name)
 	if v := labelValue(sys.Manufacturer); v != "" {
-		labels[LabelManufacturer] = v
+		labels[metalv1alpha1.LabelManufacturer] = v
 	}
 	if v := labelValue(sys.Model); v != "" {
-		labels[LabelModel] = v
+		labels[metalv1alpha1.LabelModel] = v
 	}
 	return labels
 }

@@ -44,7 +44,7 @@ func bootConfigLabels(server *metalv1alpha1.Server, operator string) map[string]
 	if operator == "" {
 		operator = metalv1alpha1.BootOperatorIronfleet
 	}
-	return map[string]string{LabelServer: server.Name, metalv1alpha1.LabelBootOperator: operator}
+	return map[string]string{metalv1alpha1.LabelServer: server.Name, metalv1alpha1.LabelBootOperator: operator}
 }
 
 // probeBootName is the one name a server's probe boot of a purpose can have, so a restarted
@@ -122,7 +122,7 @@ func ensureProbeBoot(ctx context.Context, c client.Client, api client.Reader, pb
 	}
 	if err == nil {
 		network := networkDigest(via.network)
-		networkNow := sbc.Annotations[AnnotationProbeNetwork] == network
+		networkNow := sbc.Annotations[metalv1alpha1.AnnotationProbeNetwork] == network
 		if !disagree(server, &sbc) && networkNow {
 			return &sbc, nil
 		}
@@ -149,7 +149,7 @@ func ensureProbeBoot(ctx context.Context, c client.Client, api client.Reader, pb
 			// The probe network changed (an admin fixed it after a boot that never came up):
 			// the same boot's next attempt takes the new one, and the boot service renders its
 			// ISO anew.
-			patch := client.RawPatch(types.MergePatchType, fmt.Appendf(nil, `{"metadata":{"annotations":{%q:%q}}}`, AnnotationProbeNetwork, network))
+			patch := client.RawPatch(types.MergePatchType, fmt.Appendf(nil, `{"metadata":{"annotations":{%q:%q}}}`, metalv1alpha1.AnnotationProbeNetwork, network))
 			if err := c.Patch(ctx, &sbc, patch); err != nil {
 				return nil, fmt.Errorf("recording the probe network of %s: %w", name, err)
 			}
@@ -175,10 +175,10 @@ func ensureProbeBoot(ctx context.Context, c client.Client, api client.Reader, pb
 	}
 	image, annotations := pb.Image, map[string]string{metalv1alpha1.AnnotationProbeBoot: boot}
 	if network := networkDigest(via.network); network != "" {
-		annotations[AnnotationProbeNetwork] = network
+		annotations[metalv1alpha1.AnnotationProbeNetwork] = network
 	}
 	if in != nil {
-		image, annotations[AnnotationInstallTarget] = in.Image, installTarget(in.Image, in.ImageChecksum)
+		image, annotations[metalv1alpha1.AnnotationInstallTarget] = in.Image, metalv1alpha1.InstallTarget(in.Image, in.ImageChecksum)
 	}
 	if err := writeProbeIgnition(ctx, c, secret); err != nil {
 		return nil, err
@@ -232,18 +232,13 @@ func renameProbeBoot(ctx context.Context, c client.Client, pb ProbeBoot, server 
 		return err
 	}
 	patch := client.RawPatch(types.MergePatchType, fmt.Appendf(nil, `{"metadata":{"annotations":{%q:%q,%q:%q}}}`,
-		metalv1alpha1.AnnotationProbeBoot, boot, AnnotationProbeNetwork, networkDigest(via.network)))
+		metalv1alpha1.AnnotationProbeBoot, boot, metalv1alpha1.AnnotationProbeNetwork, networkDigest(via.network)))
 	if err := c.Patch(ctx, sbc, patch); err != nil {
 		return fmt.Errorf("renaming the boot of %s: %w", sbc.Name, err)
 	}
 	server.Status.ProbeBoot = boot
 	return nil
 }
-
-// AnnotationProbeNetwork, on a probe boot configuration, is a digest of the probe network its
-// ignition carries (none: no network), so that a changed one is rendered into the same boot
-// without reading its Secret at every look.
-const AnnotationProbeNetwork = "metal.ironfleet.dev/probe-network"
 
 // networkDigest is AnnotationProbeNetwork's value for a probe network ("" for none).
 func networkDigest(n *metalv1alpha1.ProbeNetwork) string {
@@ -305,7 +300,7 @@ func probeIgnition(c client.Client, pb ProbeBoot, server *metalv1alpha1.Server, 
 		return nil, err
 	}
 	secret := &corev1.Secret{
-		ObjectMeta: metav1.ObjectMeta{Namespace: pb.Namespace, Name: name + "-ignition", Labels: map[string]string{LabelServer: server.Name}},
+		ObjectMeta: metav1.ObjectMeta{Namespace: pb.Namespace, Name: name + "-ignition", Labels: map[string]string{metalv1alpha1.LabelServer: server.Name}},
 		Type:       corev1.SecretTypeOpaque,
 		Data:       map[string][]byte{ignition.SecretKey: data},
 	}
@@ -483,17 +478,6 @@ func resolveInstall(purpose metalv1alpha1.BootPurpose, install installSource) (*
 		return nil, errors.New("a provisioning boot needs the claim's install")
 	}
 	return install()
-}
-
-// AnnotationInstallTarget on a provisioning boot configuration is the image and checksum it
-// installs: a claim whose image changed gets a new boot, not this one.
-const AnnotationInstallTarget = "metal.ironfleet.dev/install-target"
-
-func installTarget(image, checksum string) string {
-	if checksum == "" {
-		return image
-	}
-	return image + " " + checksum
 }
 
 // newProbeBoot names a probe boot.

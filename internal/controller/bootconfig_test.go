@@ -241,7 +241,7 @@ func TestEnsureProbeBootRendersAChangedProbeNetwork(t *testing.T) {
 	after := ignitionOf(sbc)
 	assert.Equal(t, fixed, after.Network, "the fixed network is the boot's now")
 	assert.Equal(t, before.Token, after.Token, "the same boot")
-	assert.Equal(t, networkDigest(fixed), sbc.Annotations[AnnotationProbeNetwork])
+	assert.Equal(t, networkDigest(fixed), sbc.Annotations[m.AnnotationProbeNetwork])
 
 	via = probeMedium{method: m.BootMethodPXE}
 	sbc, err = ensureProbeBoot(ctx, c, c, testProbeBoot, server, m.BootPurposeDiscovery, nil, via)

@@ -10,13 +10,6 @@ import (
 	metalv1alpha1 "github.com/ironfleet/ironfleet/apis/metal/v1alpha1"
 )
 
-// ReasonProbeBootEnded: the boot service ended the server's probe boot because its secrets were
-// asked for twice, or by another host than the one the boot is bound to (the boot
-// configuration's IgnitionServed condition says who asked). The boot's registry token may be in
-// an attacker's hands: the boot is dropped at once (the registry then refuses its token) and a
-// new one, with new secrets, is made.
-const ReasonProbeBootEnded = "ProbeBootEnded"
-
 // endedProbeBoot says why the boot service ended the server's current probe boot of purpose, ""
 // when it did not. A configuration whose boot is not the one the Server names is an earlier
 // boot's, already dropped.

@@ -74,7 +74,7 @@ func (r *ServerClaimReconciler) bind(ctx context.Context, claim *metalv1alpha1.S
 	}
 	if err := r.Client.Patch(ctx, server, patch); err != nil {
 		if apierrors.IsConflict(err) || apierrors.IsNotFound(err) || r.takenFirst(ctx, claim, pick, err) {
-			setCondition(&claim.Status.Conditions, claim.Generation, metalv1alpha1.ConditionBound, metav1.ConditionFalse, ReasonBindConflict,
+			setCondition(&claim.Status.Conditions, claim.Generation, metalv1alpha1.ConditionBound, metav1.ConditionFalse, metalv1alpha1.ReasonBindConflict,
 				"server "+pick.Name+" was taken first; trying another")
 			claim.Status.ServerRef = nil
 			return nil, "", errRetryBindAfter(ctx, r.Client, claim)

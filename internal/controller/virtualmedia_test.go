@@ -60,7 +60,7 @@ func TestAVirtualMediaBMCWithoutVirtualMediaSaysSo(t *testing.T) {
 	name := strings.ToLower(testSystem(15).UUID)
 	eventually(t, 30*time.Second, func() bool {
 		c := serverReady(name)
-		return c != nil && c.Reason == controller.ReasonVirtualMediaUnsupported
+		return c != nil && c.Reason == m.ReasonVirtualMediaUnsupported
 	}, "its server waits, saying why")
 	assert.Contains(t, serverReady(name).Message, "novmedia")
 	// Waiting is what it keeps doing: nothing is powered or booted.

@@ -19,7 +19,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	metalv1alpha1 "github.com/ironfleet/ironfleet/apis/metal/v1alpha1"
-	"github.com/ironfleet/ironfleet/internal/controller"
 	"github.com/ironfleet/ironfleet/internal/identity"
 	"github.com/ironfleet/ironfleet/internal/ignition"
 	"github.com/ironfleet/ironfleet/metalprobe/cli"
@@ -234,7 +233,7 @@ func (b *BootService) serverBehind(ctx context.Context, bmcName, systemID, uuid 
 		}
 	}
 	var servers metalv1alpha1.ServerList
-	if err := b.Client.List(ctx, &servers, client.MatchingLabels{controller.LabelBMC: bmcName}); err != nil {
+	if err := b.Client.List(ctx, &servers, client.MatchingLabels{metalv1alpha1.LabelBMC: bmcName}); err != nil {
 		return nil, err
 	}
 	for i := range servers.Items {
@@ -273,7 +272,7 @@ func (b *BootService) serverByUUID(ctx context.Context, uuid string) (*metalv1al
 // readyBootConfig is the server's Ready boot configuration: what a PXE request is answered with.
 func (b *BootService) readyBootConfig(ctx context.Context, server *metalv1alpha1.Server) (*metalv1alpha1.ServerBootConfiguration, error) {
 	var list metalv1alpha1.ServerBootConfigurationList
-	if err := b.Client.List(ctx, &list, client.MatchingLabels{controller.LabelServer: server.Name}); err != nil {
+	if err := b.Client.List(ctx, &list, client.MatchingLabels{metalv1alpha1.LabelServer: server.Name}); err != nil {
 		return nil, err
 	}
 	for i := range list.Items {

@@ -176,7 +176,7 @@ func (r *ServerReconciler) dropDanglingClaim(ctx context.Context, server *metalv
 	}
 	var claim metalv1alpha1.ServerClaim
 	err := r.Client.Get(ctx, client.ObjectKey{Namespace: ref.Namespace, Name: ref.Name}, &claim)
-	if err == nil && (ref.UID == "" || string(claim.UID) == ref.UID) {
+	if err == nil && ref.Names(&claim) {
 		return nil
 	}
 	if err != nil && !apierrors.IsNotFound(err) {
@@ -185,7 +185,7 @@ func (r *ServerReconciler) dropDanglingClaim(ctx context.Context, server *metalv
 	// Read the claim from the API, not the cache: a claim created a moment ago may not be
 	// cached yet, and unbinding it would be wrong.
 	if apierrors.IsNotFound(err) {
-		if err := r.APIReader.Get(ctx, client.ObjectKey{Namespace: ref.Namespace, Name: ref.Name}, &claim); err == nil && (ref.UID == "" || string(claim.UID) == ref.UID) {
+		if err := r.APIReader.Get(ctx, client.ObjectKey{Namespace: ref.Namespace, Name: ref.Name}, &claim); err == nil && ref.Names(&claim) {
 			return nil
 		} else if err != nil && !apierrors.IsNotFound(err) {
 			return err

@@ -66,7 +66,7 @@ func (r *ServerReconciler) heldClaim(ctx context.Context, server *metalv1alpha1.
 	if err := r.Client.Get(ctx, client.ObjectKey{Namespace: ref.Namespace, Name: ref.Name}, &claim); err != nil {
 		return nil, client.IgnoreNotFound(err)
 	}
-	if ref.UID != "" && string(claim.UID) != ref.UID {
+	if !ref.Names(&claim) {
 		return nil, nil
 	}
 	return &claim, nil

@@ -33,7 +33,7 @@ func (r *ServerClaimReconciler) provision(ctx context.Context, claim *metalv1alp
 		bootRef = &metalv1alpha1.ObjectReference{Namespace: sbc.Namespace, Name: sbc.Name, UID: string(sbc.UID)}
 	}
 	power := orDefault(claim.Spec.Power, metalv1alpha1.PowerOn)
-	if server.Spec.Power != power || !sameRef(server.Spec.BootConfigurationRef, bootRef) {
+	if server.Spec.Power != power || !metalv1alpha1.SameReference(server.Spec.BootConfigurationRef, bootRef) {
 		err := patchHeldServer(ctx, r.Client, server, claim, func(spec *metalv1alpha1.ServerSpec) {
 			spec.Power, spec.BootConfigurationRef = power, bootRef
 		})
@@ -105,13 +105,6 @@ func showInstall(claim *metalv1alpha1.ServerClaim, server *metalv1alpha1.Server,
 		claim.Status.InstallProgress = probe.Message
 	}
 	setCondition(&claim.Status.Conditions, claim.Generation, metalv1alpha1.ConditionReady, metav1.ConditionFalse, prov.Reason, prov.Message)
-}
-
-func sameRef(a, b *metalv1alpha1.ObjectReference) bool {
-	if a == nil || b == nil {
-		return a == b
-	}
-	return *a == *b
 }
 
 func (r *ServerClaimReconciler) ensureBootConfig(ctx context.Context, claim *metalv1alpha1.ServerClaim, server *metalv1alpha1.Server) (*metalv1alpha1.ServerBootConfiguration, error) {

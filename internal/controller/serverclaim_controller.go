@@ -291,7 +291,7 @@ func (r *ServerClaimReconciler) serverEvents() handler.EventHandler {
 			if !ok || old.Spec.ServerClaimRef == nil {
 				return
 			}
-			if now, ok := e.ObjectNew.(*metalv1alpha1.Server); ok && sameRef(old.Spec.ServerClaimRef, now.Spec.ServerClaimRef) {
+			if now, ok := e.ObjectNew.(*metalv1alpha1.Server); ok && metalv1alpha1.SameReference(old.Spec.ServerClaimRef, now.Spec.ServerClaimRef) {
 				return // woken above
 			}
 			ref := old.Spec.ServerClaimRef
@@ -358,7 +358,7 @@ func claimRelevantServerChange() predicate.Predicate {
 				return true
 			}
 			return now.Spec.ServerClaimRef != nil && (old.Status.State != now.Status.State ||
-				!sameRef(old.Spec.ServerClaimRef, now.Spec.ServerClaimRef) ||
+				!metalv1alpha1.SameReference(old.Spec.ServerClaimRef, now.Spec.ServerClaimRef) ||
 				conditionNews(old, now, metalv1alpha1.ConditionProvisioned) || conditionNews(old, now, metalv1alpha1.ConditionProbe))
 		},
 		CreateFunc: func(e event.CreateEvent) bool { s, ok := e.Object.(*metalv1alpha1.Server); return ok && bindable(s) },

@@ -131,7 +131,7 @@ func (r *ServerMaintenanceReconciler) observe(ctx context.Context, sm *metalv1al
 		return maintenanceStep{event: fsm.MaintenanceEventServerAppeared, reason: metalv1alpha1.ReasonTakingServer,
 			message: "server " + name + " exists now; taking it", requeueAfter: time.Millisecond}, nil
 	case metalv1alpha1.MaintenanceStateInMaintenance:
-		if holds(&server, sm) && server.Status.State == metalv1alpha1.ServerStateMaintenance {
+		if server.HeldByMaintenance(sm) && server.Status.State == metalv1alpha1.ServerStateMaintenance {
 			return maintenanceStep{reason: metalv1alpha1.ReasonInMaintenance, message: "server " + name + " is in maintenance"}, nil
 		}
 		return maintenanceStep{event: fsm.MaintenanceEventServerLeft, reason: metalv1alpha1.ReasonTakingServer,
@@ -141,17 +141,11 @@ func (r *ServerMaintenanceReconciler) observe(ctx context.Context, sm *metalv1al
 	}
 }
 
-// holds says whether the server is held by this maintenance.
-func holds(server *metalv1alpha1.Server, sm *metalv1alpha1.ServerMaintenance) bool {
-	ref := server.Spec.MaintenanceRef
-	return ref != nil && ref.Namespace == sm.Namespace && ref.Name == sm.Name
-}
-
 // pending takes the server, when its claim's owner allows, and waits until its reconciler has
 // moved it to Maintenance.
 func (r *ServerMaintenanceReconciler) pending(ctx context.Context, sm *metalv1alpha1.ServerMaintenance, server *metalv1alpha1.Server) (maintenanceStep, error) {
 	if ref := server.Spec.MaintenanceRef; ref != nil {
-		if !holds(server, sm) {
+		if !server.HeldByMaintenance(sm) {
 			return maintenanceStep{reason: metalv1alpha1.ReasonServerHeld, message: fmt.Sprintf("server %s is held by ServerMaintenance %s/%s; this one takes it once that one is deleted", server.Name, ref.Namespace, ref.Name)}, nil
 		}
 		if server.Status.State == metalv1alpha1.ServerStateMaintenance {
@@ -211,7 +205,7 @@ func (r *ServerMaintenanceReconciler) giveBack(ctx context.Context, sm *metalv1a
 	if client.IgnoreNotFound(err) != nil {
 		return err
 	}
-	if err == nil && holds(&server, sm) {
+	if err == nil && server.HeldByMaintenance(sm) {
 		read := server.ResourceVersion
 		if err := patchServerJSON(ctx, r.Client, &server, []map[string]any{
 			{"op": "test", "path": "/spec/maintenanceRef/namespace", "value": sm.Namespace},

@@ -153,7 +153,7 @@ func (r *ServerReconciler) discovery(ctx context.Context, server *metalv1alpha1.
 	// Its verdict may come without a new inventory: a report that lists other hardware than the
 	// record leaves the record as it is (cleanVerdict).
 	reported := reportTime(server)
-	haveReport := !reported.IsZero() && server.Status.Inventory.Source == "Probe" && !reported.Before(started.Truncate(time.Second))
+	haveReport := !reported.IsZero() && server.Status.Inventory.Source == metalv1alpha1.InventorySourceProbe && !reported.Before(started.Truncate(time.Second))
 	wiped, reason, failed := false, "", ""
 	if dirty(server) {
 		haveReport, reason, failed = r.cleanVerdict(server, started)

@@ -267,7 +267,7 @@ func (s *Server) postReport(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	inv := rep.Inventory
-	inv.Source = "Probe"
+	inv.Source = metalv1alpha1.InventorySourceProbe
 	inv.ReportedAt = &received
 	inv.CollectorVersion = rep.ProbeVersion
 	inv.Warnings = capStrings(rep.Warnings, 64)

@@ -256,7 +256,7 @@ func (s *Service) serveMedia(w http.ResponseWriter, r *http.Request) {
 		sum.Write([]byte(tmpl.Manifest.SHA256))
 		sum.Write(rendered)
 		e = s.media.embeds.add(token, ignitionSum, embed{data: rendered, etag: `"` + hex.EncodeToString(sum.Sum(nil))[:32] + `"`})
-		s.events.Eventf(t.sbc, nil, corev1.EventTypeNormal, "BootMediaServed", "Boot", "ISO with the ignition embedded served for server %s", t.server.Name)
+		s.events.Eventf(t.sbc, nil, corev1.EventTypeNormal, metalv1alpha1.ReasonBootMediaServed, "Boot", "ISO with the ignition embedded served for server %s", t.server.Name)
 	}
 	iso, err := tmpl.Open(e.data)
 	if err != nil {
@@ -320,7 +320,7 @@ func (s *Service) publishMedia(ctx context.Context, sbc *metalv1alpha1.ServerBoo
 		}
 		err = s.client.Create(ctx, &secret)
 		if err == nil {
-			s.events.Eventf(sbc, nil, corev1.EventTypeNormal, "BootMediaPublished", "Boot", "the ISO's URL is in Secret %s (key %s)", key.Name, MediaURLKey)
+			s.events.Eventf(sbc, nil, corev1.EventTypeNormal, metalv1alpha1.ReasonBootMediaPublished, "Boot", "the ISO's URL is in Secret %s (key %s)", key.Name, MediaURLKey)
 			return published, nil
 		}
 		if !apierrors.IsAlreadyExists(err) {
@@ -356,6 +356,6 @@ func (s *Service) publishMedia(ctx context.Context, sbc *metalv1alpha1.ServerBoo
 	if err := s.client.Update(ctx, updated); err != nil {
 		return verdict{}, fmt.Errorf("updating boot media Secret %s: %w", key.Name, err)
 	}
-	s.events.Eventf(sbc, nil, corev1.EventTypeNormal, "BootMediaPublished", "Boot", "the ISO's URL is in Secret %s (key %s)", key.Name, MediaURLKey)
+	s.events.Eventf(sbc, nil, corev1.EventTypeNormal, metalv1alpha1.ReasonBootMediaPublished, "Boot", "the ISO's URL is in Secret %s (key %s)", key.Name, MediaURLKey)
 	return published, nil
 }

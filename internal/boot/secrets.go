@@ -38,11 +38,6 @@ import (
 // IgnitionServed condition False, ends the probe boot (the registry then refuses its token) and
 // makes a new one with new secrets.
 
-// eventRequestRefused: a request from another address than the server's lease, refused; the
-// boot goes on (the lease says which host is the server). (The reasons of the IgnitionServed
-// condition are the API's: metalv1alpha1.ReasonIgnitionServedOnce and its kin.)
-const eventRequestRefused = "BootRequestRefused"
-
 // Where status.secrets.hostAddress came from.
 const (
 	hostFromLease      = "Lease"
@@ -231,7 +226,7 @@ func (s *Service) admit(ctx context.Context, w http.ResponseWriter, r *http.Requ
 	case d.end:
 		s.events.Eventf(sbc, nil, corev1.EventTypeWarning, d.cond.Reason, "Boot", "server %s: %s", t.server.Name, d.refuse)
 	case !d.record.Ended:
-		s.events.Eventf(sbc, nil, corev1.EventTypeWarning, eventRequestRefused, "Boot", "server %s: %s; refused", t.server.Name, d.refuse)
+		s.events.Eventf(sbc, nil, corev1.EventTypeWarning, metalv1alpha1.ReasonBootRequestRefused, "Boot", "server %s: %s; refused", t.server.Name, d.refuse)
 	}
 	s.fail(w, http.StatusForbidden, errForbidden)
 	return false

@@ -372,7 +372,7 @@ func (r *BMCReconciler) delete(ctx context.Context, b *metalv1alpha1.BMC) error 
 		if s.Spec.ServerClaimRef != nil && s.DeletionTimestamp.IsZero() {
 			if r.tellOnce(b, "kept/"+s.Name) {
 				log.FromContext(ctx).Info("keeping claimed server of deleted BMC", "server", s.Name, "claim", s.Spec.ServerClaimRef.Name)
-				r.Events.Eventf(b, s, corev1.EventTypeWarning, "ClaimedServerKept", "Delete",
+				r.Events.Eventf(b, s, corev1.EventTypeWarning, metalv1alpha1.ReasonClaimedServerKept, "Delete",
 					"server %s is claimed by %s/%s and was kept: it stays its tenant's; released, it waits in Cleanup for a BMC of this name to wipe it through (make it again, or its Endpoint)", s.Name, s.Spec.ServerClaimRef.Namespace, s.Spec.ServerClaimRef.Name)
 			}
 			continue

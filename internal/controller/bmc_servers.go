@@ -162,13 +162,13 @@ func (r *BMCReconciler) ensureServer(ctx context.Context, b *metalv1alpha1.BMC, 
 		if duplicateOf != nil {
 			// Once, when the second Server is made: the polls after it find that Server by its
 			// name, and the duplicate stays visible in both Servers' spec.systemUUID.
-			r.Events.Eventf(b, duplicateOf, corev1.EventTypeWarning, "DuplicateSystemUUID", "CreateServer",
+			r.Events.Eventf(b, duplicateOf, corev1.EventTypeWarning, metalv1alpha1.ReasonDuplicateSystemUUID, "CreateServer",
 				"system %s reports UUID %s, already used by server %s of another BMC; naming it by BMC and Id", sys.URI, sys.UUID, duplicateOf.Name)
 		}
 		if candidate.notByUUID == "" {
-			r.Events.Eventf(b, &server, corev1.EventTypeNormal, "ServerCreated", "CreateServer", "created server %s for system %s, named by its UUID", candidate.name, sys.URI)
+			r.Events.Eventf(b, &server, corev1.EventTypeNormal, metalv1alpha1.ReasonServerCreated, "CreateServer", "created server %s for system %s, named by its UUID", candidate.name, sys.URI)
 		} else {
-			r.Events.Eventf(b, &server, corev1.EventTypeNormal, "ServerCreated", "CreateServer", "created server %s for system %s, named by BMC and Id: %s", candidate.name, sys.URI, candidate.notByUUID)
+			r.Events.Eventf(b, &server, corev1.EventTypeNormal, metalv1alpha1.ReasonServerCreated, "CreateServer", "created server %s for system %s, named by BMC and Id: %s", candidate.name, sys.URI, candidate.notByUUID)
 		}
 		return &server, nil
 	}
@@ -213,9 +213,9 @@ func (r *BMCReconciler) takeOver(ctx context.Context, b *metalv1alpha1.BMC, sys 
 	if err := r.Client.Patch(ctx, server, client.MergeFromWithOptions(before, client.MergeFromWithOptimisticLock{})); err != nil {
 		return false, fmt.Errorf("taking over server %s of deleted BMC %s: %w", server.Name, old, err)
 	}
-	r.Events.Eventf(b, server, corev1.EventTypeNormal, "ServerTakenOver", "TakeOverServer",
+	r.Events.Eventf(b, server, corev1.EventTypeNormal, metalv1alpha1.ReasonServerTakenOver, "TakeOverServer",
 		"system %s is server %s's machine (UUID %s), whose BMC %s is gone: the server is this BMC's now", sys.URI, server.Name, identity.Normalize(sys.UUID), old)
-	r.Events.Eventf(server, b, corev1.EventTypeNormal, "ServerTakenOver", "TakeOverServer", "its BMC %s is gone; BMC %s reaches the machine now", old, b.Name)
+	r.Events.Eventf(server, b, corev1.EventTypeNormal, metalv1alpha1.ReasonServerTakenOver, "TakeOverServer", "its BMC %s is gone; BMC %s reaches the machine now", old, b.Name)
 	return true, nil
 }
 

@@ -476,7 +476,7 @@ func (r *ServerReconciler) errored(server *metalv1alpha1.Server) step {
 	if _, ok := server.Annotations[metalv1alpha1.AnnotationRetry]; !ok {
 		return step{}
 	}
-	return step{event: fsm.EventRetry, reason: "RetryRequested", message: "the " + metalv1alpha1.AnnotationRetry + " annotation asked for a retry",
+	return step{event: fsm.EventRetry, reason: metalv1alpha1.ReasonRetryRequested, message: "the " + metalv1alpha1.AnnotationRetry + " annotation asked for a retry",
 		apply: func(s *metalv1alpha1.Server) {
 			s.Status.DiscoveryAttempts, s.Status.CleanupAttempts = 0, 0
 			// A person looked at the changed hardware: the next discovery records what it finds

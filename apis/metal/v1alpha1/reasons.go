@@ -9,6 +9,8 @@ package v1alpha1
 const (
 	// ReasonEnrolled: a new Server, found on its BMC, enters Initial.
 	ReasonEnrolled = "Enrolled"
+	// ReasonRetryRequested: a person set AnnotationRetry on a Server in Error.
+	ReasonRetryRequested = "RetryRequested"
 
 	// Discovery.
 	ReasonWaitingForBootService = "WaitingForBootService"
@@ -123,6 +125,15 @@ const (
 
 // Event reasons of BMCs and BMCSecrets.
 const (
+	// ReasonServerCreated: a BMC made a Server for one of its systems.
+	ReasonServerCreated = "ServerCreated"
+	// ReasonDuplicateSystemUUID: a system's UUID is another Server's already; its Server is
+	// named by BMC and system instead.
+	ReasonDuplicateSystemUUID = "DuplicateSystemUUID"
+	// ReasonServerTakenOver: a Server whose BMC is gone is reached through another BMC now.
+	ReasonServerTakenOver = "ServerTakenOver"
+	// ReasonClaimedServerKept: a deleted BMC kept its claimed Server for its tenant.
+	ReasonClaimedServerKept = "ClaimedServerKept"
 	// ReasonWaitingForServers: the event of a deleted BMC that waits for its Servers' wipes.
 	ReasonWaitingForServers = "WaitingForServers"
 	// ReasonInUse: a deleted BMCSecret is kept while BMCs use it.
@@ -146,4 +157,15 @@ const (
 	ReasonSecondFetchRefused = "SecondFetchRefused"
 	ReasonWrongHost          = "WrongHost"
 	ReasonBootEnded          = "BootEnded"
+)
+
+// Event reasons of Ironfleet's boot service, on ServerBootConfigurations.
+const (
+	ReasonScriptServed       = "ScriptServed"
+	ReasonIgnitionServed     = "IgnitionServed"
+	ReasonBootMediaPublished = "BootMediaPublished"
+	ReasonBootMediaServed    = "BootMediaServed"
+	// ReasonBootRequestRefused: a request from another address than the server's lease,
+	// refused; the boot goes on (the lease says which host is the server).
+	ReasonBootRequestRefused = "BootRequestRefused"
 )

@@ -7,7 +7,7 @@ const (
 	LabelModel        = "metal.ironfleet.dev/model"
 )
 
-// LabelServer on a boot configuration names its Server.
+// LabelServer, on a boot configuration and on a probe boot's ignition Secret, names its Server.
 const LabelServer = "metal.ironfleet.dev/server"
 
 // The boot operator a ServerBootConfiguration is for, as an IngressClass names an ingress

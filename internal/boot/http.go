@@ -181,7 +181,7 @@ func (s *Service) serveScript(ctx context.Context, w http.ResponseWriter, r *htt
 		body = fmt.Sprintf("#!ipxe\nkernel %s/artifacts/%s initrd=%s console=ttyS0,115200 quiet %s=%s%s%s %s=%s\ninitrd %s/artifacts/%s\nboot\n",
 			base, ArtifactKernel, ArtifactInitramfs, ignition.KernelArgIgnition, base, ignition.IgnitionPathPrefix, s.tokens.id(fresh.sbc), ignition.KernelArgBootIf, bootIf,
 			base, ArtifactInitramfs)
-		s.events.Eventf(fresh.sbc, nil, corev1.EventTypeNormal, "ScriptServed", "Boot", "iPXE script served to %s for server %s", who, t.server.Name)
+		s.events.Eventf(fresh.sbc, nil, corev1.EventTypeNormal, metalv1alpha1.ReasonScriptServed, "Boot", "iPXE script served to %s for server %s", who, t.server.Name)
 	}
 	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
 	w.Header().Set("Cache-Control", "no-store")
@@ -251,7 +251,7 @@ func (s *Service) serveIgnition(w http.ResponseWriter, r *http.Request) {
 	n, _ := w.Write(data)
 	httpBytes.WithLabelValues(kindIgnition).Add(float64(n))
 	bootsServed.WithLabelValues(string(t.sbc.Spec.Purpose)).Inc()
-	s.events.Eventf(t.sbc, nil, corev1.EventTypeNormal, "IgnitionServed", "Boot", "ignition served to server %s", t.server.Name)
+	s.events.Eventf(t.sbc, nil, corev1.EventTypeNormal, metalv1alpha1.ReasonIgnitionServed, "Boot", "ignition served to server %s", t.server.Name)
 }
 
 // ignitionData reads a boot's ignition from its Secret, from the API server; it answers 404

@@ -37,7 +37,7 @@ func readyBoot(t *testing.T, name string, mac string) {
 	createServer(t, name, nil, mac)
 	createSecret(t, nsAll, name+"-ignition", ignitionJSON)
 	createSBC(t, nsAll, name+"-discovery", name, metalv1alpha1.BootPurposeDiscovery, name+"-ignition")
-	waitFor(t, nsAll, name+"-discovery", metalv1alpha1.BootConfigurationStateReady, boot.ReasonReady)
+	waitFor(t, nsAll, name+"-discovery", metalv1alpha1.BootConfigurationStateReady, metalv1alpha1.ReasonBootReady)
 }
 
 func get(t *testing.T, url string) (int, string) {
@@ -219,7 +219,7 @@ func TestBootURLDiesWithTheBootConfiguration(t *testing.T) {
 	sec := ignitionSecret(t, "web-3-ignition")
 	sec.Data = nil
 	require.NoError(t, k8s.Update(context.Background(), sec))
-	waitFor(t, nsAll, "web-3-discovery", metalv1alpha1.BootConfigurationStateError, boot.ReasonIgnitionUnreadable)
+	waitFor(t, nsAll, "web-3-discovery", metalv1alpha1.BootConfigurationStateError, metalv1alpha1.ReasonIgnitionUnreadable)
 	assert.Equal(t, http.StatusNotFound, post(t, base+"/progress", progress))
 	code, _ := get(t, srv.URL+"/ignition/"+id)
 	assert.Equal(t, http.StatusNotFound, code)
@@ -228,14 +228,14 @@ func TestBootURLDiesWithTheBootConfiguration(t *testing.T) {
 	sec = ignitionSecret(t, "web-3-ignition")
 	sec.Data = map[string][]byte{"ignition.json": ignitionJSON}
 	require.NoError(t, k8s.Update(context.Background(), sec))
-	waitFor(t, nsAll, "web-3-discovery", metalv1alpha1.BootConfigurationStateReady, boot.ReasonReady)
+	waitFor(t, nsAll, "web-3-discovery", metalv1alpha1.BootConfigurationStateReady, metalv1alpha1.ReasonBootReady)
 	require.Equal(t, http.StatusNoContent, post(t, base+"/progress", progress))
 	require.NoError(t, k8s.Delete(context.Background(), getSBC(t, nsAll, "web-3-discovery")))
 	assert.Equal(t, http.StatusNotFound, post(t, base+"/progress", progress))
 
 	// Re-created under the same name, it is another boot, with another id and token.
 	createSBC(t, nsAll, "web-3-discovery", "web-3", metalv1alpha1.BootPurposeDiscovery, "web-3-ignition")
-	waitFor(t, nsAll, "web-3-discovery", metalv1alpha1.BootConfigurationStateReady, boot.ReasonReady)
+	waitFor(t, nsAll, "web-3-discovery", metalv1alpha1.BootConfigurationStateReady, metalv1alpha1.ReasonBootReady)
 	assert.Equal(t, http.StatusNotFound, post(t, base+"/progress", progress))
 	code, _ = get(t, srv.URL+"/ignition/"+id)
 	assert.Equal(t, http.StatusNotFound, code)

@@ -139,7 +139,7 @@ func TestLeasesSurviveARestart(t *testing.T) {
 		createServer(t, name, nil, mac.String())
 		createSecret(t, ns, name+"-ignition", ignitionJSON)
 		createSBC(t, ns, name+"-discovery", name, metalv1alpha1.BootPurposeDiscovery, name+"-ignition")
-		waitFor(t, ns, name+"-discovery", metalv1alpha1.BootConfigurationStateReady, boot.ReasonReady)
+		waitFor(t, ns, name+"-discovery", metalv1alpha1.BootConfigurationStateReady, metalv1alpha1.ReasonBootReady)
 	}
 
 	// lease-1 takes an address: DISCOVER, REQUEST, ACK.

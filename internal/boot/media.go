@@ -256,7 +256,7 @@ func (s *Service) serveMedia(w http.ResponseWriter, r *http.Request) {
 		sum.Write([]byte(tmpl.Manifest.SHA256))
 		sum.Write(rendered)
 		e = s.media.embeds.add(token, ignitionSum, embed{data: rendered, etag: `"` + hex.EncodeToString(sum.Sum(nil))[:32] + `"`})
-		s.events.Eventf(t.sbc, nil, corev1.EventTypeNormal, "BootMediaServed", "Boot", "ISO with the ignition embedded served for server %s", t.server.Name)
+		s.events.Eventf(t.sbc, nil, corev1.EventTypeNormal, metalv1alpha1.ReasonBootMediaServed, "Boot", "ISO with the ignition embedded served for server %s", t.server.Name)
 	}
 	iso, err := tmpl.Open(e.data)
 	if err != nil {
@@ -280,22 +280,22 @@ func (s *Service) serveMedia(w http.ResponseWriter, r *http.Request) {
 func (s *Service) checkMedia(sbc *metalv1alpha1.ServerBootConfiguration, data []byte) verdict {
 	tmpl, err := s.media.template()
 	if err != nil {
-		v := notReady(ReasonArtifactMissing, "the template ISO of virtual-media boots (%s and %s in %s, which make probe-image builds) cannot be served: %v",
+		v := notReady(metalv1alpha1.ReasonArtifactMissing, "the template ISO of virtual-media boots (%s and %s in %s, which make probe-image builds) cannot be served: %v",
 			bootmedia.ISOFile, bootmedia.ManifestFile, s.cfg.ProbeDir, err)
 		v.recheck = s.cfg.RecheckInterval
 		return v
 	}
 	if len(data) > ignition.MaxIgnitionBytes {
 		// It may well fit compressed, but the probe's /init would refuse it on the host.
-		return notReady(ReasonIgnitionTooLarge, "the ignition in Secret %s/%s (%d bytes) is larger than the probe accepts (%d bytes, uncompressed)",
+		return notReady(metalv1alpha1.ReasonIgnitionTooLarge, "the ignition in Secret %s/%s (%d bytes) is larger than the probe accepts (%d bytes, uncompressed)",
 			sbc.Namespace, sbc.Spec.IgnitionSecretRef.Name, len(data), ignition.MaxIgnitionBytes)
 	}
 	if _, err := tmpl.Embed(data, s.bootURL(s.tokens.token(sbc))); err != nil {
 		if errors.Is(err, bootmedia.ErrTooLarge) {
-			return notReady(ReasonIgnitionTooLarge, "the ignition in Secret %s/%s (%d bytes) does not fit the ISO's embed area (%d bytes, compressed)",
+			return notReady(metalv1alpha1.ReasonIgnitionTooLarge, "the ignition in Secret %s/%s (%d bytes) does not fit the ISO's embed area (%d bytes, compressed)",
 				sbc.Namespace, sbc.Spec.IgnitionSecretRef.Name, len(data), tmpl.Manifest.EmbedSize)
 		}
-		return notReady(ReasonIgnitionTooLarge, "the ignition in Secret %s/%s cannot be embedded in the ISO: %v", sbc.Namespace, sbc.Spec.IgnitionSecretRef.Name, err)
+		return notReady(metalv1alpha1.ReasonIgnitionTooLarge, "the ignition in Secret %s/%s cannot be embedded in the ISO: %v", sbc.Namespace, sbc.Spec.IgnitionSecretRef.Name, err)
 	}
 	return verdict{ready: true}
 }
@@ -320,7 +320,7 @@ func (s *Service) publishMedia(ctx context.Context, sbc *metalv1alpha1.ServerBoo
 		}
 		err = s.client.Create(ctx, &secret)
 		if err == nil {
-			s.events.Eventf(sbc, nil, corev1.EventTypeNormal, "BootMediaPublished", "Boot", "the ISO's URL is in Secret %s (key %s)", key.Name, MediaURLKey)
+			s.events.Eventf(sbc, nil, corev1.EventTypeNormal, metalv1alpha1.ReasonBootMediaPublished, "Boot", "the ISO's URL is in Secret %s (key %s)", key.Name, MediaURLKey)
 			return published, nil
 		}
 		if !apierrors.IsAlreadyExists(err) {
@@ -337,7 +337,7 @@ func (s *Service) publishMedia(ctx context.Context, sbc *metalv1alpha1.ServerBoo
 	// collected), whose Secret is taken over.
 	c := metav1.GetControllerOf(&secret)
 	if c == nil || c.Kind != owner.Kind || c.APIVersion != owner.APIVersion || c.Name != sbc.Name {
-		v := notReady(ReasonBootMediaSecretConflict, "Secret %s/%s, where this boot's ISO URL goes, exists and is not this boot configuration's (its controller owner is not ServerBootConfiguration %s): delete or rename it",
+		v := notReady(metalv1alpha1.ReasonBootMediaSecretConflict, "Secret %s/%s, where this boot's ISO URL goes, exists and is not this boot configuration's (its controller owner is not ServerBootConfiguration %s): delete or rename it",
 			key.Namespace, key.Name, sbc.Name)
 		v.setMedia = true
 		v.recheck = s.cfg.RecheckInterval // a Secret owned by no one is not watched
@@ -356,6 +356,6 @@ func (s *Service) publishMedia(ctx context.Context, sbc *metalv1alpha1.ServerBoo
 	if err := s.client.Update(ctx, updated); err != nil {
 		return verdict{}, fmt.Errorf("updating boot media Secret %s: %w", key.Name, err)
 	}
-	s.events.Eventf(sbc, nil, corev1.EventTypeNormal, "BootMediaPublished", "Boot", "the ISO's URL is in Secret %s (key %s)", key.Name, MediaURLKey)
+	s.events.Eventf(sbc, nil, corev1.EventTypeNormal, metalv1alpha1.ReasonBootMediaPublished, "Boot", "the ISO's URL is in Secret %s (key %s)", key.Name, MediaURLKey)
 	return published, nil
 }

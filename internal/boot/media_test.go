@@ -54,7 +54,7 @@ func readyVMBoot(t *testing.T, name string) string {
 	createServer(t, name, nil)
 	createSecret(t, nsAll, name+"-ignition", ignitionJSON)
 	createVMSBC(t, name+"-discovery", name, name+"-ignition")
-	waitFor(t, nsAll, name+"-discovery", metalv1alpha1.BootConfigurationStateReady, boot.ReasonReady)
+	waitFor(t, nsAll, name+"-discovery", metalv1alpha1.BootConfigurationStateReady, metalv1alpha1.ReasonBootReady)
 	return mediaURLOf(t, name+"-discovery")
 }
 
@@ -305,7 +305,7 @@ func TestVirtualMediaISORefusals(t *testing.T) {
 	sec := ignitionSecret(t, "vm-2-ignition")
 	sec.Data = nil
 	require.NoError(t, k8s.Update(context.Background(), sec))
-	waitFor(t, nsAll, "vm-2-discovery", metalv1alpha1.BootConfigurationStateError, boot.ReasonIgnitionUnreadable)
+	waitFor(t, nsAll, "vm-2-discovery", metalv1alpha1.BootConfigurationStateError, metalv1alpha1.ReasonIgnitionUnreadable)
 	resp, _ = fetch(t, http.MethodGet, at, nil)
 	assert.Equal(t, http.StatusNotFound, resp.StatusCode)
 
@@ -313,7 +313,7 @@ func TestVirtualMediaISORefusals(t *testing.T) {
 	sec = ignitionSecret(t, "vm-2-ignition")
 	sec.Data = map[string][]byte{ignition.SecretKey: ignitionJSON}
 	require.NoError(t, k8s.Update(context.Background(), sec))
-	waitFor(t, nsAll, "vm-2-discovery", metalv1alpha1.BootConfigurationStateReady, boot.ReasonReady)
+	waitFor(t, nsAll, "vm-2-discovery", metalv1alpha1.BootConfigurationStateReady, metalv1alpha1.ReasonBootReady)
 	assert.Equal(t, isoURL, mediaURLOf(t, "vm-2-discovery"))
 	resp, _ = fetch(t, http.MethodGet, at, nil)
 	require.Equal(t, http.StatusOK, resp.StatusCode)
@@ -326,7 +326,7 @@ func TestVirtualMediaISORefusals(t *testing.T) {
 	// Re-created under the same name: another boot, another URL, in the same Secret (taken
 	// over from the deleted configuration: envtest runs no garbage collector).
 	sbc := createVMSBC(t, "vm-2-discovery", "vm-2", "vm-2-ignition")
-	waitFor(t, nsAll, "vm-2-discovery", metalv1alpha1.BootConfigurationStateReady, boot.ReasonReady)
+	waitFor(t, nsAll, "vm-2-discovery", metalv1alpha1.BootConfigurationStateReady, metalv1alpha1.ReasonBootReady)
 	var newURL string
 	require.Eventually(t, func() bool {
 		newURL = mediaURLOf(t, "vm-2-discovery")
@@ -367,13 +367,13 @@ func TestBootMediaSecretIsKept(t *testing.T) {
 	require.NoError(t, k8s.Create(ctx, theirs))
 	t.Cleanup(func() { _ = k8s.Delete(context.Background(), theirs) })
 	createVMSBC(t, "vm-4-discovery", "vm-4", "vm-4-ignition")
-	c := waitFor(t, nsAll, "vm-4-discovery", metalv1alpha1.BootConfigurationStateError, boot.ReasonBootMediaSecretConflict)
+	c := waitFor(t, nsAll, "vm-4-discovery", metalv1alpha1.BootConfigurationStateError, metalv1alpha1.ReasonBootMediaSecretConflict)
 	assert.Contains(t, c.Message, "vm-4-discovery-boot-media")
 	assert.Nil(t, getSBC(t, nsAll, "vm-4-discovery").Status.BootMediaSecretRef)
 	require.NoError(t, k8s.Get(ctx, client.ObjectKeyFromObject(theirs), theirs))
 	assert.Equal(t, map[string][]byte{"x": []byte("theirs")}, theirs.Data, "not overwritten")
 	require.NoError(t, k8s.Delete(ctx, theirs))
-	waitFor(t, nsAll, "vm-4-discovery", metalv1alpha1.BootConfigurationStateReady, boot.ReasonReady)
+	waitFor(t, nsAll, "vm-4-discovery", metalv1alpha1.BootConfigurationStateReady, metalv1alpha1.ReasonBootReady)
 }
 
 // Without the template ISO, virtual-media boots are not Ready (the message names the files);
@@ -392,13 +392,13 @@ func TestVirtualMediaWithoutTheTemplate(t *testing.T) {
 	}
 	defer restore()
 
-	c := waitFor(t, nsAll, "vm-5-discovery", metalv1alpha1.BootConfigurationStateError, boot.ReasonArtifactMissing)
+	c := waitFor(t, nsAll, "vm-5-discovery", metalv1alpha1.BootConfigurationStateError, metalv1alpha1.ReasonArtifactMissing)
 	assert.Contains(t, c.Message, "probe.iso")
 	assert.Contains(t, c.Message, "make probe-image")
 	readyBoot(t, "vm-5-pxe", "52:54:00:dd:00:05")
 
 	restore()
-	waitFor(t, nsAll, "vm-5-discovery", metalv1alpha1.BootConfigurationStateReady, boot.ReasonReady)
+	waitFor(t, nsAll, "vm-5-discovery", metalv1alpha1.BootConfigurationStateReady, metalv1alpha1.ReasonBootReady)
 }
 
 // An ignition that does not fit the ISO's embed area is not Ready, with a reason that says so.
@@ -409,7 +409,7 @@ func TestIgnitionTooLargeForTheISO(t *testing.T) {
 	createServer(t, "vm-6", nil)
 	createSecret(t, nsAll, "vm-6-ignition", big)
 	createVMSBC(t, "vm-6-discovery", "vm-6", "vm-6-ignition")
-	c := waitFor(t, nsAll, "vm-6-discovery", metalv1alpha1.BootConfigurationStateError, boot.ReasonIgnitionTooLarge)
+	c := waitFor(t, nsAll, "vm-6-discovery", metalv1alpha1.BootConfigurationStateError, metalv1alpha1.ReasonIgnitionTooLarge)
 	assert.Contains(t, c.Message, "does not fit")
 }
 
@@ -427,14 +427,14 @@ func TestIgnitionTooLargeForTheProbe(t *testing.T) {
 	createServer(t, "vm-8", nil)
 	createSecret(t, nsAll, "vm-8-ignition", padded(ignition.MaxIgnitionBytes))
 	createVMSBC(t, "vm-8-discovery", "vm-8", "vm-8-ignition")
-	waitFor(t, nsAll, "vm-8-discovery", metalv1alpha1.BootConfigurationStateReady, boot.ReasonReady)
+	waitFor(t, nsAll, "vm-8-discovery", metalv1alpha1.BootConfigurationStateReady, metalv1alpha1.ReasonBootReady)
 
 	sbc := getSBC(t, nsAll, "vm-8-discovery")
 	ready, _, _ := svc.CheckMedia(sbc, padded(ignition.MaxIgnitionBytes))
 	assert.True(t, ready, "at the limit")
 	ready, reason, message := svc.CheckMedia(sbc, padded(ignition.MaxIgnitionBytes+1))
 	assert.False(t, ready, "over the limit, though it compresses to a few KiB")
-	assert.Equal(t, boot.ReasonIgnitionTooLarge, reason)
+	assert.Equal(t, metalv1alpha1.ReasonIgnitionTooLarge, reason)
 	assert.Contains(t, message, fmt.Sprintf("(%d bytes) is larger than the probe accepts (%d bytes", ignition.MaxIgnitionBytes+1, ignition.MaxIgnitionBytes))
 	assert.Contains(t, message, "vm-8-ignition")
 }

@@ -95,7 +95,7 @@ func TestShippedRBACServesVirtualMedia(t *testing.T) {
 	for _, sbc := range []*metalv1alpha1.ServerBootConfiguration{pxe, vm} {
 		require.NoError(t, k8s.Create(ctx, sbc))
 		t.Cleanup(func() { _ = k8s.Delete(context.Background(), sbc) })
-		waitFor(t, ns, sbc.Name, metalv1alpha1.BootConfigurationStateReady, boot.ReasonReady)
+		waitFor(t, ns, sbc.Name, metalv1alpha1.BootConfigurationStateReady, metalv1alpha1.ReasonBootReady)
 	}
 
 	media := client.ObjectKey{Namespace: ns, Name: "rbac-1-discovery-boot-media"}

@@ -22,19 +22,6 @@ import (
 	"github.com/ironfleet/ironfleet/internal/ignition"
 )
 
-// Reasons of a boot configuration's Ready condition.
-const (
-	ReasonReady              = "BootReady"
-	ReasonServerNotFound     = "ServerNotFound"
-	ReasonMACsUnknown        = "MACsUnknown"
-	ReasonArtifactMissing    = "ArtifactMissing"
-	ReasonIgnitionUnreadable = "IgnitionUnreadable"
-	ReasonImageNotSupported  = "ImageNotSupported"
-	// Virtual-media boots only.
-	ReasonIgnitionTooLarge        = "IgnitionTooLarge"
-	ReasonBootMediaSecretConflict = "BootMediaSecretConflict"
-)
-
 // verdict is whether a boot configuration can be served, and if not why.
 type verdict struct {
 	ready   bool
@@ -77,7 +64,7 @@ func (s *Service) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result,
 		// service may serve it. Leave the configuration to it; the Server watch brings it back.
 		return ctrl.Result{}, nil
 	case err != nil:
-		v = notReady(ReasonServerNotFound, "server %s does not exist", sbc.Spec.ServerRef.Name)
+		v = notReady(metalv1alpha1.ReasonServerNotFound, "server %s does not exist", sbc.Spec.ServerRef.Name)
 	case !s.served(&server):
 		return ctrl.Result{}, nil // another boot service's server
 	default:
@@ -112,18 +99,18 @@ func (s *Service) check(ctx context.Context, sbc *metalv1alpha1.ServerBootConfig
 		if c := meta.FindStatusCondition(sbc.Status.Conditions, metalv1alpha1.ConditionIgnitionServed); c != nil && c.Status == metav1.ConditionFalse {
 			why = c.Reason + ": " + c.Message
 		}
-		return notReady(ReasonBootEnded, "the boot service ended this boot (%s); nothing of it is served again", why), nil
+		return notReady(metalv1alpha1.ReasonBootEnded, "the boot service ended this boot (%s); nothing of it is served again", why), nil
 	}
 	if virtualMedia(sbc) {
 		return s.checkVirtualMedia(ctx, sbc, server)
 	}
 	macs := serverMACs(server)
 	if len(macs) == 0 {
-		return notReady(ReasonMACsUnknown, "server %s has no NIC MAC address in status.inventory.networkInterfaces (before its first probe report they come from its BMC's Redfish EthernetInterfaces) and no spec.bootMACAddress: DHCP could not tell it from other hosts; set spec.bootMACAddress to the MAC of the NIC it boots from (IPMI BMCs list no NICs), check what the BMC reports, or serve it with another boot operator", server.Name), nil
+		return notReady(metalv1alpha1.ReasonMACsUnknown, "server %s has no NIC MAC address in status.inventory.networkInterfaces (before its first probe report they come from its BMC's Redfish EthernetInterfaces) and no spec.bootMACAddress: DHCP could not tell it from other hosts; set spec.bootMACAddress to the MAC of the NIC it boots from (IPMI BMCs list no NICs), check what the BMC reports, or serve it with another boot operator", server.Name), nil
 	}
 	for _, f := range s.requiredFiles() {
 		if err := regularFile(f); err != nil {
-			v := notReady(ReasonArtifactMissing, "%s: %v", f, err)
+			v := notReady(metalv1alpha1.ReasonArtifactMissing, "%s: %v", f, err)
 			v.recheck = s.cfg.RecheckInterval
 			return v, nil
 		}
@@ -131,7 +118,7 @@ func (s *Service) check(ctx context.Context, sbc *metalv1alpha1.ServerBootConfig
 	if _, v, err := s.checkProbeIgnition(ctx, sbc); err != nil || !v.ready {
 		return v, err
 	}
-	return verdict{ready: true, reason: ReasonReady,
+	return verdict{ready: true, reason: metalv1alpha1.ReasonBootReady,
 		message: fmt.Sprintf("serving the metalprobe (%s) to server %s over DHCP, TFTP and HTTP; MACs %s", strings.ToLower(string(sbc.Spec.Purpose)), server.Name, strings.Join(macs, ", "))}, nil
 }
 
@@ -150,7 +137,7 @@ func (s *Service) checkVirtualMedia(ctx context.Context, sbc *metalv1alpha1.Serv
 	if err != nil || !v.ready {
 		return v, err
 	}
-	v.reason = ReasonReady
+	v.reason = metalv1alpha1.ReasonBootReady
 	v.message = fmt.Sprintf("serving the metalprobe (%s) to server %s as virtual media: the ISO's URL is in Secret %s/%s (key %s)",
 		strings.ToLower(string(sbc.Spec.Purpose)), server.Name, sbc.Namespace, v.mediaSecret, MediaURLKey)
 	return v, nil
@@ -167,7 +154,7 @@ func (s *Service) checkProbeIgnition(ctx context.Context, sbc *metalv1alpha1.Ser
 		// Images are installed by the probe, in provision mode: this boot service never
 		// network-boots an OS image itself.
 		if cfg, err := ignition.Decode(data); err != nil || cfg.Mode != ignition.ModeProvision || cfg.Install == nil {
-			return nil, notReady(ReasonImageNotSupported, "purpose Provisioning: this boot service installs images with the metalprobe, and the ignition in Secret %s/%s is not the probe's provision-mode ignition (the operator makes it for a ServerClaim's image); it does not network-boot an OS image itself",
+			return nil, notReady(metalv1alpha1.ReasonImageNotSupported, "purpose Provisioning: this boot service installs images with the metalprobe, and the ignition in Secret %s/%s is not the probe's provision-mode ignition (the operator makes it for a ServerClaim's image); it does not network-boot an OS image itself",
 				sbc.Namespace, sbc.Spec.IgnitionSecretRef.Name), nil
 		}
 	}
@@ -204,21 +191,21 @@ func regularFile(path string) error {
 func (s *Service) checkIgnition(ctx context.Context, sbc *metalv1alpha1.ServerBootConfiguration) ([]byte, verdict, error) {
 	ref := sbc.Spec.IgnitionSecretRef
 	if ref == nil || ref.Name == "" {
-		return nil, notReady(ReasonIgnitionUnreadable, "spec.ignitionSecretRef is not set: the probe would boot without knowing where to report"), nil
+		return nil, notReady(metalv1alpha1.ReasonIgnitionUnreadable, "spec.ignitionSecretRef is not set: the probe would boot without knowing where to report"), nil
 	}
 	var secret corev1.Secret
 	err := s.client.Get(ctx, client.ObjectKey{Namespace: sbc.Namespace, Name: ref.Name}, &secret)
 	switch {
 	case apierrors.IsNotFound(err):
-		return nil, notReady(ReasonIgnitionUnreadable, "ignition Secret %s/%s does not exist", sbc.Namespace, ref.Name), nil
+		return nil, notReady(metalv1alpha1.ReasonIgnitionUnreadable, "ignition Secret %s/%s does not exist", sbc.Namespace, ref.Name), nil
 	case apierrors.IsForbidden(err):
-		return nil, notReady(ReasonIgnitionUnreadable, "ignition Secret %s/%s cannot be read by the boot service: %s", sbc.Namespace, ref.Name, apierrors.ReasonForError(err)), nil
+		return nil, notReady(metalv1alpha1.ReasonIgnitionUnreadable, "ignition Secret %s/%s cannot be read by the boot service: %s", sbc.Namespace, ref.Name, apierrors.ReasonForError(err)), nil
 	case err != nil:
 		return nil, verdict{}, fmt.Errorf("reading ignition Secret %s: %w", ref.Name, err)
 	}
 	data := secret.Data[ignition.SecretKey]
 	if len(data) == 0 {
-		return nil, notReady(ReasonIgnitionUnreadable, "ignition Secret %s/%s has no %q", sbc.Namespace, ref.Name, ignition.SecretKey), nil
+		return nil, notReady(metalv1alpha1.ReasonIgnitionUnreadable, "ignition Secret %s/%s has no %q", sbc.Namespace, ref.Name, ignition.SecretKey), nil
 	}
 	return data, verdict{ready: true}, nil
 }

@@ -22,7 +22,7 @@ func TestReadyWhenEverythingIsThere(t *testing.T) {
 	createServer(t, "ready-1", nil, "52:54:00:aa:00:01", "52:54:00:AA:00:02")
 	createSecret(t, nsAll, "ready-1-ignition", ignitionJSON)
 	sbc := createSBC(t, nsAll, "ready-1-discovery", "ready-1", metalv1alpha1.BootPurposeDiscovery, "ready-1-ignition")
-	c := waitFor(t, nsAll, sbc.Name, metalv1alpha1.BootConfigurationStateReady, boot.ReasonReady)
+	c := waitFor(t, nsAll, sbc.Name, metalv1alpha1.BootConfigurationStateReady, metalv1alpha1.ReasonBootReady)
 	assert.Equal(t, metav1.ConditionTrue, c.Status)
 	assert.Contains(t, c.Message, "52:54:00:aa:00:02", "MACs are named in lower case")
 	assert.Equal(t, sbc.Generation, c.ObservedGeneration)
@@ -30,29 +30,29 @@ func TestReadyWhenEverythingIsThere(t *testing.T) {
 	// Cleanup boots are served the same way.
 	createSecret(t, nsAll, "ready-1-cleanup-ignition", ignitionJSON)
 	createSBC(t, nsAll, "ready-1-cleanup", "ready-1", metalv1alpha1.BootPurposeCleanup, "ready-1-cleanup-ignition")
-	waitFor(t, nsAll, "ready-1-cleanup", metalv1alpha1.BootConfigurationStateReady, boot.ReasonReady)
+	waitFor(t, nsAll, "ready-1-cleanup", metalv1alpha1.BootConfigurationStateReady, metalv1alpha1.ReasonBootReady)
 }
 
 func TestServerNotFoundThenCreated(t *testing.T) {
 	createSecret(t, nsAll, "late-ignition", ignitionJSON)
 	createSBC(t, nsAll, "late-discovery", "late", metalv1alpha1.BootPurposeDiscovery, "late-ignition")
-	c := waitFor(t, nsAll, "late-discovery", metalv1alpha1.BootConfigurationStateError, boot.ReasonServerNotFound)
+	c := waitFor(t, nsAll, "late-discovery", metalv1alpha1.BootConfigurationStateError, metalv1alpha1.ReasonServerNotFound)
 	assert.Equal(t, metav1.ConditionFalse, c.Status)
 	assert.Equal(t, "server late does not exist", c.Message)
 
 	createServer(t, "late", nil, "52:54:00:aa:01:01")
-	waitFor(t, nsAll, "late-discovery", metalv1alpha1.BootConfigurationStateReady, boot.ReasonReady)
+	waitFor(t, nsAll, "late-discovery", metalv1alpha1.BootConfigurationStateReady, metalv1alpha1.ReasonBootReady)
 }
 
 func TestMACsUnknownThenInventoried(t *testing.T) {
 	createServer(t, "nomac", nil)
 	createSecret(t, nsAll, "nomac-ignition", ignitionJSON)
 	createSBC(t, nsAll, "nomac-discovery", "nomac", metalv1alpha1.BootPurposeDiscovery, "nomac-ignition")
-	c := waitFor(t, nsAll, "nomac-discovery", metalv1alpha1.BootConfigurationStateError, boot.ReasonMACsUnknown)
+	c := waitFor(t, nsAll, "nomac-discovery", metalv1alpha1.BootConfigurationStateError, metalv1alpha1.ReasonMACsUnknown)
 	assert.Contains(t, c.Message, "no NIC MAC address")
 
 	setMACs(t, "nomac", "52:54:00:aa:02:01")
-	waitFor(t, nsAll, "nomac-discovery", metalv1alpha1.BootConfigurationStateReady, boot.ReasonReady)
+	waitFor(t, nsAll, "nomac-discovery", metalv1alpha1.BootConfigurationStateReady, metalv1alpha1.ReasonBootReady)
 }
 
 // TestABootMACAddressServesAServerWhoseBMCListsNoNICs: a server of an IPMI BMC has no NICs in
@@ -61,21 +61,21 @@ func TestABootMACAddressServesAServerWhoseBMCListsNoNICs(t *testing.T) {
 	createServer(t, "ipmihost", nil)
 	createSecret(t, nsAll, "ipmihost-ignition", ignitionJSON)
 	createSBC(t, nsAll, "ipmihost-discovery", "ipmihost", metalv1alpha1.BootPurposeDiscovery, "ipmihost-ignition")
-	c := waitFor(t, nsAll, "ipmihost-discovery", metalv1alpha1.BootConfigurationStateError, boot.ReasonMACsUnknown)
+	c := waitFor(t, nsAll, "ipmihost-discovery", metalv1alpha1.BootConfigurationStateError, metalv1alpha1.ReasonMACsUnknown)
 	assert.Contains(t, c.Message, "set spec.bootMACAddress")
 
 	var s metalv1alpha1.Server
 	require.NoError(t, k8s.Get(context.Background(), client.ObjectKey{Name: "ipmihost"}, &s))
 	s.Spec.BootMACAddress = "52:54:00:AA:09:01"
 	require.NoError(t, k8s.Update(context.Background(), &s))
-	c = waitFor(t, nsAll, "ipmihost-discovery", metalv1alpha1.BootConfigurationStateReady, boot.ReasonReady)
+	c = waitFor(t, nsAll, "ipmihost-discovery", metalv1alpha1.BootConfigurationStateReady, metalv1alpha1.ReasonBootReady)
 	assert.Contains(t, c.Message, "52:54:00:aa:09:01", "served by its boot MAC, in DHCP's form")
 }
 
 func TestIgnitionUnreadableThenWritten(t *testing.T) {
 	createServer(t, "noign", nil, "52:54:00:aa:03:01")
 	createSBC(t, nsAll, "noign-discovery", "noign", metalv1alpha1.BootPurposeDiscovery, "noign-ignition")
-	c := waitFor(t, nsAll, "noign-discovery", metalv1alpha1.BootConfigurationStateError, boot.ReasonIgnitionUnreadable)
+	c := waitFor(t, nsAll, "noign-discovery", metalv1alpha1.BootConfigurationStateError, metalv1alpha1.ReasonIgnitionUnreadable)
 	assert.Equal(t, `ignition Secret boot-all/noign-ignition does not exist`, c.Message)
 
 	// A Secret without the key is no better.
@@ -89,11 +89,11 @@ func TestIgnitionUnreadableThenWritten(t *testing.T) {
 	require.NoError(t, k8s.Get(context.Background(), client.ObjectKey{Namespace: nsAll, Name: "noign-ignition"}, &sec))
 	sec.Data = map[string][]byte{ignition.SecretKey: ignitionJSON}
 	require.NoError(t, k8s.Update(context.Background(), &sec))
-	waitFor(t, nsAll, "noign-discovery", metalv1alpha1.BootConfigurationStateReady, boot.ReasonReady)
+	waitFor(t, nsAll, "noign-discovery", metalv1alpha1.BootConfigurationStateReady, metalv1alpha1.ReasonBootReady)
 
 	// No ignition reference at all.
 	createSBC(t, nsAll, "noign-noref", "noign", metalv1alpha1.BootPurposeCleanup, "")
-	c = waitFor(t, nsAll, "noign-noref", metalv1alpha1.BootConfigurationStateError, boot.ReasonIgnitionUnreadable)
+	c = waitFor(t, nsAll, "noign-noref", metalv1alpha1.BootConfigurationStateError, metalv1alpha1.ReasonIgnitionUnreadable)
 	assert.Contains(t, c.Message, "ignitionSecretRef is not set")
 }
 
@@ -105,12 +105,12 @@ func TestProvisioningServesTheProbeNotAnOSImage(t *testing.T) {
 	provision := []byte(`{"registryURL":"https://registry.test","token":"probe-secret-token","systemUUID":"x","mode":"provision","install":{"image":"https://images.test/os.raw.gz","imageChecksum":"sha256:` + strings.Repeat("ab", 32) + `"}}`)
 	createSecret(t, nsAll, "prov-ignition", provision)
 	createSBC(t, nsAll, "prov-install", "prov", metalv1alpha1.BootPurposeProvisioning, "prov-ignition")
-	waitFor(t, nsAll, "prov-install", metalv1alpha1.BootConfigurationStateReady, boot.ReasonReady)
+	waitFor(t, nsAll, "prov-install", metalv1alpha1.BootConfigurationStateReady, metalv1alpha1.ReasonBootReady)
 
 	createServer(t, "prov-os", nil, "52:54:00:aa:04:02")
 	createSecret(t, nsAll, "prov-os-ignition", ignitionJSON)
 	createSBC(t, nsAll, "prov-os-install", "prov-os", metalv1alpha1.BootPurposeProvisioning, "prov-os-ignition")
-	c := waitFor(t, nsAll, "prov-os-install", metalv1alpha1.BootConfigurationStateError, boot.ReasonImageNotSupported)
+	c := waitFor(t, nsAll, "prov-os-install", metalv1alpha1.BootConfigurationStateError, metalv1alpha1.ReasonImageNotSupported)
 	assert.Contains(t, c.Message, "is not the probe's provision-mode ignition")
 }
 
@@ -120,7 +120,7 @@ func TestArtifactMissingThenRestored(t *testing.T) {
 	createServer(t, "art", nil, "52:54:00:aa:05:01")
 	createSecret(t, nsAll, "art-ignition", ignitionJSON)
 	createSBC(t, nsAll, "art-discovery", "art", metalv1alpha1.BootPurposeDiscovery, "art-ignition")
-	waitFor(t, nsAll, "art-discovery", metalv1alpha1.BootConfigurationStateReady, boot.ReasonReady)
+	waitFor(t, nsAll, "art-discovery", metalv1alpha1.BootConfigurationStateReady, metalv1alpha1.ReasonBootReady)
 
 	initramfs := filepath.Join(probeDir, boot.ArtifactInitramfs)
 	require.NoError(t, os.Rename(initramfs, initramfs+".away"))
@@ -132,11 +132,11 @@ func TestArtifactMissingThenRestored(t *testing.T) {
 		}
 	}
 	defer restore()
-	c := waitFor(t, nsAll, "art-discovery", metalv1alpha1.BootConfigurationStateError, boot.ReasonArtifactMissing)
+	c := waitFor(t, nsAll, "art-discovery", metalv1alpha1.BootConfigurationStateError, metalv1alpha1.ReasonArtifactMissing)
 	assert.Equal(t, initramfs+": no such file", c.Message)
 
 	restore()
-	waitFor(t, nsAll, "art-discovery", metalv1alpha1.BootConfigurationStateReady, boot.ReasonReady)
+	waitFor(t, nsAll, "art-discovery", metalv1alpha1.BootConfigurationStateReady, metalv1alpha1.ReasonBootReady)
 }
 
 // A Ready boot configuration's status is not rewritten by reconciles that change nothing.
@@ -144,7 +144,7 @@ func TestStatusIsWrittenOnlyWhenItChanges(t *testing.T) {
 	createServer(t, "quiet", nil, "52:54:00:aa:06:01")
 	createSecret(t, nsAll, "quiet-ignition", ignitionJSON)
 	createSBC(t, nsAll, "quiet-discovery", "quiet", metalv1alpha1.BootPurposeDiscovery, "quiet-ignition")
-	waitFor(t, nsAll, "quiet-discovery", metalv1alpha1.BootConfigurationStateReady, boot.ReasonReady)
+	waitFor(t, nsAll, "quiet-discovery", metalv1alpha1.BootConfigurationStateReady, metalv1alpha1.ReasonBootReady)
 	// Counted from here: a cache that had not seen the Secret yet may have written Error first.
 	base := statusWritesOf(nsAll, "quiet-discovery")
 
@@ -162,7 +162,7 @@ func TestStatusIsWrittenOnlyWhenItChanges(t *testing.T) {
 	require.NoError(t, k8s.Get(context.Background(), client.ObjectKey{Namespace: nsAll, Name: "quiet-ignition"}, &sec))
 	sec.Data = map[string][]byte{}
 	require.NoError(t, k8s.Update(context.Background(), &sec))
-	waitFor(t, nsAll, "quiet-discovery", metalv1alpha1.BootConfigurationStateError, boot.ReasonIgnitionUnreadable)
+	waitFor(t, nsAll, "quiet-discovery", metalv1alpha1.BootConfigurationStateError, metalv1alpha1.ReasonIgnitionUnreadable)
 	assert.Equal(t, base+1, statusWritesOf(nsAll, "quiet-discovery"), "one write: Error; none for the reconciles that changed nothing")
 }
 
@@ -176,7 +176,7 @@ func TestServerFilterLeavesOthersAlone(t *testing.T) {
 	createServer(t, "ours", map[string]string{filterLabel: "ours"}, "52:54:00:aa:07:02")
 	createSecret(t, nsFiltered, "ours-ignition", ignitionJSON)
 	createSBC(t, nsFiltered, "ours-discovery", "ours", metalv1alpha1.BootPurposeDiscovery, "ours-ignition")
-	waitFor(t, nsFiltered, "ours-discovery", metalv1alpha1.BootConfigurationStateReady, boot.ReasonReady)
+	waitFor(t, nsFiltered, "ours-discovery", metalv1alpha1.BootConfigurationStateReady, metalv1alpha1.ReasonBootReady)
 
 	theirs := getSBC(t, nsFiltered, "theirs-discovery")
 	assert.Empty(t, theirs.Status.State)
@@ -186,7 +186,7 @@ func TestServerFilterLeavesOthersAlone(t *testing.T) {
 	createSecret(t, nsFiltered, "ghost-ignition", ignitionJSON)
 	createSBC(t, nsFiltered, "ghost-discovery", "ghost", metalv1alpha1.BootPurposeDiscovery, "ghost-ignition")
 	createSBC(t, nsFiltered, "ours-cleanup", "ours", metalv1alpha1.BootPurposeCleanup, "ours-ignition")
-	waitFor(t, nsFiltered, "ours-cleanup", metalv1alpha1.BootConfigurationStateReady, boot.ReasonReady)
+	waitFor(t, nsFiltered, "ours-cleanup", metalv1alpha1.BootConfigurationStateReady, metalv1alpha1.ReasonBootReady)
 	assert.Empty(t, getSBC(t, nsFiltered, "ghost-discovery").Status.State)
 
 	// Labelled later, the server becomes this service's.
@@ -194,7 +194,7 @@ func TestServerFilterLeavesOthersAlone(t *testing.T) {
 	require.NoError(t, k8s.Get(context.Background(), client.ObjectKey{Name: "theirs"}, &s))
 	s.Labels = map[string]string{filterLabel: "ours"}
 	require.NoError(t, k8s.Update(context.Background(), &s))
-	waitFor(t, nsFiltered, "theirs-discovery", metalv1alpha1.BootConfigurationStateReady, boot.ReasonReady)
+	waitFor(t, nsFiltered, "theirs-discovery", metalv1alpha1.BootConfigurationStateReady, metalv1alpha1.ReasonBootReady)
 }
 
 // A boot configuration for another boot operator (its boot-operator label) is left alone:
@@ -215,6 +215,6 @@ func TestAnotherBootOperatorsConfigurationIsLeftAlone(t *testing.T) {
 	labelled("elsewhere-discovery", metalv1alpha1.BootPurposeDiscovery, "another-boot-operator")
 	// Created after, so reconciled after (one queue, one worker).
 	labelled("elsewhere-cleanup", metalv1alpha1.BootPurposeCleanup, metalv1alpha1.BootOperatorIronfleet)
-	waitFor(t, nsAll, "elsewhere-cleanup", metalv1alpha1.BootConfigurationStateReady, boot.ReasonReady)
+	waitFor(t, nsAll, "elsewhere-cleanup", metalv1alpha1.BootConfigurationStateReady, metalv1alpha1.ReasonBootReady)
 	assert.Empty(t, getSBC(t, nsAll, "elsewhere-discovery").Status.State, "another boot operator's configuration is not touched")
 }

@@ -38,18 +38,6 @@ import (
 // IgnitionServed condition False, ends the probe boot (the registry then refuses its token) and
 // makes a new one with new secrets.
 
-// Reasons of the IgnitionServed condition (and of the Warning events of an ended boot), and the
-// Ready reason of an ended boot.
-const (
-	ReasonIgnitionServedOnce = "ServedOnce"
-	ReasonSecondFetchRefused = "SecondFetchRefused"
-	ReasonWrongHost          = "WrongHost"
-	ReasonBootEnded          = "BootEnded"
-	// eventRequestRefused: a request from another address than the server's lease, refused;
-	// the boot goes on (the lease says which host is the server).
-	eventRequestRefused = "BootRequestRefused"
-)
-
 // Where status.secrets.hostAddress came from.
 const (
 	hostFromLease      = "Lease"
@@ -125,7 +113,7 @@ func decide(sbc *metalv1alpha1.ServerBootConfiguration, leased []netip.Addr, add
 		case rec.HostAddress == "":
 			rec.HostAddress, rec.HostAddressSource, d.write = a, hostFromFirstFetch, true
 		case rec.HostAddress != a:
-			return endWith(ReasonWrongHost, fmt.Sprintf("the boot is bound to %s (the first address to fetch one of its artifacts), and %s asked for its %s: one of them is not the server; refused, and the boot is ended: a new boot with new secrets follows", rec.HostAddress, a, kind))
+			return endWith(metalv1alpha1.ReasonWrongHost, fmt.Sprintf("the boot is bound to %s (the first address to fetch one of its artifacts), and %s asked for its %s: one of them is not the server; refused, and the boot is ended: a new boot with new secrets follows", rec.HostAddress, a, kind))
 		}
 	}
 	switch {
@@ -133,7 +121,7 @@ func decide(sbc *metalv1alpha1.ServerBootConfiguration, leased []netip.Addr, add
 	case rec.IgnitionServedTo == "":
 		at := metav1.NewTime(now)
 		rec.IgnitionServedTo, rec.IgnitionServedAt, d.write = a, &at, true
-		d.cond = &metav1.Condition{Type: metalv1alpha1.ConditionIgnitionServed, Status: metav1.ConditionTrue, Reason: ReasonIgnitionServedOnce,
+		d.cond = &metav1.Condition{Type: metalv1alpha1.ConditionIgnitionServed, Status: metav1.ConditionTrue, Reason: metalv1alpha1.ReasonIgnitionServedOnce,
 			Message: fmt.Sprintf("the %s was served to %s; it is served to no one again", kind, a)}
 	case kind == fetchMedia && rec.IgnitionServedTo == a:
 		// The BMC reads the ISO in ranges, many times over.
@@ -142,7 +130,7 @@ func decide(sbc *metalv1alpha1.ServerBootConfiguration, leased []netip.Addr, add
 		if rec.IgnitionServedAt != nil {
 			served = "at " + rec.IgnitionServedAt.UTC().Format(time.RFC3339)
 		}
-		return endWith(ReasonSecondFetchRefused, fmt.Sprintf("the boot's ignition was served to %s %s; a second fetch (of its %s), from %s, was refused, and the boot is ended: a new boot with new secrets follows", rec.IgnitionServedTo, served, kind, a))
+		return endWith(metalv1alpha1.ReasonSecondFetchRefused, fmt.Sprintf("the boot's ignition was served to %s %s; a second fetch (of its %s), from %s, was refused, and the boot is ended: a new boot with new secrets follows", rec.IgnitionServedTo, served, kind, a))
 	}
 	return d
 }
@@ -238,7 +226,7 @@ func (s *Service) admit(ctx context.Context, w http.ResponseWriter, r *http.Requ
 	case d.end:
 		s.events.Eventf(sbc, nil, corev1.EventTypeWarning, d.cond.Reason, "Boot", "server %s: %s", t.server.Name, d.refuse)
 	case !d.record.Ended:
-		s.events.Eventf(sbc, nil, corev1.EventTypeWarning, eventRequestRefused, "Boot", "server %s: %s; refused", t.server.Name, d.refuse)
+		s.events.Eventf(sbc, nil, corev1.EventTypeWarning, metalv1alpha1.ReasonBootRequestRefused, "Boot", "server %s: %s; refused", t.server.Name, d.refuse)
 	}
 	s.fail(w, http.StatusForbidden, errForbidden)
 	return false

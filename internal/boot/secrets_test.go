@@ -18,7 +18,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	metalv1alpha1 "github.com/ironfleet/ironfleet/apis/metal/v1alpha1"
-	"github.com/ironfleet/ironfleet/internal/boot"
 )
 
 // These tests play the attacker on the provisioning network: a host that is not the server
@@ -86,7 +85,7 @@ func readyBootOf(t *testing.T, ns, name, mac string, purpose metalv1alpha1.BootP
 	createSecret(t, ns, name+"-ignition", data)
 	sbc := name + "-" + strings.ToLower(string(purpose))
 	createSBC(t, ns, sbc, name, purpose, name+"-ignition")
-	waitFor(t, ns, sbc, metalv1alpha1.BootConfigurationStateReady, boot.ReasonReady)
+	waitFor(t, ns, sbc, metalv1alpha1.BootConfigurationStateReady, metalv1alpha1.ReasonBootReady)
 	return sbc
 }
 
@@ -147,11 +146,11 @@ func TestAFirstFetchByAnotherHostEndsTheBootWhenTheServerAsks(t *testing.T) {
 	assertNoSecret(t, body)
 	c := ignitionServed(t, sbc)
 	assert.Equal(t, metav1.ConditionFalse, c.Status)
-	assert.Equal(t, boot.ReasonWrongHost, c.Reason)
+	assert.Equal(t, metalv1alpha1.ReasonWrongHost, c.Reason)
 	assert.Contains(t, c.Message, attackerAddr)
 	assert.Contains(t, c.Message, hostAddr)
-	waitFor(t, nsAll, sbc, metalv1alpha1.BootConfigurationStateError, boot.ReasonBootEnded)
-	assertWarning(t, sbc, boot.ReasonWrongHost)
+	waitFor(t, nsAll, sbc, metalv1alpha1.BootConfigurationStateError, metalv1alpha1.ReasonBootEnded)
+	assertWarning(t, sbc, metalv1alpha1.ReasonWrongHost)
 }
 
 // A boot's ignition is served once: the second fetch, even from the host it went to, and even
@@ -179,7 +178,7 @@ func TestASecondFetchIsRefusedAndEndsTheBoot(t *testing.T) {
 	require.Equal(t, http.StatusNoContent, post(t, progress, `{"stage":"IgnitionFetched"}`))
 	c := ignitionServed(t, sbc)
 	assert.Equal(t, metav1.ConditionTrue, c.Status)
-	assert.Equal(t, boot.ReasonIgnitionServedOnce, c.Reason)
+	assert.Equal(t, metalv1alpha1.ReasonIgnitionServedOnce, c.Reason)
 
 	code, body := getFrom(t, host, other.URL+"/ignition/"+id)
 	assert.Equal(t, http.StatusForbidden, code, "the other replica knows it was served")
@@ -190,15 +189,15 @@ func TestASecondFetchIsRefusedAndEndsTheBoot(t *testing.T) {
 
 	c = ignitionServed(t, sbc)
 	assert.Equal(t, metav1.ConditionFalse, c.Status)
-	assert.Equal(t, boot.ReasonSecondFetchRefused, c.Reason)
+	assert.Equal(t, metalv1alpha1.ReasonSecondFetchRefused, c.Reason)
 	assert.Contains(t, c.Message, hostAddr)
 	rec := getSBC(t, nsAll, sbc).Status.Secrets
 	require.NotNil(t, rec)
 	assert.True(t, rec.Ended)
 	assert.Equal(t, "boot-"+sbc, rec.Boot)
-	assertWarning(t, sbc, boot.ReasonSecondFetchRefused)
+	assertWarning(t, sbc, metalv1alpha1.ReasonSecondFetchRefused)
 	// Ended: not Ready, and nothing of it is served, progress included.
-	waitFor(t, nsAll, sbc, metalv1alpha1.BootConfigurationStateError, boot.ReasonBootEnded)
+	waitFor(t, nsAll, sbc, metalv1alpha1.BootConfigurationStateError, metalv1alpha1.ReasonBootEnded)
 	assert.Equal(t, http.StatusNotFound, post(t, progress, `{"stage":"Reported"}`))
 	assert.Eventually(t, func() bool {
 		code, body := getFrom(t, host, srv.URL+"/ipxe/52:54:00:ee:00:11")
@@ -209,7 +208,7 @@ func TestASecondFetchIsRefusedAndEndsTheBoot(t *testing.T) {
 	cur := getSBC(t, nsAll, sbc)
 	cur.Annotations[metalv1alpha1.AnnotationProbeBoot] = "boot-" + sbc + "-2"
 	require.NoError(t, k8s.Update(context.Background(), cur))
-	waitFor(t, nsAll, sbc, metalv1alpha1.BootConfigurationStateReady, boot.ReasonReady)
+	waitFor(t, nsAll, sbc, metalv1alpha1.BootConfigurationStateReady, metalv1alpha1.ReasonBootReady)
 	newID := bootIDFrom(t, host, srv.URL, "52:54:00:ee:00:11")
 	assert.NotEqual(t, id, newID)
 	code, _ = getFrom(t, host, srv.URL+"/ignition/"+newID)
@@ -232,8 +231,8 @@ func TestTheISOGoesToOneAddress(t *testing.T) {
 	assert.Equal(t, http.StatusForbidden, code)
 	assert.NotContains(t, body, "probe-secret-token")
 	c := ignitionServed(t, "vm-once-discovery")
-	assert.Equal(t, boot.ReasonSecondFetchRefused, c.Reason)
-	waitFor(t, nsAll, "vm-once-discovery", metalv1alpha1.BootConfigurationStateError, boot.ReasonBootEnded)
+	assert.Equal(t, metalv1alpha1.ReasonSecondFetchRefused, c.Reason)
+	waitFor(t, nsAll, "vm-once-discovery", metalv1alpha1.BootConfigurationStateError, metalv1alpha1.ReasonBootEnded)
 	code, _ = getFrom(t, bmc, at)
 	assert.Equal(t, http.StatusNotFound, code)
 }

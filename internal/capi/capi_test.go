@@ -150,7 +150,7 @@ func TestMachineWaitsForEachPrerequisiteInTurn(t *testing.T) {
 	create(t, f.im)
 	im := reconcileMachine(t, f.name)
 	assert.Equal(t, infrav1.MachineReasonWaitingForMachine, readyReason(t, im))
-	assert.Contains(t, im.Finalizers, Finalizer, "the finalizer comes before any claim")
+	assert.Contains(t, im.Finalizers, infrav1.MachineFinalizer, "the finalizer comes before any claim")
 
 	create(t, f.machine)
 	f.own(t)
@@ -178,7 +178,7 @@ func TestMachineWaitsForEachPrerequisiteInTurn(t *testing.T) {
 	assert.Equal(t, infrav1.MachineReasonBootstrapDataInvalid, readyReason(t, im), "too large for a config drive")
 	assert.Contains(t, meta.FindStatusCondition(im.Status.Conditions, infrav1.ConditionReady).Message, "more than")
 	var claims m.ServerClaimList
-	require.NoError(t, k8s.List(context.Background(), &claims, client.InNamespace("default"), client.MatchingLabels{LabelMachine: f.name}))
+	require.NoError(t, k8s.List(context.Background(), &claims, client.InNamespace("default"), client.MatchingLabels{infrav1.LabelMachine: f.name}))
 	assert.Empty(t, claims.Items, "no claim while the machine waits")
 
 	data := []byte("#cloud-config\nhostname: waits\n\x00binary too\n")
@@ -189,7 +189,7 @@ func TestMachineWaitsForEachPrerequisiteInTurn(t *testing.T) {
 
 	var claim m.ServerClaim
 	require.NoError(t, k8s.Get(context.Background(), client.ObjectKey{Namespace: "default", Name: f.name}, &claim), "the claim has the machine's name")
-	assert.Equal(t, f.name, claim.Labels[LabelMachine])
+	assert.Equal(t, f.name, claim.Labels[infrav1.LabelMachine])
 	assert.Equal(t, f.name, claim.Labels[clusterv1.ClusterNameLabel])
 	assert.Empty(t, claim.OwnerReferences, "no owner reference: garbage collection must never release a node's server")
 	assert.Equal(t, f.im.Spec.Image, claim.Spec.Image)

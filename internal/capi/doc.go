@@ -11,17 +11,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
-const (
-	// Finalizer holds an IronfleetMachine until its claim is gone.
-	Finalizer = "infrastructure.cluster.x-k8s.io/ironfleet"
-	// LabelMachine, on a ServerClaim and its bootstrap-data Secret, names the IronfleetMachine
-	// (in the same namespace) they belong to. A label, not an owner reference: clusterctl move
-	// deletes the source's objects, and garbage collection would then release running nodes'
-	// servers (docs/capi.md).
-	LabelMachine = "infrastructure.ironfleet.dev/machine"
-	// bootstrapSecretSuffix names a machine's copy of its bootstrap data, in the claim's form.
-	bootstrapSecretSuffix = "-bootstrap-data"
-)
+// bootstrapSecretSuffix names a machine's copy of its bootstrap data, in the claim's form.
+const bootstrapSecretSuffix = "-bootstrap-data"
 
 // setCondition sets a condition stamped with the generation observed.
 func setCondition(conds *[]metav1.Condition, generation int64, condType string, status metav1.ConditionStatus, reason, message string) {

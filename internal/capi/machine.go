@@ -75,7 +75,7 @@ func (r *MachineReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ct
 	if !m.DeletionTimestamp.IsZero() {
 		return r.delete(ctx, &m, original)
 	}
-	if controllerutil.AddFinalizer(&m, Finalizer) {
+	if controllerutil.AddFinalizer(&m, infrav1.MachineFinalizer) {
 		// The finalizer is written before any claim exists, so none can outlive the machine.
 		if err := r.Client.Patch(ctx, &m, client.MergeFrom(original)); err != nil {
 			return ctrl.Result{}, fmt.Errorf("adding the finalizer: %w", err)
@@ -122,7 +122,7 @@ func (r *MachineReconciler) reconcile(ctx context.Context, m *infrav1.IronfleetM
 			return ctrl.Result{}, err
 		}
 		_, _ = wait(infrav1.MachineReasonClaimNameTaken, "Secret %s/%s%s exists and is not this machine's (no label %s=%s): rename or delete it",
-			m.Namespace, m.Name, bootstrapSecretSuffix, LabelMachine, m.Name)
+			m.Namespace, m.Name, bootstrapSecretSuffix, infrav1.LabelMachine, m.Name)
 		return ctrl.Result{RequeueAfter: bootstrapDataRecheck}, nil // nothing watches Secrets
 	}
 	claim, taken, err := r.ensureClaim(ctx, m, machine, cluster.Name, label)
@@ -130,7 +130,7 @@ func (r *MachineReconciler) reconcile(ctx context.Context, m *infrav1.IronfleetM
 		return ctrl.Result{}, err
 	}
 	if taken {
-		return wait(infrav1.MachineReasonClaimNameTaken, "ServerClaim %s/%s exists and is not this machine's (no label %s=%s): rename or delete it", m.Namespace, m.Name, LabelMachine, m.Name)
+		return wait(infrav1.MachineReasonClaimNameTaken, "ServerClaim %s/%s exists and is not this machine's (no label %s=%s): rename or delete it", m.Namespace, m.Name, infrav1.LabelMachine, m.Name)
 	}
 	return r.observeClaim(ctx, m, claim, label)
 }
@@ -181,7 +181,7 @@ func (r *MachineReconciler) ensureIgnitionSecret(ctx context.Context, m *infrav1
 		return false, nil
 	case err != nil:
 		return false, fmt.Errorf("reading ignition Secret %s: %w", name, err)
-	case s.Labels[LabelMachine] != m.Name:
+	case s.Labels[infrav1.LabelMachine] != m.Name:
 		return true, nil
 	case bytes.Equal(s.Data[metalv1alpha1.IgnitionSecretKey], data):
 		return false, nil
@@ -200,7 +200,7 @@ func (r *MachineReconciler) ensureClaim(ctx context.Context, m *infrav1.Ironflee
 	err := r.Client.Get(ctx, client.ObjectKeyFromObject(m), &claim)
 	switch {
 	case err == nil:
-		return &claim, claim.Labels[LabelMachine] != m.Name, nil
+		return &claim, claim.Labels[infrav1.LabelMachine] != m.Name, nil
 	case !apierrors.IsNotFound(err):
 		return nil, false, fmt.Errorf("reading ServerClaim %s: %w", m.Name, err)
 	}
@@ -326,13 +326,13 @@ func addresses(hostname string, s *metalv1alpha1.Server) clusterv1.MachineAddres
 // delete releases the claim (the operator wipes and pools its server) and waits for it to go
 // before letting the machine go.
 func (r *MachineReconciler) delete(ctx context.Context, m, original *infrav1.IronfleetMachine) (ctrl.Result, error) {
-	if !controllerutil.ContainsFinalizer(m, Finalizer) {
+	if !controllerutil.ContainsFinalizer(m, infrav1.MachineFinalizer) {
 		return ctrl.Result{}, nil
 	}
 	var claim metalv1alpha1.ServerClaim
 	err := r.Client.Get(ctx, client.ObjectKeyFromObject(m), &claim)
 	switch {
-	case err == nil && claim.Labels[LabelMachine] == m.Name:
+	case err == nil && claim.Labels[infrav1.LabelMachine] == m.Name:
 		if claim.DeletionTimestamp.IsZero() {
 			if err := r.Client.Delete(ctx, &claim); client.IgnoreNotFound(err) != nil {
 				return ctrl.Result{}, fmt.Errorf("deleting ServerClaim %s: %w", claim.Name, err)
@@ -348,7 +348,7 @@ func (r *MachineReconciler) delete(ctx context.Context, m, original *infrav1.Iro
 	}
 	secret := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: m.Namespace, Name: m.Name + bootstrapSecretSuffix}}
 	var s corev1.Secret
-	if err := r.APIReader.Get(ctx, client.ObjectKeyFromObject(secret), &s); err == nil && s.Labels[LabelMachine] == m.Name {
+	if err := r.APIReader.Get(ctx, client.ObjectKeyFromObject(secret), &s); err == nil && s.Labels[infrav1.LabelMachine] == m.Name {
 		if err := r.Client.Delete(ctx, &s); client.IgnoreNotFound(err) != nil {
 			return ctrl.Result{}, fmt.Errorf("deleting ignition Secret %s: %w", s.Name, err)
 		}
@@ -356,7 +356,7 @@ func (r *MachineReconciler) delete(ctx context.Context, m, original *infrav1.Iro
 		return ctrl.Result{}, fmt.Errorf("reading ignition Secret %s: %w", secret.Name, err)
 	}
 	before := m.DeepCopy()
-	controllerutil.RemoveFinalizer(m, Finalizer)
+	controllerutil.RemoveFinalizer(m, infrav1.MachineFinalizer)
 	if err := r.Client.Patch(ctx, m, client.MergeFrom(before)); client.IgnoreNotFound(err) != nil {
 		return ctrl.Result{}, fmt.Errorf("removing the finalizer: %w", err)
 	}
@@ -377,5 +377,5 @@ func (r *MachineReconciler) finish(ctx context.Context, m, original *infrav1.Iro
 
 // ownLabels mark a claim or Secret as a machine's, and of which cluster.
 func ownLabels(m *infrav1.IronfleetMachine, clusterName string) map[string]string {
-	return map[string]string{LabelMachine: m.Name, clusterv1.ClusterNameLabel: clusterName}
+	return map[string]string{infrav1.LabelMachine: m.Name, clusterv1.ClusterNameLabel: clusterName}
 }

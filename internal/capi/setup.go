@@ -62,7 +62,7 @@ func (r *MachineReconciler) clusterToMachines(ctx context.Context, o client.Obje
 
 // claimToMachine wakes the IronfleetMachine a claim belongs to (its label).
 func claimToMachine(_ context.Context, o client.Object) []reconcile.Request {
-	name := o.GetLabels()[LabelMachine]
+	name := o.GetLabels()[infrav1.LabelMachine]
 	if name == "" {
 		return nil
 	}

@@ -30,10 +30,6 @@ import (
 	"github.com/ironfleet/ironfleet/internal/fsm"
 )
 
-// BMCFinalizer lets the BMC reconciler delete the BMC's unclaimed Servers (and keep the
-// claimed ones) before the BMC goes.
-const BMCFinalizer = "metal.ironfleet.dev/bmc"
-
 // Field indexes the BMC reconciler looks objects up by.
 const (
 	indexBMCBySecret   = "spec.bmcSecretRef.name"
@@ -87,7 +83,7 @@ func (r *BMCReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.R
 		if errors.As(err, &waiting) {
 			log.FromContext(ctx).Info(waiting.Error())
 			if r.tellOnce(&b, "waiting") {
-				r.Events.Eventf(&b, nil, corev1.EventTypeNormal, ReasonWaitingForServers, "Delete",
+				r.Events.Eventf(&b, nil, corev1.EventTypeNormal, metalv1alpha1.ReasonWaitingForServers, "Delete",
 					"deleted: waits for server(s) %s to be wiped and deleted through this BMC; %s=true on a Server lets it go without its wipe",
 					strings.Join(waiting.servers, ", "), metalv1alpha1.AnnotationDeleteWithoutWipe)
 			}
@@ -96,7 +92,7 @@ func (r *BMCReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.R
 		return ctrl.Result{}, err
 	}
 	read := b.ResourceVersion
-	if controllerutil.AddFinalizer(&b, BMCFinalizer) {
+	if controllerutil.AddFinalizer(&b, metalv1alpha1.BMCFinalizer) {
 		if err := r.Client.Update(ctx, &b); err != nil {
 			return ctrl.Result{}, fmt.Errorf("adding finalizer: %w", err)
 		}
@@ -340,9 +336,6 @@ func (e errWaitingForServers) Error() string {
 	return fmt.Sprintf("BMC %s waits for %d of its servers to be wiped and deleted", e.bmc, len(e.servers))
 }
 
-// ReasonWaitingForServers: the event of a deleted BMC that waits for its Servers' wipes.
-const ReasonWaitingForServers = "WaitingForServers"
-
 // tellOnce says whether a deleted BMC's event about what has not been recorded yet, and
 // remembers that it now is.
 func (r *BMCReconciler) tellOnce(b *metalv1alpha1.BMC, what string) bool {
@@ -366,7 +359,7 @@ func (r *BMCReconciler) forgetTold(b *metalv1alpha1.BMC) {
 // a Server that may hold a tenant's data is wiped through this BMC first (ServerFinalizer) —
 // and then lets the BMC go.
 func (r *BMCReconciler) delete(ctx context.Context, b *metalv1alpha1.BMC) error {
-	if !controllerutil.ContainsFinalizer(b, BMCFinalizer) {
+	if !controllerutil.ContainsFinalizer(b, metalv1alpha1.BMCFinalizer) {
 		return nil
 	}
 	var servers metalv1alpha1.ServerList
@@ -379,7 +372,7 @@ func (r *BMCReconciler) delete(ctx context.Context, b *metalv1alpha1.BMC) error 
 		if s.Spec.ServerClaimRef != nil && s.DeletionTimestamp.IsZero() {
 			if r.tellOnce(b, "kept/"+s.Name) {
 				log.FromContext(ctx).Info("keeping claimed server of deleted BMC", "server", s.Name, "claim", s.Spec.ServerClaimRef.Name)
-				r.Events.Eventf(b, s, corev1.EventTypeWarning, "ClaimedServerKept", "Delete",
+				r.Events.Eventf(b, s, corev1.EventTypeWarning, metalv1alpha1.ReasonClaimedServerKept, "Delete",
 					"server %s is claimed by %s/%s and was kept: it stays its tenant's; released, it waits in Cleanup for a BMC of this name to wipe it through (make it again, or its Endpoint)", s.Name, s.Spec.ServerClaimRef.Namespace, s.Spec.ServerClaimRef.Name)
 			}
 			continue
@@ -389,7 +382,7 @@ func (r *BMCReconciler) delete(ctx context.Context, b *metalv1alpha1.BMC) error 
 				return fmt.Errorf("deleting server %s: %w", s.Name, err)
 			}
 		}
-		if controllerutil.ContainsFinalizer(s, ServerFinalizer) {
+		if controllerutil.ContainsFinalizer(s, metalv1alpha1.ServerFinalizer) {
 			// It may hold a tenant's data: it is wiped, through this BMC, before it goes.
 			going = append(going, s.Name)
 		}
@@ -400,7 +393,7 @@ func (r *BMCReconciler) delete(ctx context.Context, b *metalv1alpha1.BMC) error 
 	r.Clients.Forget(b.Name)
 	r.forgetTold(b)
 	read := b.ResourceVersion
-	controllerutil.RemoveFinalizer(b, BMCFinalizer)
+	controllerutil.RemoveFinalizer(b, metalv1alpha1.BMCFinalizer)
 	if err := r.Client.Update(ctx, b); err != nil {
 		return err
 	}

@@ -14,7 +14,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	m "github.com/ironfleet/ironfleet/apis/metal/v1alpha1"
-	"github.com/ironfleet/ironfleet/internal/controller"
 	"github.com/ironfleet/ironfleet/test/bmcsim"
 )
 
@@ -64,7 +63,7 @@ func TestDirectBMCCreatesOneServerPerSystem(t *testing.T) {
 	assert.Equal(t, "1.2.3", b.Status.FirmwareVersion)
 	assert.Equal(t, "BMC-direct", b.Status.SerialNumber)
 	assert.NotNil(t, b.Status.LastSeen)
-	assert.Contains(t, b.Finalizers, controller.BMCFinalizer)
+	assert.Contains(t, b.Finalizers, m.BMCFinalizer)
 
 	for _, spec := range []bmcsim.SystemSpec{testSystem(0), testSystem(1)} {
 		name := strings.ToLower(spec.UUID)
@@ -80,7 +79,7 @@ func TestDirectBMCCreatesOneServerPerSystem(t *testing.T) {
 		assert.Equal(t, spec.Model, s.Status.Model)
 		assert.Equal(t, spec.SerialNumber, s.Status.SerialNumber)
 		assert.Equal(t, spec.BIOSVersion, s.Status.BIOSVersion)
-		assert.Equal(t, "direct", s.Labels[controller.LabelBMC])
+		assert.Equal(t, "direct", s.Labels[m.LabelBMC])
 
 		inv := s.Status.Inventory
 		var cores, sockets int32
@@ -206,7 +205,7 @@ func TestDeletingABMCKeepsClaimedServers(t *testing.T) {
 
 	var servers m.ServerList
 	eventually(t, 20*time.Second, func() bool {
-		_ = k8s.List(ctx, &servers, client.MatchingLabels{controller.LabelBMC: "deleteme"})
+		_ = k8s.List(ctx, &servers, client.MatchingLabels{m.LabelBMC: "deleteme"})
 		return len(servers.Items) == 1
 	}, "one server (the address names one system)")
 	// A tenant's claim holds the server (bound by hand here: the server never gets discovered).

@@ -23,7 +23,6 @@ import (
 
 	m "github.com/ironfleet/ironfleet/apis/metal/v1alpha1"
 	"github.com/ironfleet/ironfleet/internal/bmc/redfish"
-	"github.com/ironfleet/ironfleet/internal/controller"
 	"github.com/ironfleet/ironfleet/test/bmcsim"
 )
 
@@ -222,7 +221,7 @@ func serverUIDs(pools []*pool) map[string]types.UID {
 	out := map[string]types.UID{}
 	for _, p := range pools {
 		var list m.ServerList
-		if err := k8s.List(context.Background(), &list, client.MatchingLabels{controller.LabelBMC: p.name}); err != nil {
+		if err := k8s.List(context.Background(), &list, client.MatchingLabels{m.LabelBMC: p.name}); err != nil {
 			return nil
 		}
 		for _, s := range list.Items {

@@ -21,13 +21,6 @@ import (
 	"github.com/ironfleet/ironfleet/internal/identity"
 )
 
-// Labels Ironfleet puts on Servers, for selectors in claims.
-const (
-	LabelBMC          = "metal.ironfleet.dev/bmc"
-	LabelManufacturer = "metal.ironfleet.dev/manufacturer"
-	LabelModel        = "metal.ironfleet.dev/model"
-)
-
 // syncServers makes sure each system the BMC lists has its Server, and refreshes what the
 // systems list says about each (identity and power): no extra Redfish calls for known servers.
 // It reports whether a write lost a race, so the caller comes back soon rather than at the
@@ -156,7 +149,7 @@ func (r *BMCReconciler) ensureServer(ctx context.Context, b *metalv1alpha1.BMC, 
 			return existing, err
 		}
 		server = metalv1alpha1.Server{
-			ObjectMeta: metav1.ObjectMeta{Name: candidate.name, Labels: serverLabels(b, sys), Finalizers: []string{ServerFinalizer}},
+			ObjectMeta: metav1.ObjectMeta{Name: candidate.name, Labels: serverLabels(b, sys), Finalizers: []string{metalv1alpha1.ServerFinalizer}},
 			Spec: metalv1alpha1.ServerSpec{
 				SystemUUID: identity.Normalize(sys.UUID),
 				SystemURI:  sys.URI,
@@ -169,13 +162,13 @@ func (r *BMCReconciler) ensureServer(ctx context.Context, b *metalv1alpha1.BMC, 
 		if duplicateOf != nil {
 			// Once, when the second Server is made: the polls after it find that Server by its
 			// name, and the duplicate stays visible in both Servers' spec.systemUUID.
-			r.Events.Eventf(b, duplicateOf, corev1.EventTypeWarning, "DuplicateSystemUUID", "CreateServer",
+			r.Events.Eventf(b, duplicateOf, corev1.EventTypeWarning, metalv1alpha1.ReasonDuplicateSystemUUID, "CreateServer",
 				"system %s reports UUID %s, already used by server %s of another BMC; naming it by BMC and Id", sys.URI, sys.UUID, duplicateOf.Name)
 		}
 		if candidate.notByUUID == "" {
-			r.Events.Eventf(b, &server, corev1.EventTypeNormal, "ServerCreated", "CreateServer", "created server %s for system %s, named by its UUID", candidate.name, sys.URI)
+			r.Events.Eventf(b, &server, corev1.EventTypeNormal, metalv1alpha1.ReasonServerCreated, "CreateServer", "created server %s for system %s, named by its UUID", candidate.name, sys.URI)
 		} else {
-			r.Events.Eventf(b, &server, corev1.EventTypeNormal, "ServerCreated", "CreateServer", "created server %s for system %s, named by BMC and Id: %s", candidate.name, sys.URI, candidate.notByUUID)
+			r.Events.Eventf(b, &server, corev1.EventTypeNormal, metalv1alpha1.ReasonServerCreated, "CreateServer", "created server %s for system %s, named by BMC and Id: %s", candidate.name, sys.URI, candidate.notByUUID)
 		}
 		return &server, nil
 	}
@@ -216,13 +209,13 @@ func (r *BMCReconciler) takeOver(ctx context.Context, b *metalv1alpha1.BMC, sys 
 	if server.Labels == nil {
 		server.Labels = map[string]string{}
 	}
-	server.Labels[LabelBMC] = labelValue(b.Name)
+	server.Labels[metalv1alpha1.LabelBMC] = labelValue(b.Name)
 	if err := r.Client.Patch(ctx, server, client.MergeFromWithOptions(before, client.MergeFromWithOptimisticLock{})); err != nil {
 		return false, fmt.Errorf("taking over server %s of deleted BMC %s: %w", server.Name, old, err)
 	}
-	r.Events.Eventf(b, server, corev1.EventTypeNormal, "ServerTakenOver", "TakeOverServer",
+	r.Events.Eventf(b, server, corev1.EventTypeNormal, metalv1alpha1.ReasonServerTakenOver, "TakeOverServer",
 		"system %s is server %s's machine (UUID %s), whose BMC %s is gone: the server is this BMC's now", sys.URI, server.Name, identity.Normalize(sys.UUID), old)
-	r.Events.Eventf(server, b, corev1.EventTypeNormal, "ServerTakenOver", "TakeOverServer", "its BMC %s is gone; BMC %s reaches the machine now", old, b.Name)
+	r.Events.Eventf(server, b, corev1.EventTypeNormal, metalv1alpha1.ReasonServerTakenOver, "TakeOverServer", "its BMC %s is gone; BMC %s reaches the machine now", old, b.Name)
 	return true, nil
 }
 
@@ -253,12 +246,12 @@ func serverLabels(b *metalv1alpha1.BMC, sys bmc.SystemInfo) map[string]string {
 	for k, v := range b.Labels {
 		labels[k] = v
 	}
-	labels[LabelBMC] = labelValue(b.Name)
+	labels[metalv1alpha1.LabelBMC] = labelValue(b.Name)
 	if v := labelValue(sys.Manufacturer); v != "" {
-		labels[LabelManufacturer] = v
+		labels[metalv1alpha1.LabelManufacturer] = v
 	}
 	if v := labelValue(sys.Model); v != "" {
-		labels[LabelModel] = v
+		labels[metalv1alpha1.LabelModel] = v
 	}
 	return labels
 }

@@ -143,14 +143,14 @@ func TestEnsureServerNamesADuplicateOfAnotherBMCByBMCAndId(t *testing.T) {
 func TestEnsureServerTakesOverTheServerOfADeletedBMC(t *testing.T) {
 	b := &m.BMC{ObjectMeta: metav1.ObjectMeta{Name: "new"}}
 	kept := serverOfBMC(goodUUID, "gone", "/redfish/v1/Systems/old", goodUUID)
-	kept.Labels = map[string]string{LabelBMC: "gone", "rack": "r1"}
+	kept.Labels = map[string]string{m.LabelBMC: "gone", "rack": "r1"}
 	r, c, rec := bmcReconcilerWith(kept, serverOfBMC("gone-2", "gone", "/redfish/v1/Systems/2", ""))
 	s := ensure(t, r, b, []bmc.SystemInfo{system("1", goodUUID)}, 0)
 	assert.Equal(t, goodUUID, s.Name, "the same Server")
 	require.NoError(t, c.Get(context.Background(), client.ObjectKey{Name: goodUUID}, s))
 	assert.Equal(t, "new", s.Spec.BMCRef.Name)
 	assert.Equal(t, "/redfish/v1/Systems/1", s.Spec.SystemURI)
-	assert.Equal(t, map[string]string{LabelBMC: "new", "rack": "r1"}, s.Labels)
+	assert.Equal(t, map[string]string{m.LabelBMC: "new", "rack": "r1"}, s.Labels)
 	assert.Contains(t, <-rec.Events, "ServerTakenOver")
 	assert.Equal(t, "new-2", ensure(t, r, b, []bmc.SystemInfo{system("1", goodUUID), system("2", "")}, 1).Name,
 		"a system named by BMC and Id gets its own")

@@ -18,16 +18,6 @@ import (
 	metalv1alpha1 "github.com/ironfleet/ironfleet/apis/metal/v1alpha1"
 )
 
-// BMCSecretFinalizer keeps a BMCSecret while a BMC names it. A deleted BMC waits for its
-// servers' wipes (ServerFinalizer), which it does with these credentials: a BMCSecret deleted
-// with its BMC (kubectl delete -f of both; the garbage collector's foreground deletion of the
-// Endpoint that made both) would leave those wipes waiting for ever. A BMCSecret deleted while in
-// use goes once no BMC names it, as a PersistentVolumeClaim in use by a Pod does.
-const BMCSecretFinalizer = "metal.ironfleet.dev/bmc-secret"
-
-// ReasonInUse: a deleted BMCSecret is kept while BMCs use it.
-const ReasonInUse = "InUse"
-
 // BMCSecretReconciler keeps BMCSecrets in use (BMCSecretFinalizer). It looks BMCs up by the
 // index the BMC reconciler registers (indexBMCBySecret), so it is set up after that one.
 type BMCSecretReconciler struct {
@@ -58,17 +48,17 @@ func (r *BMCSecretReconciler) Reconcile(ctx context.Context, req ctrl.Request) (
 	before := secret.DeepCopy()
 	switch {
 	case len(users) > 0 && deleting:
-		r.Events.Eventf(&secret, nil, corev1.EventTypeNormal, ReasonInUse, "Delete",
+		r.Events.Eventf(&secret, nil, corev1.EventTypeNormal, metalv1alpha1.ReasonInUse, "Delete",
 			"kept while BMC(s) %s use it (a deleted BMC's servers are wiped with it); it goes once none does", strings.Join(users, ", "))
 		return ctrl.Result{}, nil
 	case len(users) > 0:
 		// Once deleted, no finalizer can be added: a BMCSecret deleted before its BMC was
 		// first seen is not kept (the BMC says its credentials are gone).
-		if !controllerutil.AddFinalizer(&secret, BMCSecretFinalizer) {
+		if !controllerutil.AddFinalizer(&secret, metalv1alpha1.BMCSecretFinalizer) {
 			return ctrl.Result{}, nil
 		}
 	case deleting:
-		if !controllerutil.RemoveFinalizer(&secret, BMCSecretFinalizer) {
+		if !controllerutil.RemoveFinalizer(&secret, metalv1alpha1.BMCSecretFinalizer) {
 			return ctrl.Result{}, nil
 		}
 	default:

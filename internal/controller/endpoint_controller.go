@@ -20,32 +20,6 @@ import (
 	"github.com/ironfleet/ironfleet/internal/macdb"
 )
 
-// Reasons of an Endpoint's conditions.
-const (
-	EndpointReasonMatched          = "Matched"
-	EndpointReasonNoMatchingPrefix = "NoMatchingPrefix"
-	EndpointReasonBMCCreated       = "BMCCreated"
-	EndpointReasonNoIP             = "NoIPAddress"
-	EndpointReasonNoCredential     = "NoDefaultCredentialAuthenticated"
-
-	// AnnotationCredentialIndex on a BMCSecret records which of the MAC-prefix entry's default
-	// credentials authenticated.
-	AnnotationCredentialIndex = "metal.ironfleet.dev/default-credential-index"
-
-	// ReasonDeletingBMC: a deleted Endpoint deletes the BMC it made, and waits for it to go.
-	ReasonDeletingBMC = "DeletingBMC"
-	// ReasonBMCSecretRestored: the BMCSecret of the Endpoint's BMC was gone, and was made again.
-	ReasonBMCSecretRestored = "BMCSecretRestored"
-)
-
-// EndpointFinalizer keeps a deleted Endpoint until the BMC it made is gone. The BMC reaches its
-// machines at the Endpoint's address, and a deleted BMC waits for its servers' wipes
-// (ServerFinalizer), which need that address: an Endpoint that went at once would leave them
-// unreachable, and its garbage-collected BMC waiting for ever. So a deleted Endpoint deletes its
-// BMC itself (the garbage collector does not, while the Endpoint is there) and goes after it; its
-// BMCSecret, which it owns, is garbage-collected then.
-const EndpointFinalizer = "metal.ironfleet.dev/endpoint"
-
 // EndpointReconciler matches an Endpoint's MAC against the MAC-prefix database and, on a match,
 // creates the BMC and BMCSecret for it with the first default credential that authenticates.
 type EndpointReconciler struct {
@@ -72,7 +46,7 @@ func (r *EndpointReconciler) Reconcile(ctx context.Context, req ctrl.Request) (c
 	if !ep.DeletionTimestamp.IsZero() {
 		return ctrl.Result{}, r.delete(ctx, &ep)
 	}
-	if controllerutil.AddFinalizer(&ep, EndpointFinalizer) {
+	if controllerutil.AddFinalizer(&ep, metalv1alpha1.EndpointFinalizer) {
 		if err := r.Client.Update(ctx, &ep); err != nil {
 			return ctrl.Result{}, client.IgnoreNotFound(err)
 		}
@@ -87,17 +61,17 @@ func (r *EndpointReconciler) reconcile(ctx context.Context, ep *metalv1alpha1.En
 	entry, ok := r.MACDB.Lookup(ep.Spec.MACAddress)
 	if !ok {
 		ep.Status.MACPrefix, ep.Status.Manufacturer, ep.Status.Protocol, ep.Status.Scheme, ep.Status.Port = "", "", "", "", 0
-		setCondition(&ep.Status.Conditions, ep.Generation, metalv1alpha1.ConditionMatched, metav1.ConditionFalse, EndpointReasonNoMatchingPrefix,
+		setCondition(&ep.Status.Conditions, ep.Generation, metalv1alpha1.ConditionMatched, metav1.ConditionFalse, metalv1alpha1.EndpointReasonNoMatchingPrefix,
 			fmt.Sprintf("MAC %s matches none of the %d prefixes in the MAC-prefix database; no BMC was created", ep.Spec.MACAddress, r.MACDB.Len()))
 		return ctrl.Result{}, nil
 	}
 	ep.Status.MACPrefix, ep.Status.Manufacturer = entry.MACPrefix, entry.Manufacturer
 	ep.Status.Protocol, ep.Status.Scheme, ep.Status.Port = string(entry.Protocol), entry.Scheme, entry.Port
-	setCondition(&ep.Status.Conditions, ep.Generation, metalv1alpha1.ConditionMatched, metav1.ConditionTrue, EndpointReasonMatched,
+	setCondition(&ep.Status.Conditions, ep.Generation, metalv1alpha1.ConditionMatched, metav1.ConditionTrue, metalv1alpha1.EndpointReasonMatched,
 		fmt.Sprintf("MAC prefix %s: %s, %s", entry.MACPrefix, entry.Manufacturer, entry.Protocol))
 
 	if ep.Spec.IP == "" {
-		setCondition(&ep.Status.Conditions, ep.Generation, metalv1alpha1.ConditionReady, metav1.ConditionFalse, EndpointReasonNoIP, "waiting for spec.ip to reach the BMC")
+		setCondition(&ep.Status.Conditions, ep.Generation, metalv1alpha1.ConditionReady, metav1.ConditionFalse, metalv1alpha1.EndpointReasonNoIP, "waiting for spec.ip to reach the BMC")
 		return ctrl.Result{}, nil
 	}
 
@@ -110,7 +84,7 @@ func (r *EndpointReconciler) reconcile(ctx context.Context, ep *metalv1alpha1.En
 			}
 		}
 		ep.Status.BMCRef = &metalv1alpha1.LocalObjectReference{Name: existing.Name}
-		setCondition(&ep.Status.Conditions, ep.Generation, metalv1alpha1.ConditionReady, metav1.ConditionTrue, EndpointReasonBMCCreated, "BMC "+existing.Name+" manages this endpoint")
+		setCondition(&ep.Status.Conditions, ep.Generation, metalv1alpha1.ConditionReady, metav1.ConditionTrue, metalv1alpha1.EndpointReasonBMCCreated, "BMC "+existing.Name+" manages this endpoint")
 		return ctrl.Result{}, nil
 	}
 	if !apierrors.IsNotFound(err) {
@@ -121,7 +95,7 @@ func (r *EndpointReconciler) reconcile(ctx context.Context, ep *metalv1alpha1.En
 	if err != nil {
 		reason := bmc.Reason(err)
 		if reason == metalv1alpha1.BMCReasonAuthenticationFailed {
-			reason = EndpointReasonNoCredential
+			reason = metalv1alpha1.EndpointReasonNoCredential
 		}
 		setCondition(&ep.Status.Conditions, ep.Generation, metalv1alpha1.ConditionReady, metav1.ConditionFalse, reason, err.Error())
 		// Returned so that the workqueue retries with exponential backoff.
@@ -131,9 +105,9 @@ func (r *EndpointReconciler) reconcile(ctx context.Context, ep *metalv1alpha1.En
 		return ctrl.Result{}, err
 	}
 	ep.Status.BMCRef = &metalv1alpha1.LocalObjectReference{Name: ep.Name}
-	setCondition(&ep.Status.Conditions, ep.Generation, metalv1alpha1.ConditionReady, metav1.ConditionTrue, EndpointReasonBMCCreated,
+	setCondition(&ep.Status.Conditions, ep.Generation, metalv1alpha1.ConditionReady, metav1.ConditionTrue, metalv1alpha1.EndpointReasonBMCCreated,
 		fmt.Sprintf("BMC %s created with default credential #%d of prefix %s", ep.Name, index+1, entry.MACPrefix))
-	r.Events.Eventf(ep, nil, corev1.EventTypeNormal, EndpointReasonBMCCreated, "CreateBMC",
+	r.Events.Eventf(ep, nil, corev1.EventTypeNormal, metalv1alpha1.EndpointReasonBMCCreated, "CreateBMC",
 		"created BMC %s (%s) with default credential #%d", ep.Name, entry.Manufacturer, index+1)
 	return ctrl.Result{}, nil
 }
@@ -172,8 +146,8 @@ func (r *EndpointReconciler) bmcSecret(ep *metalv1alpha1.Endpoint, entry macdb.E
 	cred := entry.DefaultCredentials[index]
 	secret := &metalv1alpha1.BMCSecret{ObjectMeta: metav1.ObjectMeta{
 		Name:        ep.Name,
-		Finalizers:  []string{BMCSecretFinalizer},
-		Annotations: map[string]string{AnnotationCredentialIndex: fmt.Sprint(index)},
+		Finalizers:  []string{metalv1alpha1.BMCSecretFinalizer},
+		Annotations: map[string]string{metalv1alpha1.AnnotationCredentialIndex: fmt.Sprint(index)},
 	}, Spec: metalv1alpha1.BMCSecretSpec{Username: cred.Username, Password: cred.Password}}
 	return secret, controllerutil.SetControllerReference(ep, secret, r.Client.Scheme())
 }
@@ -201,7 +175,7 @@ func (r *EndpointReconciler) restoreSecret(ctx context.Context, ep *metalv1alpha
 	if err := r.Client.Create(ctx, secret); err != nil {
 		return client.IgnoreAlreadyExists(err)
 	}
-	r.Events.Eventf(ep, nil, corev1.EventTypeWarning, ReasonBMCSecretRestored, "CreateBMCSecret",
+	r.Events.Eventf(ep, nil, corev1.EventTypeWarning, metalv1alpha1.ReasonBMCSecretRestored, "CreateBMCSecret",
 		"BMCSecret %s of BMC %s was gone: made again with default credential #%d", name, ep.Name, index+1)
 	return nil
 }
@@ -220,7 +194,7 @@ func (r *EndpointReconciler) createBMC(ctx context.Context, ep *metalv1alpha1.En
 		}
 	}
 	// Made with its finalizer, so the BMC reconciler need not write it again to add it.
-	b := &metalv1alpha1.BMC{ObjectMeta: metav1.ObjectMeta{Name: ep.Name, Labels: ep.Labels, Finalizers: []string{BMCFinalizer}}, Spec: metalv1alpha1.BMCSpec{
+	b := &metalv1alpha1.BMC{ObjectMeta: metav1.ObjectMeta{Name: ep.Name, Labels: ep.Labels, Finalizers: []string{metalv1alpha1.BMCFinalizer}}, Spec: metalv1alpha1.BMCSpec{
 		EndpointRef:  &metalv1alpha1.LocalObjectReference{Name: ep.Name},
 		BMCSecretRef: metalv1alpha1.LocalObjectReference{Name: secret.Name},
 	}}
@@ -268,7 +242,7 @@ func (r *EndpointReconciler) adoptSecret(ctx context.Context, ep *metalv1alpha1.
 // delete deletes the BMC the Endpoint made and lets the Endpoint go once it is gone
 // (EndpointFinalizer).
 func (r *EndpointReconciler) delete(ctx context.Context, ep *metalv1alpha1.Endpoint) error {
-	if !controllerutil.ContainsFinalizer(ep, EndpointFinalizer) {
+	if !controllerutil.ContainsFinalizer(ep, metalv1alpha1.EndpointFinalizer) {
 		return nil
 	}
 	var b metalv1alpha1.BMC
@@ -282,12 +256,12 @@ func (r *EndpointReconciler) delete(ctx context.Context, ep *metalv1alpha1.Endpo
 			if err := r.Client.Delete(ctx, &b, client.Preconditions{UID: &uid}); client.IgnoreNotFound(err) != nil {
 				return fmt.Errorf("deleting BMC %s: %w", b.Name, err)
 			}
-			r.Events.Eventf(ep, &b, corev1.EventTypeNormal, ReasonDeletingBMC, "Delete",
+			r.Events.Eventf(ep, &b, corev1.EventTypeNormal, metalv1alpha1.ReasonDeletingBMC, "Delete",
 				"deleted BMC %s; the Endpoint goes once it is gone (after its servers' wipes, which need this address)", b.Name)
 		}
 		return nil // its deletion brings the Endpoint back
 	}
-	controllerutil.RemoveFinalizer(ep, EndpointFinalizer)
+	controllerutil.RemoveFinalizer(ep, metalv1alpha1.EndpointFinalizer)
 	return client.IgnoreNotFound(r.Client.Update(ctx, ep))
 }
 

@@ -13,7 +13,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	m "github.com/ironfleet/ironfleet/apis/metal/v1alpha1"
-	"github.com/ironfleet/ironfleet/internal/controller"
 )
 
 func createEndpoint(t *testing.T, name, mac string) {
@@ -52,7 +51,7 @@ func TestMatchingEndpointYieldsAReadyBMC(t *testing.T) {
 	var secret m.BMCSecret
 	require.NoError(t, k8s.Get(ctx, client.ObjectKey{Name: "ep-good"}, &secret))
 	assert.Equal(t, goodPassword, secret.Spec.Password, "the credential that authenticated is the one kept")
-	assert.Equal(t, "1", secret.Annotations[controller.AnnotationCredentialIndex], "and which one it was is remembered")
+	assert.Equal(t, "1", secret.Annotations[m.AnnotationCredentialIndex], "and which one it was is remembered")
 	assert.True(t, metav1.IsControlledBy(&secret, &ep))
 
 	var b m.BMC
@@ -64,7 +63,7 @@ func TestMatchingEndpointYieldsAReadyBMC(t *testing.T) {
 
 	var servers m.ServerList
 	eventually(t, 20*time.Second, func() bool {
-		_ = k8s.List(ctx, &servers, client.MatchingLabels{controller.LabelBMC: "ep-good"})
+		_ = k8s.List(ctx, &servers, client.MatchingLabels{m.LabelBMC: "ep-good"})
 		return len(servers.Items) == 2
 	}, "one server per simulated system")
 }
@@ -75,7 +74,7 @@ func TestNoDefaultCredentialAuthenticates(t *testing.T) {
 	createEndpoint(t, "ep-allwrong", prefixAllWrong+":01")
 	eventually(t, 20*time.Second, func() bool {
 		c := endpointCondition("ep-allwrong", m.ConditionReady)
-		return c != nil && c.Reason == controller.EndpointReasonNoCredential
+		return c != nil && c.Reason == m.EndpointReasonNoCredential
 	})
 	c := endpointCondition("ep-allwrong", m.ConditionReady)
 	assert.Contains(t, c.Message, "none of the 2 default credentials")
@@ -102,7 +101,7 @@ func TestUnmatchedMACCreatesNothing(t *testing.T) {
 		return c != nil && c.Status == metav1.ConditionFalse
 	})
 	c := endpointCondition("ep-unknown", m.ConditionMatched)
-	assert.Equal(t, controller.EndpointReasonNoMatchingPrefix, c.Reason)
+	assert.Equal(t, m.EndpointReasonNoMatchingPrefix, c.Reason)
 	assert.Contains(t, c.Message, unmatchedMAC)
 	err := k8s.Get(context.Background(), client.ObjectKey{Name: "ep-unknown"}, &m.BMC{})
 	assert.True(t, apierrors.IsNotFound(err))

@@ -15,7 +15,6 @@ import (
 
 	m "github.com/ironfleet/ironfleet/apis/metal/v1alpha1"
 	"github.com/ironfleet/ironfleet/internal/bmc/ipmi"
-	"github.com/ironfleet/ironfleet/internal/controller"
 	"github.com/ironfleet/ironfleet/test/ipmisim"
 )
 
@@ -74,7 +73,7 @@ func TestAnIPMIBMCYieldsOneServerNamedByItsGUIDAndIsBootedOverIPMI(t *testing.T)
 	assert.Equal(t, "SN-IPMI-0001", s.Status.SerialNumber)
 	assert.Nil(t, s.Status.Inventory, "no out-of-band inventory: discovery brings it")
 	var servers m.ServerList
-	require.NoError(t, k8s.List(ctx, &servers, client.MatchingLabels{controller.LabelBMC: "ipmi-good"}))
+	require.NoError(t, k8s.List(ctx, &servers, client.MatchingLabels{m.LabelBMC: "ipmi-good"}))
 	assert.Len(t, servers.Items, 1, "one Server per IPMI BMC")
 
 	// Discovery boots the probe over IPMI: the boot device is set to PXE, then the host is

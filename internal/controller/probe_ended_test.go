@@ -12,7 +12,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	m "github.com/ironfleet/ironfleet/apis/metal/v1alpha1"
-	"github.com/ironfleet/ironfleet/internal/controller"
 )
 
 // TestAnEndedProbeBootIsReplaced: when the boot service ends a server's probe boot (its
@@ -45,7 +44,7 @@ func TestAnEndedProbeBootIsReplaced(t *testing.T) {
 	eventually(t, 15*time.Second, func() bool {
 		cur := serverOf(t, 31)
 		discovered := meta.FindStatusCondition(cur.Status.Conditions, m.ConditionDiscovered)
-		if cur.Status.ProbeBoot == first || cur.Status.ProbeBoot == "" || discovered == nil || discovered.Reason != controller.ReasonProbeBootEnded {
+		if cur.Status.ProbeBoot == first || cur.Status.ProbeBoot == "" || discovered == nil || discovered.Reason != m.ReasonProbeBootEnded {
 			return false
 		}
 		second = cur.Status.ProbeBoot

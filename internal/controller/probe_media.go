@@ -16,10 +16,6 @@ import (
 	"github.com/ironfleet/ironfleet/internal/probeboot"
 )
 
-// ReasonVirtualMediaUnsupported (Server): its BMC's bootMethod is VirtualMedia, but the BMC
-// offers no virtual CD/DVD: the probe is not booted until the BMC's spec or firmware changes.
-const ReasonVirtualMediaUnsupported = metalv1alpha1.BMCReasonVirtualMediaUnsupported
-
 // probeMedium is how a server's probe boots: its BMC's boot method, and the static network the
 // probe's ignition carries (the Server's spec.probeNetwork, else its BMC's when the BMC manages
 // this one system; nil: the probe asks DHCP).
@@ -61,7 +57,7 @@ func (r *ServerReconciler) probeMediumOf(ctx context.Context, server *metalv1alp
 	if via.Network == nil && b.Spec.ProbeNetwork != nil {
 		// One address cannot serve two systems: the BMC's is for a BMC of one system.
 		var servers metalv1alpha1.ServerList
-		if err := r.Client.List(ctx, &servers, client.MatchingLabels{LabelBMC: b.Name}); err != nil {
+		if err := r.Client.List(ctx, &servers, client.MatchingLabels{metalv1alpha1.LabelBMC: b.Name}); err != nil {
 			return via, err
 		}
 		if len(servers.Items) == 1 && servers.Items[0].Name == server.Name {
@@ -81,7 +77,7 @@ func (r *ServerReconciler) probeBoot(ctx context.Context, server *metalv1alpha1.
 		return bootOnce(uri, bmc.BootPXE, ""), nil, nil
 	}
 	if via.unsupported != "" {
-		st := wait(ReasonVirtualMediaUnsupported, fmt.Sprintf("BMC %s boots by VirtualMedia but has none (%s): not booted; set the BMC's spec.bootMethod to PXE, or fix its virtual media", via.bmc, via.unsupported), 30*time.Second)
+		st := wait(metalv1alpha1.ReasonVirtualMediaUnsupported, fmt.Sprintf("BMC %s boots by VirtualMedia but has none (%s): not booted; set the BMC's spec.bootMethod to PXE, or fix its virtual media", via.bmc, via.unsupported), 30*time.Second)
 		return effect{}, &st, nil
 	}
 	url, err := probeboot.MediaURL(ctx, r.APIReader, sbc)
@@ -89,7 +85,7 @@ func (r *ServerReconciler) probeBoot(ctx context.Context, server *metalv1alpha1.
 		return effect{}, nil, err
 	}
 	if url == "" {
-		st := wait(ReasonWaitingForBootService, fmt.Sprintf("waiting for the boot service to publish the ISO of %s/%s", sbc.Namespace, sbc.Name), 2*time.Second)
+		st := wait(metalv1alpha1.ReasonWaitingForBootService, fmt.Sprintf("waiting for the boot service to publish the ISO of %s/%s", sbc.Namespace, sbc.Name), 2*time.Second)
 		return effect{}, &st, nil
 	}
 	return bootOnce(uri, bmc.BootCd, url), nil, nil

@@ -16,16 +16,6 @@ import (
 	"github.com/ironfleet/ironfleet/internal/probeboot"
 )
 
-// Reasons of claim-related steps.
-const (
-	ReasonClaimed         = "Claimed"
-	ReasonReleased        = "Released"
-	ReasonImageBooted     = "ImageBooted"
-	ReasonImageBooting    = "ImageBooting"
-	ReasonClaimGone       = "ClaimGone"
-	ReasonWaitingForClaim = "WaitingForClaim"
-)
-
 // available waits for a claim, powered off: the claim controller binds by setting
 // spec.serverClaimRef.
 func (r *ServerReconciler) available(server *metalv1alpha1.Server) step {
@@ -33,7 +23,7 @@ func (r *ServerReconciler) available(server *metalv1alpha1.Server) step {
 		return resendPower(server) // the power-off that came with becoming Available
 	}
 	ref := server.Spec.ServerClaimRef
-	return step{event: fsm.EventClaim, reason: ReasonClaimed, message: fmt.Sprintf("bound to claim %s/%s", ref.Namespace, ref.Name),
+	return step{event: fsm.EventClaim, reason: metalv1alpha1.ReasonClaimed, message: fmt.Sprintf("bound to claim %s/%s", ref.Namespace, ref.Name),
 		apply: func(s *metalv1alpha1.Server) {
 			meta.RemoveStatusCondition(&s.Status.Conditions, metalv1alpha1.ConditionProvisioned)
 			forgetPower(s)
@@ -76,7 +66,7 @@ func (r *ServerReconciler) reserved(ctx context.Context, server *metalv1alpha1.S
 	// server off, and one whose image waits, from disk).
 	if server.Spec.Power == "" {
 		ref := server.Spec.ServerClaimRef
-		return wait(ReasonWaitingForClaim, fmt.Sprintf("waiting for claim %s/%s to hand over its power and boot configuration", ref.Namespace, ref.Name), 0), nil
+		return wait(metalv1alpha1.ReasonWaitingForClaim, fmt.Sprintf("waiting for claim %s/%s to hand over its power and boot configuration", ref.Namespace, ref.Name), 0), nil
 	}
 	// A claim with an image has it installed to disk (Ironfleet's boot operator) or
 	// network-booted once (another's); after that, or without an image, the server's power
@@ -88,7 +78,7 @@ func (r *ServerReconciler) reserved(ctx context.Context, server *metalv1alpha1.S
 			return step{}, err
 		}
 		if claim == nil {
-			return wait(ReasonWaitingForClaim, fmt.Sprintf("claim %s/%s is not in the cache yet", server.Spec.ServerClaimRef.Namespace, server.Spec.ServerClaimRef.Name), time.Second), nil
+			return wait(metalv1alpha1.ReasonWaitingForClaim, fmt.Sprintf("claim %s/%s is not in the cache yet", server.Spec.ServerClaimRef.Namespace, server.Spec.ServerClaimRef.Name), time.Second), nil
 		}
 		if claim.Spec.Image != "" {
 			if st, done, err := r.install(ctx, server, claim); err != nil || !done {
@@ -150,12 +140,12 @@ func (r *ServerReconciler) provision(ctx context.Context, server *metalv1alpha1.
 	power := orDefault(server.Spec.Power, metalv1alpha1.PowerOn)
 	powerMessage := fmt.Sprintf("power %s for the claim", power)
 	eff.done = func(s *metalv1alpha1.Server) {
-		setCondition(&s.Status.Conditions, s.Generation, metalv1alpha1.ConditionProvisioned, metav1.ConditionTrue, ReasonImageBooted,
+		setCondition(&s.Status.Conditions, s.Generation, metalv1alpha1.ConditionProvisioned, metav1.ConditionTrue, metalv1alpha1.ReasonImageBooted,
 			fmt.Sprintf("PXE once into %s (%s); later boots are from disk", sbc.Name, sbc.Spec.Image))
 		powerSent(s, power, powerMessage)
 	}
 	return step{effect: eff, apply: func(s *metalv1alpha1.Server) {
-		setCondition(&s.Status.Conditions, s.Generation, metalv1alpha1.ConditionProvisioned, metav1.ConditionFalse, ReasonImageBooting,
+		setCondition(&s.Status.Conditions, s.Generation, metalv1alpha1.ConditionProvisioned, metav1.ConditionFalse, metalv1alpha1.ReasonImageBooting,
 			fmt.Sprintf("PXE once into %s (%s) requested", sbc.Name, sbc.Spec.Image))
 		requestPower(s, power, powerMessage)
 	}}, nil
@@ -164,7 +154,7 @@ func (r *ServerReconciler) provision(ctx context.Context, server *metalv1alpha1.
 // release powers a released server off and sends it to Cleanup, marked dirty until its wipe is
 // verified.
 func (r *ServerReconciler) release(server *metalv1alpha1.Server) step {
-	return step{event: fsm.EventRelease, reason: ReasonReleased, message: "its claim is gone; powered off for the wipe",
+	return step{event: fsm.EventRelease, reason: metalv1alpha1.ReasonReleased, message: "its claim is gone; powered off for the wipe",
 		effect: setPower(server.Spec.SystemURI, bmc.PowerOff),
 		apply: func(s *metalv1alpha1.Server) {
 			s.Status.CleanupAttempts = 0
@@ -172,7 +162,7 @@ func (r *ServerReconciler) release(server *metalv1alpha1.Server) step {
 			s.Status.LastProbeBootTime = nil
 			// The last wipe was before this tenant: only one reported from now on counts.
 			s.Status.LastWipe = nil
-			setCondition(&s.Status.Conditions, s.Generation, metalv1alpha1.ConditionCleaned, metav1.ConditionFalse, ReasonReleased, "released by its claim; not wiped yet")
+			setCondition(&s.Status.Conditions, s.Generation, metalv1alpha1.ConditionCleaned, metav1.ConditionFalse, metalv1alpha1.ReasonReleased, "released by its claim; not wiped yet")
 			meta.RemoveStatusCondition(&s.Status.Conditions, metalv1alpha1.ConditionProvisioned)
 			forgetPower(s)
 		}}
@@ -187,7 +177,7 @@ func (r *ServerReconciler) dropDanglingClaim(ctx context.Context, server *metalv
 	}
 	var claim metalv1alpha1.ServerClaim
 	err := r.Client.Get(ctx, client.ObjectKey{Namespace: ref.Namespace, Name: ref.Name}, &claim)
-	if err == nil && (ref.UID == "" || string(claim.UID) == ref.UID) {
+	if err == nil && ref.Names(&claim) {
 		return nil
 	}
 	if err != nil && !apierrors.IsNotFound(err) {
@@ -196,7 +186,7 @@ func (r *ServerReconciler) dropDanglingClaim(ctx context.Context, server *metalv
 	// Read the claim from the API, not the cache: a claim created a moment ago may not be
 	// cached yet, and unbinding it would be wrong.
 	if apierrors.IsNotFound(err) {
-		if err := r.APIReader.Get(ctx, client.ObjectKey{Namespace: ref.Namespace, Name: ref.Name}, &claim); err == nil && (ref.UID == "" || string(claim.UID) == ref.UID) {
+		if err := r.APIReader.Get(ctx, client.ObjectKey{Namespace: ref.Namespace, Name: ref.Name}, &claim); err == nil && ref.Names(&claim) {
 			return nil
 		} else if err != nil && !apierrors.IsNotFound(err) {
 			return err
@@ -204,7 +194,7 @@ func (r *ServerReconciler) dropDanglingClaim(ctx context.Context, server *metalv
 	}
 	before := server.DeepCopy()
 	server.Spec.ServerClaimRef, server.Spec.BootConfigurationRef, server.Spec.Power = nil, nil, ""
-	r.Events.Eventf(server, nil, "Warning", ReasonClaimGone, "Release", "claim %s/%s no longer exists; releasing", ref.Namespace, ref.Name)
+	r.Events.Eventf(server, nil, "Warning", metalv1alpha1.ReasonClaimGone, "Release", "claim %s/%s no longer exists; releasing", ref.Namespace, ref.Name)
 	return r.Client.Patch(ctx, server, client.MergeFromWithOptions(before, client.MergeFromWithOptimisticLock{}))
 }
 

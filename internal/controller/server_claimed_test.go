@@ -28,7 +28,7 @@ func TestReservedWaitsForTheClaimsPower(t *testing.T) {
 	require.NoError(t, err)
 	assert.Nil(t, st.effect.run, "no BMC action before the claim's power is known")
 	assert.Empty(t, st.event)
-	assert.Equal(t, ReasonWaitingForClaim, st.reason)
+	assert.Equal(t, m.ReasonWaitingForClaim, st.reason)
 	assert.Contains(t, st.message, "tenant/cold")
 
 	server.Spec.Power = m.PowerOff
@@ -37,5 +37,5 @@ func TestReservedWaitsForTheClaimsPower(t *testing.T) {
 	assert.NotNil(t, st.effect.run, "the claim's power is requested once handed over")
 	require.NotNil(t, st.apply)
 	st.apply(server)
-	assert.Equal(t, ReasonPowerOffRequested, server.Status.Conditions[0].Reason)
+	assert.Equal(t, m.ReasonPowerOffRequested, server.Status.Conditions[0].Reason)
 }

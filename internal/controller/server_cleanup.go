@@ -17,17 +17,6 @@ import (
 	"github.com/ironfleet/ironfleet/internal/probeboot"
 )
 
-// Reasons of cleanup steps.
-const (
-	ReasonWipeBooting        = "WipeBooting"
-	ReasonWipeVerified       = "WipeVerified"
-	ReasonWipeFailed         = "WipeFailed"
-	ReasonWipeAttemptsUsedUp = "WipeAttemptsExhausted"
-	// ReasonMetadataWipeOnly (a Warning event) marks each server pooled after a wipe with the
-	// metadata policy: the previous tenant's data is still readable on its disks.
-	ReasonMetadataWipeOnly = "MetadataWipeOnly"
-)
-
 // cleanup boots metalprobe in wipe mode and returns the server to the pool only when every disk
 // of its record is reported wiped as its policy asks. A failed wipe, or a report that lists
 // other hardware than the record, sends it to Error: a dirty server never becomes Available.
@@ -49,7 +38,7 @@ func (r *ServerReconciler) cleanup(ctx context.Context, server *metalv1alpha1.Se
 		if err := probeboot.Delete(ctx, r.Client, r.Probe, server, metalv1alpha1.BootPurposeCleanup); err != nil {
 			return step{}, err
 		}
-		return step{reason: ReasonProbeBootEnded, message: why, effect: setPower(server.Spec.SystemURI, bmc.PowerOff),
+		return step{reason: metalv1alpha1.ReasonProbeBootEnded, message: why, effect: setPower(server.Spec.SystemURI, bmc.PowerOff),
 			apply: func(s *metalv1alpha1.Server) { s.Status.LastProbeBootTime = nil }}, nil
 	}
 	if done, reason, failed := r.cleanVerdict(server, enteredAt(server)); done {
@@ -62,7 +51,7 @@ func (r *ServerReconciler) cleanup(ctx context.Context, server *metalv1alpha1.Se
 			}}, nil
 		}
 		const off = "powered off, wiped, back in the pool"
-		return step{event: fsm.EventCleaned, reason: ReasonWipeVerified, message: "every disk of the server's record reported wiped as the policy asks",
+		return step{event: fsm.EventCleaned, reason: metalv1alpha1.ReasonWipeVerified, message: "every disk of the server's record reported wiped as the policy asks",
 			effect: sendPower(server.Spec.SystemURI, metalv1alpha1.PowerOff, off), warning: metadataOnly(server),
 			apply: func(s *metalv1alpha1.Server) {
 				markClean(s)
@@ -73,7 +62,7 @@ func (r *ServerReconciler) cleanup(ctx context.Context, server *metalv1alpha1.Se
 }
 
 func markClean(s *metalv1alpha1.Server) {
-	setCondition(&s.Status.Conditions, s.Generation, metalv1alpha1.ConditionCleaned, metav1.ConditionTrue, ReasonWipeVerified,
+	setCondition(&s.Status.Conditions, s.Generation, metalv1alpha1.ConditionCleaned, metav1.ConditionTrue, metalv1alpha1.ReasonWipeVerified,
 		fmt.Sprintf("%d disk(s) wiped (%s)%s", len(s.Status.LastWipe.Disks), s.Status.LastWipe.Policy, excludedNote(s)))
 	s.Status.CleanupAttempts = 0
 }
@@ -126,10 +115,10 @@ func (r *ServerReconciler) cleanVerdict(server *metalv1alpha1.Server, since time
 	}
 	if changed != nil {
 		return true, metalv1alpha1.ReasonHardwareChanged, changed.Message + "; the server stays in Error: find out why (a disk or NIC replaced, or a report that was not its probe's), then set the " +
-			AnnotationRetry + " annotation: its next discovery wipes the disks it finds and records them as the server's; or delete the Server with " + metalv1alpha1.AnnotationDeleteWithoutWipe + "=true to give it up unwiped"
+			metalv1alpha1.AnnotationRetry + " annotation: its next discovery wipes the disks it finds and records them as the server's; or delete the Server with " + metalv1alpha1.AnnotationDeleteWithoutWipe + "=true to give it up unwiped"
 	}
 	if failed := r.wipeVerdict(server); failed != "" {
-		return true, ReasonWipeFailed, failed
+		return true, metalv1alpha1.ReasonWipeFailed, failed
 	}
 	return true, "", ""
 }
@@ -179,7 +168,7 @@ func (r *ServerReconciler) wipeVerdict(server *metalv1alpha1.Server) string {
 	}
 	sort.Strings(bad)
 	return "wipe failed: " + strings.Join(bad, ", ") + "; the server stays in Error: fix or replace these disks (or set spec.wipePolicy to one they support), then set the " +
-		AnnotationRetry + " annotation; or delete the Server with " + metalv1alpha1.AnnotationDeleteWithoutWipe + "=true to give it up unwiped"
+		metalv1alpha1.AnnotationRetry + " annotation; or delete the Server with " + metalv1alpha1.AnnotationDeleteWithoutWipe + "=true to give it up unwiped"
 }
 
 // resultOf is the index of a recorded disk's result in a wipe report, or -1: found by serial
@@ -228,7 +217,7 @@ func metadataOnly(server *metalv1alpha1.Server) *warning {
 	if w == nil || w.Policy != metalv1alpha1.WipeMetadata {
 		return nil
 	}
-	return &warning{reason: ReasonMetadataWipeOnly, message: fmt.Sprintf("pooled after a metadata-only wipe of %d disk(s): "+
+	return &warning{reason: metalv1alpha1.ReasonMetadataWipeOnly, message: fmt.Sprintf("pooled after a metadata-only wipe of %d disk(s): "+
 		"partition tables and signatures were cleared, the previous tenant's data was not and is still readable from the raw disks; "+
 		"spec.wipePolicy: erase leaves nothing readable", len(w.Disks))}
 }
@@ -243,8 +232,8 @@ func (r *ServerReconciler) bootWipe(ctx context.Context, server *metalv1alpha1.S
 	}
 	attempts := server.Status.CleanupAttempts
 	if attempts >= r.Discovery.Attempts {
-		return step{event: fsm.EventFail, reason: ReasonWipeAttemptsUsedUp,
-			message: fmt.Sprintf("no wipe report after %d boots of %v each; %s, then set the %s annotation to try again", attempts, r.Discovery.Timeout, probeBootChecks(r.Probe, server, metalv1alpha1.BootPurposeCleanup), AnnotationRetry)}, nil
+		return step{event: fsm.EventFail, reason: metalv1alpha1.ReasonWipeAttemptsUsedUp,
+			message: fmt.Sprintf("no wipe report after %d boots of %v each; %s, then set the %s annotation to try again", attempts, r.Discovery.Timeout, probeBootChecks(r.Probe, server, metalv1alpha1.BootPurposeCleanup), metalv1alpha1.AnnotationRetry)}, nil
 	}
 	// A BMC that cannot be reached (its BMCSecret or Endpoint gone, or the BMC itself, deleted
 	// while a claim kept its server) does not cost a wipe attempt, as it costs no discovery
@@ -272,7 +261,7 @@ func (r *ServerReconciler) bootWipe(ctx context.Context, server *metalv1alpha1.S
 		return *waiting, nil
 	}
 	n := attempts + 1
-	return step{reason: ReasonWipeBooting, message: fmt.Sprintf("attempt %d of %d: %s into %s, power on; %s", n, r.Discovery.Attempts, via.how(), sbc.Name, awaitingReport(r.now().Add(r.Discovery.Timeout))),
+	return step{reason: metalv1alpha1.ReasonWipeBooting, message: fmt.Sprintf("attempt %d of %d: %s into %s, power on; %s", n, r.Discovery.Attempts, via.how(), sbc.Name, awaitingReport(r.now().Add(r.Discovery.Timeout))),
 		requeueAfter: r.Discovery.Timeout, effect: boot,
 		apply: func(s *metalv1alpha1.Server) {
 			now := metav1.NewTime(r.now())

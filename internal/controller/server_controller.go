@@ -24,11 +24,6 @@ import (
 	"github.com/ironfleet/ironfleet/internal/probeboot"
 )
 
-const (
-	// AnnotationRetry, set by a person on a Server in Error, sends it back to Initial.
-	AnnotationRetry = "metal.ironfleet.dev/retry"
-)
-
 // DiscoverySettings bound discovery.
 type DiscoverySettings struct {
 	// Timeout is how long a probe may take to report after the server is powered on.
@@ -171,7 +166,7 @@ func (r *ServerReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctr
 		if err := probeboot.DropLeftovers(ctx, r.Client, r.APIReader, r.Probe, server.Name, &server); err != nil {
 			return ctrl.Result{}, err
 		}
-		r.enter(&server, metalv1alpha1.ServerStateInitial, step{reason: ReasonEnrolled, message: "found on BMC " + bmcName(&server)}, start)
+		r.enter(&server, metalv1alpha1.ServerStateInitial, step{reason: metalv1alpha1.ReasonEnrolled, message: "found on BMC " + bmcName(&server)}, start)
 		from = metalv1alpha1.ServerStateInitial
 	}
 	observeAgain := r.observePower(ctx, &server)
@@ -272,9 +267,6 @@ func onlyWaiting(before, after *metalv1alpha1.ServerStatus) bool {
 	}
 	return equality.Semantic.DeepEqual(a, before)
 }
-
-// ReasonEnrolled: a new Server, found on its BMC, enters Initial.
-const ReasonEnrolled = "Enrolled"
 
 // bmcLookGrace is how long a new Server waits for its BMC's first look at the system (identity,
 // power, out-of-band inventory; refreshServerStatus) before its lifecycle starts without it.
@@ -472,20 +464,20 @@ func reasonOf(err error) string {
 // dropStaleRetry removes a retry annotation from a server that is not in Error: it has done
 // its job, or was set by mistake.
 func (r *ServerReconciler) dropStaleRetry(ctx context.Context, server *metalv1alpha1.Server) error {
-	if _, ok := server.Annotations[AnnotationRetry]; !ok || server.Status.State == metalv1alpha1.ServerStateError {
+	if _, ok := server.Annotations[metalv1alpha1.AnnotationRetry]; !ok || server.Status.State == metalv1alpha1.ServerStateError {
 		return nil
 	}
 	before := server.DeepCopy()
-	delete(server.Annotations, AnnotationRetry)
+	delete(server.Annotations, metalv1alpha1.AnnotationRetry)
 	return r.Client.Patch(ctx, server, client.MergeFrom(before))
 }
 
 // errored waits for a person: the retry annotation sends the server back to Initial.
 func (r *ServerReconciler) errored(server *metalv1alpha1.Server) step {
-	if _, ok := server.Annotations[AnnotationRetry]; !ok {
+	if _, ok := server.Annotations[metalv1alpha1.AnnotationRetry]; !ok {
 		return step{}
 	}
-	return step{event: fsm.EventRetry, reason: "RetryRequested", message: "the " + AnnotationRetry + " annotation asked for a retry",
+	return step{event: fsm.EventRetry, reason: metalv1alpha1.ReasonRetryRequested, message: "the " + metalv1alpha1.AnnotationRetry + " annotation asked for a retry",
 		apply: func(s *metalv1alpha1.Server) {
 			s.Status.DiscoveryAttempts, s.Status.CleanupAttempts = 0, 0
 			// A person looked at the changed hardware: the next discovery records what it finds

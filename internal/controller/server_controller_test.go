@@ -14,7 +14,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	m "github.com/ironfleet/ironfleet/apis/metal/v1alpha1"
-	"github.com/ironfleet/ironfleet/internal/controller"
 	"github.com/ironfleet/ironfleet/internal/report"
 	"github.com/ironfleet/ironfleet/metalprobe/fixtures"
 	"github.com/ironfleet/ironfleet/test/lab"
@@ -80,7 +79,7 @@ func TestDiscoveryFillsTheInventoryFromTheHost(t *testing.T) {
 		assert.Equal(t, "Probe", s.Status.Inventory.Source)
 
 		assert.Equal(t, int32(0), s.Status.DiscoveryAttempts, "attempts reset on success")
-		assert.Equal(t, controller.ReasonReportReceived, s.Status.LastTransitionReason)
+		assert.Equal(t, m.ReasonReportReceived, s.Status.LastTransitionReason)
 		assert.NotNil(t, s.Status.LastTransitionTime)
 		discovered := meta.FindStatusCondition(s.Status.Conditions, m.ConditionDiscovered)
 		require.NotNil(t, discovered)
@@ -142,22 +141,22 @@ func TestSilentProbeEndsInErrorAndRetryBringsItBack(t *testing.T) {
 	createDirectBMC(t, "silent", simAddress(sims["silent"]), "silent")
 
 	s := waitForState(t, 12, m.ServerStateError, 3*discoveryTimeout+30*time.Second)
-	assert.Equal(t, controller.ReasonAttemptsExhausted, s.Status.LastTransitionReason)
+	assert.Equal(t, m.ReasonAttemptsExhausted, s.Status.LastTransitionReason)
 	assert.Equal(t, int32(2), s.Status.DiscoveryAttempts)
 	ready := meta.FindStatusCondition(s.Status.Conditions, m.ConditionReady)
 	require.NotNil(t, ready)
 	assert.Equal(t, metav1.ConditionFalse, ready.Status)
-	assert.Equal(t, controller.ReasonAttemptsExhausted, ready.Reason)
+	assert.Equal(t, m.ReasonAttemptsExhausted, ready.Reason)
 	assert.Contains(t, ready.Message, "no probe report after 2 discovery boots")
 	assert.Len(t, sims["silent"].BootLog(systemID(t, s)), 2, "one boot per attempt")
 
 	enrollHost(t, "dual-socket", 12)
 	before := s.DeepCopy()
-	s.Annotations = map[string]string{controller.AnnotationRetry: "please"}
+	s.Annotations = map[string]string{m.AnnotationRetry: "please"}
 	require.NoError(t, k8s.Patch(ctx, s, client.MergeFrom(before)))
 
 	s = waitForState(t, 12, m.ServerStateAvailable, 30*time.Second)
-	_, stillAnnotated := s.Annotations[controller.AnnotationRetry]
+	_, stillAnnotated := s.Annotations[m.AnnotationRetry]
 	assert.False(t, stillAnnotated, "the retry annotation is consumed")
 	var retried bool
 	var evs eventsv1.EventList

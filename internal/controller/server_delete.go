@@ -14,21 +14,6 @@ import (
 	"github.com/ironfleet/ironfleet/internal/probeboot"
 )
 
-// ServerFinalizer keeps a deleted Server until its machine holds no tenant data that was not
-// verified wiped: deleting a Server (or its BMC) never brings the machine back, re-enrolled, as
-// a new Server that is discovered and pooled with the last tenant's data on its disks. Like
-// Metal3's deprovisioning on delete, the Server's lifecycle goes on while it is deleted — its
-// claim is released, the probe wipes it, the wipe is verified — and the Server goes once that is
-// done. It is never claimed meanwhile (a deleted Server matches no claim). An admin who wants the
-// machine gone without a wipe says so with AnnotationDeleteWithoutWipe; an event records it.
-const ServerFinalizer = "metal.ironfleet.dev/server"
-
-// Reasons of deletion events.
-const (
-	ReasonWipeBeforeDeletion = "WipeBeforeDeletion"
-	ReasonDeletedWithoutWipe = "DeletedWithoutWipe"
-)
-
 // mayHoldTenantData says whether a server's disks may hold data of a tenant that no verified
 // wipe has removed: it is (or was just) claimed, being cleaned, or its last wipe is not
 // verified (released, taken from its tenant into maintenance, or a wipe that failed).
@@ -47,7 +32,7 @@ func mayHoldTenantData(s *metalv1alpha1.Server) bool {
 // deleting decides about a deleted Server: done when it may go (its finalizer is removed, with
 // its probe boots), or not yet, and its lifecycle goes on until the machine is wiped.
 func (r *ServerReconciler) deleting(ctx context.Context, server *metalv1alpha1.Server) (done bool, err error) {
-	if !controllerutil.ContainsFinalizer(server, ServerFinalizer) {
+	if !controllerutil.ContainsFinalizer(server, metalv1alpha1.ServerFinalizer) {
 		return true, nil
 	}
 	dirty := mayHoldTenantData(server)
@@ -55,13 +40,13 @@ func (r *ServerReconciler) deleting(ctx context.Context, server *metalv1alpha1.S
 	if dirty && !forced {
 		// Said once per deletion (and once more by a restarted manager), not at every look.
 		if _, told := r.toldDeleting.LoadOrStore(server.UID, true); !told {
-			r.Events.Eventf(server, nil, corev1.EventTypeNormal, ReasonWipeBeforeDeletion, "Delete",
+			r.Events.Eventf(server, nil, corev1.EventTypeNormal, metalv1alpha1.ReasonWipeBeforeDeletion, "Delete",
 				"deleted while it may hold a tenant's data (%s): it goes once it is wiped; %s=true lets it go at once", state(server), metalv1alpha1.AnnotationDeleteWithoutWipe)
 		}
 		return false, nil
 	}
 	if dirty {
-		r.Events.Eventf(server, nil, corev1.EventTypeWarning, ReasonDeletedWithoutWipe, "Delete",
+		r.Events.Eventf(server, nil, corev1.EventTypeWarning, metalv1alpha1.ReasonDeletedWithoutWipe, "Delete",
 			"deleted without a wipe, as %s says: the machine may still hold a tenant's data (%s)", metalv1alpha1.AnnotationDeleteWithoutWipe, state(server))
 	}
 	if err := probeboot.Delete(ctx, r.Client, r.Probe, server, metalv1alpha1.BootPurposeDiscovery,
@@ -70,7 +55,7 @@ func (r *ServerReconciler) deleting(ctx context.Context, server *metalv1alpha1.S
 	}
 	r.ejectBeforeGoing(ctx, server)
 	before := server.DeepCopy()
-	controllerutil.RemoveFinalizer(server, ServerFinalizer)
+	controllerutil.RemoveFinalizer(server, metalv1alpha1.ServerFinalizer)
 	if err := r.Client.Patch(ctx, server, client.MergeFromWithOptions(before, client.MergeFromWithOptimisticLock{})); client.IgnoreNotFound(err) != nil {
 		return false, fmt.Errorf("letting deleted server %s go: %w", server.Name, err)
 	}
@@ -81,11 +66,11 @@ func (r *ServerReconciler) deleting(ctx context.Context, server *metalv1alpha1.S
 // ensureFinalizer gives a Server that has none (made before Ironfleet added it, or by hand) its
 // finalizer, moving server on to the version that wrote.
 func (r *ServerReconciler) ensureFinalizer(ctx context.Context, server *metalv1alpha1.Server) error {
-	if controllerutil.ContainsFinalizer(server, ServerFinalizer) {
+	if controllerutil.ContainsFinalizer(server, metalv1alpha1.ServerFinalizer) {
 		return nil
 	}
 	before := server.DeepCopy()
-	controllerutil.AddFinalizer(server, ServerFinalizer)
+	controllerutil.AddFinalizer(server, metalv1alpha1.ServerFinalizer)
 	if err := r.Client.Patch(ctx, server, client.MergeFromWithOptions(before, client.MergeFromWithOptimisticLock{})); err != nil {
 		return fmt.Errorf("adding the finalizer of server %s: %w", server.Name, err)
 	}

@@ -15,7 +15,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	m "github.com/ironfleet/ironfleet/apis/metal/v1alpha1"
-	"github.com/ironfleet/ironfleet/internal/controller"
 	"github.com/ironfleet/ironfleet/test/lab"
 )
 
@@ -230,7 +229,7 @@ func TestDeletionNeverPoolsAnUnwipedMachine(t *testing.T) {
 		}, "the new BMC takes over the Server its deleted BMC left")
 		s := mc.server(t)
 		assert.Equal(t, mc.old.UID, s.UID, "the same Server")
-		assert.Equal(t, again, s.Labels[controller.LabelBMC])
+		assert.Equal(t, again, s.Labels[m.LabelBMC])
 		assert.Equal(t, m.ServerStateReserved, s.Status.State, "still its claim's")
 		assert.Never(t, func() bool { return mc.pxeBoots(t) > mc.pxeAtAct || len(mc.servers(t)) != 1 }, 3*time.Second, 100*time.Millisecond,
 			"the tenant's machine is not booted, and has no second Server")
@@ -260,7 +259,7 @@ func TestDeletionNeverPoolsAnUnwipedMachine(t *testing.T) {
 		eventually(t, 10*time.Second, func() bool {
 			require.NoError(t, k8s.Get(ctx, client.ObjectKeyFromObject(&second), &second))
 			c := meta.FindStatusCondition(second.Status.Conditions, m.ConditionReady)
-			return second.Status.State == m.ServerStateInitial && c != nil && c.Reason == controller.ReasonMachineHeldElsewhere
+			return second.Status.State == m.ServerStateInitial && c != nil && c.Reason == m.ReasonMachineHeldElsewhere
 		}, "the second Server waits, and says why")
 		mc.delete(t, &m.BMC{ObjectMeta: metav1.ObjectMeta{Name: mc.ns + "-again"}})
 		mc.gone(t, &second, 30*time.Second, "the second Server, which never booted the machine, goes with its BMC")
@@ -461,7 +460,7 @@ func runDeletionCase(t *testing.T, system int, tc deletionCase, round *restartRo
 		require.NoError(t, k8s.List(ctx, &evs))
 		found := false
 		for _, ev := range evs.Items {
-			found = found || (ev.Regarding.UID == mc.old.UID && ev.Reason == controller.ReasonDeletedWithoutWipe)
+			found = found || (ev.Regarding.UID == mc.old.UID && ev.Reason == m.ReasonDeletedWithoutWipe)
 		}
 		assert.True(t, found, "an event records the deletion without a wipe")
 		return

@@ -19,7 +19,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	m "github.com/ironfleet/ironfleet/apis/metal/v1alpha1"
-	"github.com/ironfleet/ironfleet/internal/controller"
 	"github.com/ironfleet/ironfleet/test/bmcsim"
 	"github.com/ironfleet/ironfleet/test/lab"
 )
@@ -247,7 +246,7 @@ func (mc *machine) waitsDeleted(t *testing.T, state m.ServerState, why string) {
 	require.NoError(t, k8s.List(context.Background(), &evs))
 	var told []eventsv1.Event
 	for _, e := range evs.Items {
-		if e.Regarding.UID == mc.old.UID && e.Reason == controller.ReasonWipeBeforeDeletion {
+		if e.Regarding.UID == mc.old.UID && e.Reason == m.ReasonWipeBeforeDeletion {
 			told = append(told, e)
 		}
 	}
@@ -377,7 +376,7 @@ func bmcWaitsForTheWipe(t *testing.T, mc *machine) {
 	require.NoError(t, k8s.List(ctx, &evs))
 	var waiting []eventsv1.Event
 	for _, e := range evs.Items {
-		if e.Regarding.Kind == "BMC" && e.Regarding.Name == mc.ns && e.Reason == controller.ReasonWaitingForServers {
+		if e.Regarding.Kind == "BMC" && e.Regarding.Name == mc.ns && e.Reason == m.ReasonWaitingForServers {
 			waiting = append(waiting, e)
 		}
 	}

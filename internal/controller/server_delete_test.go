@@ -22,7 +22,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	m "github.com/ironfleet/ironfleet/apis/metal/v1alpha1"
-	"github.com/ironfleet/ironfleet/internal/controller"
 	"github.com/ironfleet/ironfleet/metalprobe/wipe"
 	"github.com/ironfleet/ironfleet/test/lab"
 )
@@ -337,7 +336,7 @@ func TestDeletingAnUnclaimedServerIsImmediate(t *testing.T) {
 	_, name := startOneServer(t, "delete-clean", 499)
 	var old m.Server
 	require.NoError(t, k8s.Get(ctx, client.ObjectKey{Name: name}, &old))
-	assert.Contains(t, old.Finalizers, controller.ServerFinalizer, "servers are made with the finalizer")
+	assert.Contains(t, old.Finalizers, m.ServerFinalizer, "servers are made with the finalizer")
 	require.NoError(t, k8s.Delete(ctx, &old))
 	eventually(t, 10*time.Second, func() bool {
 		var s m.Server

@@ -17,19 +17,6 @@ import (
 	"github.com/ironfleet/ironfleet/internal/probeboot"
 )
 
-// Reasons of discovery steps.
-const (
-	ReasonWaitingForBootService = "WaitingForBootService"
-	ReasonDiscoveryBackoff      = "DiscoveryBackoff"
-	ReasonProbeBooting          = "ProbeBooting"
-	ReasonReportReceived        = "ReportReceived"
-	ReasonDiscoveryTimedOut     = "DiscoveryTimedOut"
-	ReasonAttemptsExhausted     = "DiscoveryAttemptsExhausted"
-	ReasonAwaitingReport        = "AwaitingReport"
-	// ReasonMachineHeldElsewhere: another Server of the machine may hold a tenant's data.
-	ReasonMachineHeldElsewhere = "MachineHeldElsewhere"
-)
-
 // indexServerBySystemUUID finds the Servers of a machine by its (usable) system UUID.
 const indexServerBySystemUUID = "spec.systemUUID"
 
@@ -79,20 +66,20 @@ func (r *ServerReconciler) machineHeldElsewhere(ctx context.Context, server *met
 func (r *ServerReconciler) initial(ctx context.Context, server *metalv1alpha1.Server) (step, error) {
 	attempts := server.Status.DiscoveryAttempts
 	if attempts >= r.Discovery.Attempts {
-		return step{event: fsm.EventFail, reason: ReasonAttemptsExhausted,
-			message: fmt.Sprintf("no probe report after %d discovery boots of %v each; %s, then set the %s annotation to try again", attempts, r.Discovery.Timeout, probeBootChecks(r.Probe, server, discoveryPurpose(server)), AnnotationRetry)}, nil
+		return step{event: fsm.EventFail, reason: metalv1alpha1.ReasonAttemptsExhausted,
+			message: fmt.Sprintf("no probe report after %d discovery boots of %v each; %s, then set the %s annotation to try again", attempts, r.Discovery.Timeout, probeBootChecks(r.Probe, server, discoveryPurpose(server)), metalv1alpha1.AnnotationRetry)}, nil
 	}
 	if attempts > 0 {
 		// After a timed-out attempt, wait before booting again: a host that never reports is
 		// not rebooted in a tight loop.
 		if remaining := time.Until(enteredAt(server).Add(r.discoveryBackoff(attempts))); remaining > 0 {
-			return wait(ReasonDiscoveryBackoff, fmt.Sprintf("attempt %d of %d timed out; retrying in %v", attempts, r.Discovery.Attempts, remaining.Round(time.Second)), remaining), nil
+			return wait(metalv1alpha1.ReasonDiscoveryBackoff, fmt.Sprintf("attempt %d of %d timed out; retrying in %v", attempts, r.Discovery.Attempts, remaining.Round(time.Second)), remaining), nil
 		}
 	}
 	if other, err := r.machineHeldElsewhere(ctx, server); err != nil {
 		return step{}, err
 	} else if other != nil {
-		return wait(ReasonMachineHeldElsewhere, fmt.Sprintf("the machine (system UUID %s) is also server %s's, of BMC %s (%s), which may hold a tenant's data: not booted while that server exists",
+		return wait(metalv1alpha1.ReasonMachineHeldElsewhere, fmt.Sprintf("the machine (system UUID %s) is also server %s's, of BMC %s (%s), which may hold a tenant's data: not booted while that server exists",
 			server.Spec.SystemUUID, other.Name, bmcName(other), state(other)), 10*time.Second), nil
 	}
 	// A dirty server (released, its wipe not verified, then taken to maintenance) is
@@ -120,7 +107,7 @@ func (r *ServerReconciler) initial(ctx context.Context, server *metalv1alpha1.Se
 		return *waiting, nil
 	}
 	return step{
-		event: fsm.EventDiscover, reason: ReasonProbeBooting,
+		event: fsm.EventDiscover, reason: metalv1alpha1.ReasonProbeBooting,
 		message: fmt.Sprintf("attempt %d of %d: %s into %s, power on; %s", attempts+1, r.Discovery.Attempts, via.how(), sbc.Name, awaitingReport(r.now().Add(r.Discovery.Timeout))),
 		effect:  boot,
 		apply: func(s *metalv1alpha1.Server) {
@@ -152,10 +139,10 @@ func (r *ServerReconciler) discovery(ctx context.Context, server *metalv1alpha1.
 		if err := probeboot.Delete(ctx, r.Client, r.Probe, server, discoveryPurpose(server)); err != nil {
 			return step{}, err
 		}
-		return step{event: fsm.EventDiscoveryTimedOut, reason: ReasonProbeBootEnded, effect: setPower(server.Spec.SystemURI, bmc.PowerOff),
+		return step{event: fsm.EventDiscoveryTimedOut, reason: metalv1alpha1.ReasonProbeBootEnded, effect: setPower(server.Spec.SystemURI, bmc.PowerOff),
 			message: fmt.Sprintf("%s (attempt %d of %d)", why, server.Status.DiscoveryAttempts, r.Discovery.Attempts),
 			apply: func(s *metalv1alpha1.Server) {
-				setCondition(&s.Status.Conditions, s.Generation, metalv1alpha1.ConditionDiscovered, metav1.ConditionFalse, ReasonProbeBootEnded, why)
+				setCondition(&s.Status.Conditions, s.Generation, metalv1alpha1.ConditionDiscovered, metav1.ConditionFalse, metalv1alpha1.ReasonProbeBootEnded, why)
 			}}, nil
 	}
 	started := enteredAt(server)
@@ -167,7 +154,7 @@ func (r *ServerReconciler) discovery(ctx context.Context, server *metalv1alpha1.
 	// Its verdict may come without a new inventory: a report that lists other hardware than the
 	// record leaves the record as it is (cleanVerdict).
 	reported := reportTime(server)
-	haveReport := !reported.IsZero() && server.Status.Inventory.Source == "Probe" && !reported.Before(started.Truncate(time.Second))
+	haveReport := !reported.IsZero() && server.Status.Inventory.Source == metalv1alpha1.InventorySourceProbe && !reported.Before(started.Truncate(time.Second))
 	wiped, reason, failed := false, "", ""
 	if dirty(server) {
 		haveReport, reason, failed = r.cleanVerdict(server, started)
@@ -185,11 +172,11 @@ func (r *ServerReconciler) discovery(ctx context.Context, server *metalv1alpha1.
 		}
 		inv := server.Status.Inventory
 		const off = "powered off after discovery"
-		st := step{event: fsm.EventDiscovered, reason: ReasonReportReceived, effect: sendPower(server.Spec.SystemURI, metalv1alpha1.PowerOff, off),
+		st := step{event: fsm.EventDiscovered, reason: metalv1alpha1.ReasonReportReceived, effect: sendPower(server.Spec.SystemURI, metalv1alpha1.PowerOff, off),
 			message: fmt.Sprintf("probe reported %d CPU cores, %v memory, %d disks, %d NICs", inv.CPU.Cores, inv.Memory.Total.String(), len(inv.Storage), len(inv.NetworkInterfaces)),
 			apply: func(s *metalv1alpha1.Server) {
 				s.Status.DiscoveryAttempts = 0
-				setCondition(&s.Status.Conditions, s.Generation, metalv1alpha1.ConditionDiscovered, metav1.ConditionTrue, ReasonReportReceived, "inventory from the in-band probe")
+				setCondition(&s.Status.Conditions, s.Generation, metalv1alpha1.ConditionDiscovered, metav1.ConditionTrue, metalv1alpha1.ReasonReportReceived, "inventory from the in-band probe")
 				recordHardware(s)
 				if wiped {
 					markClean(s)
@@ -204,7 +191,7 @@ func (r *ServerReconciler) discovery(ctx context.Context, server *metalv1alpha1.
 	if remaining := deadline.Sub(r.now()); remaining > 0 {
 		until := deadline.UTC().Format(time.RFC3339)
 		if !reported.IsZero() && !reported.Before(started.Truncate(time.Second)) && dirty(server) {
-			return wait(ReasonAwaitingReport, fmt.Sprintf("inventory received; waiting for the wipe report until %s", until), remaining), nil
+			return wait(metalv1alpha1.ReasonAwaitingReport, fmt.Sprintf("inventory received; waiting for the wipe report until %s", until), remaining), nil
 		}
 		if trouble := r.probeTrouble(ctx, server, started); trouble != nil {
 			return wait(trouble.Reason, fmt.Sprintf("the probe booted but says: %s; waiting for its report until %s, then booting it again", trouble.Message, until), remaining), nil
@@ -212,10 +199,10 @@ func (r *ServerReconciler) discovery(ctx context.Context, server *metalv1alpha1.
 		return awaitReport(remaining), nil
 	}
 	// Power off but keep the boot configuration: the next attempt reuses it.
-	return step{event: fsm.EventDiscoveryTimedOut, reason: ReasonDiscoveryTimedOut, effect: setPower(server.Spec.SystemURI, bmc.PowerOff),
+	return step{event: fsm.EventDiscoveryTimedOut, reason: metalv1alpha1.ReasonDiscoveryTimedOut, effect: setPower(server.Spec.SystemURI, bmc.PowerOff),
 		message: fmt.Sprintf("no report within %v (attempt %d of %d)", r.Discovery.Timeout, server.Status.DiscoveryAttempts, r.Discovery.Attempts),
 		apply: func(s *metalv1alpha1.Server) {
-			setCondition(&s.Status.Conditions, s.Generation, metalv1alpha1.ConditionDiscovered, metav1.ConditionFalse, ReasonDiscoveryTimedOut, "the probe did not report in time")
+			setCondition(&s.Status.Conditions, s.Generation, metalv1alpha1.ConditionDiscovered, metav1.ConditionFalse, metalv1alpha1.ReasonDiscoveryTimedOut, "the probe did not report in time")
 		}}, nil
 }
 
@@ -224,9 +211,9 @@ func (r *ServerReconciler) discovery(ctx context.Context, server *metalv1alpha1.
 // person must fix.
 func waitForBootService(sbc *metalv1alpha1.ServerBootConfiguration) step {
 	if c := apimeta.FindStatusCondition(sbc.Status.Conditions, metalv1alpha1.ConditionReady); c != nil && c.Status == metav1.ConditionFalse {
-		return wait(ReasonWaitingForBootService, fmt.Sprintf("boot configuration %s/%s is not Ready: %s: %s", sbc.Namespace, sbc.Name, c.Reason, c.Message), 0)
+		return wait(metalv1alpha1.ReasonWaitingForBootService, fmt.Sprintf("boot configuration %s/%s is not Ready: %s: %s", sbc.Namespace, sbc.Name, c.Reason, c.Message), 0)
 	}
-	return wait(ReasonWaitingForBootService, fmt.Sprintf("waiting for the boot service to mark %s/%s Ready", sbc.Namespace, sbc.Name), 0)
+	return wait(metalv1alpha1.ReasonWaitingForBootService, fmt.Sprintf("waiting for the boot service to mark %s/%s Ready", sbc.Namespace, sbc.Name), 0)
 }
 
 // bootServiceGrace is how long a probe boot's configuration may take to become Ready before the

@@ -30,7 +30,7 @@ func TestDirtyRediscoveryWithoutAWipeReportTimesOut(t *testing.T) {
 		Spec: m.ServerSpec{SystemURI: "/redfish/v1/Systems/1"},
 		Status: m.ServerStatus{State: m.ServerStateDiscovery, LastTransitionTime: &metav1.Time{Time: start}, DiscoveryAttempts: 1,
 			Inventory:  &m.Inventory{Source: "Probe", ReportedAt: &metav1.Time{Time: start.Truncate(time.Second)}},
-			Conditions: []metav1.Condition{{Type: m.ConditionCleaned, Status: metav1.ConditionFalse, Reason: ReasonTakenFromTenant}}},
+			Conditions: []metav1.Condition{{Type: m.ConditionCleaned, Status: metav1.ConditionFalse, Reason: m.ReasonTakenFromTenant}}},
 	}
 	now := start.Add(time.Second)
 	r := ServerReconciler{Discovery: DiscoverySettings{Timeout: 4 * time.Second, Attempts: 2}, Now: func() time.Time { return now },
@@ -38,7 +38,7 @@ func TestDirtyRediscoveryWithoutAWipeReportTimesOut(t *testing.T) {
 	st, err := r.discovery(ctx, server)
 	require.NoError(t, err)
 	assert.Empty(t, st.event, "the attempt goes on")
-	assert.Equal(t, ReasonAwaitingReport, st.reason)
+	assert.Equal(t, m.ReasonAwaitingReport, st.reason)
 	assert.Contains(t, st.message, "waiting for the wipe report until")
 	assert.Equal(t, 3*time.Second, st.requeueAfter, "looked at again at its deadline")
 
@@ -53,12 +53,12 @@ func TestDirtyRediscoveryWithoutAWipeReportTimesOut(t *testing.T) {
 func TestWaitingForTheBootServiceSaysWhatItFoundWrong(t *testing.T) {
 	sbc := &m.ServerBootConfiguration{ObjectMeta: metav1.ObjectMeta{Namespace: "system", Name: "s1-discovery"}}
 	st := waitForBootService(sbc)
-	assert.Equal(t, ReasonWaitingForBootService, st.reason)
+	assert.Equal(t, m.ReasonWaitingForBootService, st.reason)
 	assert.Equal(t, "waiting for the boot service to mark system/s1-discovery Ready", st.message)
 
 	sbc.Status.Conditions = []metav1.Condition{{Type: m.ConditionReady, Status: metav1.ConditionFalse, Reason: "MACsUnknown", Message: "server s1 has no NIC MAC address"}}
 	st = waitForBootService(sbc)
-	assert.Equal(t, ReasonWaitingForBootService, st.reason)
+	assert.Equal(t, m.ReasonWaitingForBootService, st.reason)
 	assert.Equal(t, "boot configuration system/s1-discovery is not Ready: MACsUnknown: server s1 has no NIC MAC address", st.message)
 }
 
@@ -98,7 +98,7 @@ func TestAnInstallWaitingForTheBootServiceShowsInProvisioned(t *testing.T) {
 	now = made.Add(bootServiceGrace)
 	c := provisioned(r.installWaitsForBootService(sbc))
 	if assert.NotNil(t, c, "a long wait is shown") {
-		assert.Equal(t, ReasonWaitingForBootService, c.Reason)
+		assert.Equal(t, m.ReasonWaitingForBootService, c.Reason)
 		assert.Equal(t, "waiting for the boot service to mark system/s1-provision Ready", c.Message)
 	}
 

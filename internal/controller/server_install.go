@@ -19,17 +19,6 @@ import (
 	"github.com/ironfleet/ironfleet/internal/probeboot"
 )
 
-// Reasons of the Provisioned condition while a claim's image is installed to disk.
-const (
-	ReasonInstalling         = "Installing"
-	ReasonInstalled          = "Installed"
-	ReasonInstallFailed      = "InstallFailed"
-	ReasonInstallTimedOut    = "InstallTimedOut"
-	ReasonReprovisioning     = "Reprovisioning"
-	ReasonIgnitionUnreadable = "IgnitionUnreadable"
-	ReasonInstallInterrupted = "InstallInterrupted"
-)
-
 // Installing a claim's image (Ironfleet's boot operator):
 //
 //  1. the probe is network-booted once in provision mode (a boot configuration <server>-provision
@@ -78,7 +67,7 @@ func (r *ServerReconciler) heldClaim(ctx context.Context, server *metalv1alpha1.
 	if err := r.Client.Get(ctx, client.ObjectKey{Namespace: ref.Namespace, Name: ref.Name}, &claim); err != nil {
 		return nil, client.IgnoreNotFound(err)
 	}
-	if ref.UID != "" && string(claim.UID) != ref.UID {
+	if !ref.Names(&claim) {
 		return nil, nil
 	}
 	return &claim, nil
@@ -87,11 +76,11 @@ func (r *ServerReconciler) heldClaim(ctx context.Context, server *metalv1alpha1.
 // installed says whether the server's last install is the claim's image, and succeeded.
 func installed(server *metalv1alpha1.Server, claim *metalv1alpha1.ServerClaim) bool {
 	last := server.Status.LastInstall
-	return last != nil && last.Succeeded && probeboot.InstallTarget(last.Image, last.ImageChecksum) == claimTarget(claim)
+	return last != nil && last.Succeeded && metalv1alpha1.InstallTarget(last.Image, last.ImageChecksum) == claimTarget(claim)
 }
 
 func claimTarget(claim *metalv1alpha1.ServerClaim) string {
-	return probeboot.InstallTarget(claim.Spec.Image, claim.Spec.ImageChecksum)
+	return metalv1alpha1.InstallTarget(claim.Spec.Image, claim.Spec.ImageChecksum)
 }
 
 // install drives the claim's image onto the server's disk. done: the image is installed and the
@@ -125,7 +114,7 @@ func (r *ServerReconciler) install(ctx context.Context, server *metalv1alpha1.Se
 		return r.reprovision(server, fmt.Sprintf("the claim's image is now %s; installing it instead", claim.Spec.Image)), false, nil
 	}
 	last := server.Status.LastInstall
-	if !haveBoot && server.Status.ProvisionAttempts > 0 && (last == nil || probeboot.InstallTarget(last.Image, last.ImageChecksum) != target) {
+	if !haveBoot && server.Status.ProvisionAttempts > 0 && (last == nil || metalv1alpha1.InstallTarget(last.Image, last.ImageChecksum) != target) {
 		return r.reprovision(server, fmt.Sprintf("the claim's image is now %s; installing it", claim.Spec.Image)), false, nil
 	}
 
@@ -138,16 +127,16 @@ func (r *ServerReconciler) install(ctx context.Context, server *metalv1alpha1.Se
 			return step{}, false, err
 		}
 		if server.Status.ProvisionAttempts >= max {
-			return r.installFailed(server, ReasonProbeBootEnded, fmt.Sprintf("attempt %d of %d: %s; %s", server.Status.ProvisionAttempts, max, why, installRetryHint)), false, nil
+			return r.installFailed(server, metalv1alpha1.ReasonProbeBootEnded, fmt.Sprintf("attempt %d of %d: %s; %s", server.Status.ProvisionAttempts, max, why, installRetryHint)), false, nil
 		}
 		return r.bootInstall(ctx, server, claim, fmt.Sprintf("attempt %d: %s", server.Status.ProvisionAttempts, why))
 	}
-	if cond != nil && (cond.Reason == ReasonInstallFailed || cond.Reason == ReasonInstallTimedOut) && server.Status.ProvisionAttempts >= max {
+	if cond != nil && (cond.Reason == metalv1alpha1.ReasonInstallFailed || cond.Reason == metalv1alpha1.ReasonInstallTimedOut) && server.Status.ProvisionAttempts >= max {
 		return wait(cond.Reason, cond.Message, 0), false, nil // until the claim's image changes
 	}
 	since := server.Status.LastProbeBootTime
 	if since != nil && last != nil && last.ReportedAt != nil && !last.ReportedAt.Time.Before(since.Time.Truncate(time.Second)) &&
-		probeboot.InstallTarget(last.Image, last.ImageChecksum) == target {
+		metalv1alpha1.InstallTarget(last.Image, last.ImageChecksum) == target {
 		// This attempt reported. The boot ends with the install, or with the last attempt; a
 		// retry boots the same configuration again.
 		if last.Succeeded || server.Status.ProvisionAttempts >= max {
@@ -163,20 +152,20 @@ func (r *ServerReconciler) install(ctx context.Context, server *metalv1alpha1.Se
 			failure += " (the disk was wiped again)"
 		}
 		if server.Status.ProvisionAttempts >= max {
-			return r.installFailed(server, ReasonInstallFailed, fmt.Sprintf("install failed after %d attempt(s): %s; %s", server.Status.ProvisionAttempts, failure, installRetryHint)), false, nil
+			return r.installFailed(server, metalv1alpha1.ReasonInstallFailed, fmt.Sprintf("install failed after %d attempt(s): %s; %s", server.Status.ProvisionAttempts, failure, installRetryHint)), false, nil
 		}
 		return r.bootInstall(ctx, server, claim, fmt.Sprintf("attempt %d failed: %s", server.Status.ProvisionAttempts, failure))
 	}
 	if since != nil && server.Status.ProvisionAttempts > 0 {
 		deadline := since.Add(r.installTimeout())
 		if remaining := deadline.Sub(r.now()); remaining > 0 {
-			return wait(ReasonInstalling, fmt.Sprintf("attempt %d of %d: installing %s; waiting for the probe's report until %s", server.Status.ProvisionAttempts, max, claim.Spec.Image, deadline.UTC().Format(time.RFC3339)), remaining), false, nil
+			return wait(metalv1alpha1.ReasonInstalling, fmt.Sprintf("attempt %d of %d: installing %s; waiting for the probe's report until %s", server.Status.ProvisionAttempts, max, claim.Spec.Image, deadline.UTC().Format(time.RFC3339)), remaining), false, nil
 		}
 		if server.Status.ProvisionAttempts >= max {
 			if err := probeboot.Delete(ctx, r.Client, r.Probe, server, metalv1alpha1.BootPurposeProvisioning); err != nil {
 				return step{}, false, err
 			}
-			return r.installFailed(server, ReasonInstallTimedOut, fmt.Sprintf("no install report after %d boot(s) of %v each: the image may download too slowly for --install-timeout, or the probe did not boot or reach the registry (an admin can look at the server's console and the events of boot configuration %s/%s); %s",
+			return r.installFailed(server, metalv1alpha1.ReasonInstallTimedOut, fmt.Sprintf("no install report after %d boot(s) of %v each: the image may download too slowly for --install-timeout, or the probe did not boot or reach the registry (an admin can look at the server's console and the events of boot configuration %s/%s); %s",
 				server.Status.ProvisionAttempts, r.installTimeout(), r.Probe.Namespace, probeboot.Name(server.Name, metalv1alpha1.BootPurposeProvisioning), installRetryHint)), false, nil
 		}
 		return r.bootInstall(ctx, server, claim, fmt.Sprintf("attempt %d did not report within %v", server.Status.ProvisionAttempts, r.installTimeout()))
@@ -187,11 +176,11 @@ func (r *ServerReconciler) install(ctx context.Context, server *metalv1alpha1.Se
 // reprovision starts the claim's install over: attempts reset, the server off.
 func (r *ServerReconciler) reprovision(server *metalv1alpha1.Server, message string) step {
 	const off = "powered off to install the claim's new image"
-	return step{reason: ReasonReprovisioning, message: message, effect: sendPower(server.Spec.SystemURI, metalv1alpha1.PowerOff, off),
+	return step{reason: metalv1alpha1.ReasonReprovisioning, message: message, effect: sendPower(server.Spec.SystemURI, metalv1alpha1.PowerOff, off),
 		apply: func(s *metalv1alpha1.Server) {
 			s.Status.ProvisionAttempts = 0
 			s.Status.LastProbeBootTime = nil
-			setCondition(&s.Status.Conditions, s.Generation, metalv1alpha1.ConditionProvisioned, metav1.ConditionFalse, ReasonReprovisioning, message)
+			setCondition(&s.Status.Conditions, s.Generation, metalv1alpha1.ConditionProvisioned, metav1.ConditionFalse, metalv1alpha1.ReasonReprovisioning, message)
 			requestPower(s, metalv1alpha1.PowerOff, off)
 		}}
 }
@@ -226,11 +215,11 @@ func (r *ServerReconciler) bootFromDisk(server *metalv1alpha1.Server, claim *met
 	eff.run = setPower(uri, action).run
 	// Off too: the next power-on, whoever asks for it, boots the disk.
 	eff = fromDisk(eff, uri)
-	r.Events.Eventf(server, nil, corev1.EventTypeNormal, ReasonInstalled, "Install", "%s", message)
-	return step{reason: ReasonInstalled, message: message, effect: eff, apply: func(s *metalv1alpha1.Server) {
+	r.Events.Eventf(server, nil, corev1.EventTypeNormal, metalv1alpha1.ReasonInstalled, "Install", "%s", message)
+	return step{reason: metalv1alpha1.ReasonInstalled, message: message, effect: eff, apply: func(s *metalv1alpha1.Server) {
 		s.Status.ProvisionAttempts = 0
 		s.Status.LastProbeBootTime = nil
-		setCondition(&s.Status.Conditions, s.Generation, metalv1alpha1.ConditionProvisioned, metav1.ConditionTrue, ReasonInstalled, message)
+		setCondition(&s.Status.Conditions, s.Generation, metalv1alpha1.ConditionProvisioned, metav1.ConditionTrue, metalv1alpha1.ReasonInstalled, message)
 		requestPower(s, power, powerMessage)
 	}}
 }
@@ -247,8 +236,8 @@ func (r *ServerReconciler) bootInstall(ctx context.Context, server *metalv1alpha
 	}, via)
 	var unreadable *userDataError
 	if errors.As(err, &unreadable) {
-		return step{reason: ReasonIgnitionUnreadable, message: unreadable.Error(), requeueAfter: 30 * time.Second, apply: func(s *metalv1alpha1.Server) {
-			setCondition(&s.Status.Conditions, s.Generation, metalv1alpha1.ConditionProvisioned, metav1.ConditionFalse, ReasonIgnitionUnreadable, unreadable.Error())
+		return step{reason: metalv1alpha1.ReasonIgnitionUnreadable, message: unreadable.Error(), requeueAfter: 30 * time.Second, apply: func(s *metalv1alpha1.Server) {
+			setCondition(&s.Status.Conditions, s.Generation, metalv1alpha1.ConditionProvisioned, metav1.ConditionFalse, metalv1alpha1.ReasonIgnitionUnreadable, unreadable.Error())
 		}}, false, nil
 	}
 	if err != nil {
@@ -269,13 +258,13 @@ func (r *ServerReconciler) bootInstall(ctx context.Context, server *metalv1alpha
 	if why != "" {
 		message = why + "; " + message
 	}
-	return step{reason: ReasonInstalling, message: message, requeueAfter: r.installTimeout(), effect: boot,
+	return step{reason: metalv1alpha1.ReasonInstalling, message: message, requeueAfter: r.installTimeout(), effect: boot,
 		apply: func(s *metalv1alpha1.Server) {
 			now := metav1.NewTime(r.now())
 			s.Status.LastProbeBootTime = &now
 			s.Status.ProvisionAttempts = n
-			setCondition(&s.Status.Conditions, s.Generation, metalv1alpha1.ConditionProvisioned, metav1.ConditionFalse, ReasonInstalling, message)
-			meta.RemoveStatusCondition(&s.Status.Conditions, conditionProbe)
+			setCondition(&s.Status.Conditions, s.Generation, metalv1alpha1.ConditionProvisioned, metav1.ConditionFalse, metalv1alpha1.ReasonInstalling, message)
+			meta.RemoveStatusCondition(&s.Status.Conditions, metalv1alpha1.ConditionProbe)
 		}}, false, nil
 }
 
@@ -289,13 +278,10 @@ func (r *ServerReconciler) installWaitsForBootService(sbc *metalv1alpha1.ServerB
 		return st
 	}
 	st.apply = func(s *metalv1alpha1.Server) {
-		setCondition(&s.Status.Conditions, s.Generation, metalv1alpha1.ConditionProvisioned, metav1.ConditionFalse, ReasonWaitingForBootService, st.message)
+		setCondition(&s.Status.Conditions, s.Generation, metalv1alpha1.ConditionProvisioned, metav1.ConditionFalse, metalv1alpha1.ReasonWaitingForBootService, st.message)
 	}
 	return st
 }
-
-// conditionProbe is the registry's condition of the probe's own progress (registry.ConditionProbe).
-const conditionProbe = "Probe"
 
 // userDataError: the claim's ignition cannot be read; the claim says so until it can.
 type userDataError struct{ msg string }

@@ -14,14 +14,6 @@ import (
 	"github.com/ironfleet/ironfleet/internal/probeboot"
 )
 
-// Reasons of maintenance steps.
-const (
-	ReasonMaintenanceStarted = "MaintenanceStarted"
-	ReasonMaintenanceEnded   = "MaintenanceEnded"
-	// ReasonTakenFromTenant marks a server taken into maintenance from its claim dirty.
-	ReasonTakenFromTenant = "TakenFromTenant"
-)
-
 // startMaintenance takes the server from whatever it was doing. Probe boots in flight are
 // abandoned; a dirty server stays marked dirty, so it is wiped before it is pooled again. A
 // Reserved server is marked dirty here: its tenant has had its disks, and if the claim goes
@@ -33,7 +25,7 @@ func (r *ServerReconciler) startMaintenance(ctx context.Context, server *metalv1
 	}
 	ref := server.Spec.MaintenanceRef
 	fromTenant := server.Status.State == metalv1alpha1.ServerStateReserved
-	return step{event: fsm.EventStartMaintenance, reason: ReasonMaintenanceStarted,
+	return step{event: fsm.EventStartMaintenance, reason: metalv1alpha1.ReasonMaintenanceStarted,
 		message: fmt.Sprintf("taken by ServerMaintenance %s/%s", ref.Namespace, ref.Name),
 		apply: func(s *metalv1alpha1.Server) {
 			s.Status.DiscoveryAttempts, s.Status.LastProbeBootTime = 0, nil
@@ -41,13 +33,13 @@ func (r *ServerReconciler) startMaintenance(ctx context.Context, server *metalv1
 			// server installs afresh, with every attempt.
 			s.Status.ProvisionAttempts = 0
 			if c := meta.FindStatusCondition(s.Status.Conditions, metalv1alpha1.ConditionProvisioned); c != nil && c.Status != metav1.ConditionTrue {
-				setCondition(&s.Status.Conditions, s.Generation, metalv1alpha1.ConditionProvisioned, metav1.ConditionFalse, ReasonInstallInterrupted,
+				setCondition(&s.Status.Conditions, s.Generation, metalv1alpha1.ConditionProvisioned, metav1.ConditionFalse, metalv1alpha1.ReasonInstallInterrupted,
 					fmt.Sprintf("the install was stopped by ServerMaintenance %s/%s; it starts again when the maintenance ends", ref.Namespace, ref.Name))
 			}
-			setCondition(&s.Status.Conditions, s.Generation, metalv1alpha1.ConditionInMaintenance, metav1.ConditionTrue, ReasonMaintenanceStarted,
+			setCondition(&s.Status.Conditions, s.Generation, metalv1alpha1.ConditionInMaintenance, metav1.ConditionTrue, metalv1alpha1.ReasonMaintenanceStarted,
 				fmt.Sprintf("held by %s/%s", ref.Namespace, ref.Name))
 			if fromTenant {
-				setCondition(&s.Status.Conditions, s.Generation, metalv1alpha1.ConditionCleaned, metav1.ConditionFalse, ReasonTakenFromTenant,
+				setCondition(&s.Status.Conditions, s.Generation, metalv1alpha1.ConditionCleaned, metav1.ConditionFalse, metalv1alpha1.ReasonTakenFromTenant,
 					"taken into maintenance from its claim; wiped before it is pooled again")
 				s.Status.LastWipe = nil // before the tenant: it does not count
 			}
@@ -81,7 +73,7 @@ func (r *ServerReconciler) endMaintenance(server *metalv1alpha1.Server) step {
 	if server.Spec.ServerClaimRef != nil {
 		where = fmt.Sprintf("back to claim %s/%s", server.Spec.ServerClaimRef.Namespace, server.Spec.ServerClaimRef.Name)
 	}
-	return step{event: fsm.EventEndMaintenance, reason: ReasonMaintenanceEnded, message: "maintenance ended; " + where,
+	return step{event: fsm.EventEndMaintenance, reason: metalv1alpha1.ReasonMaintenanceEnded, message: "maintenance ended; " + where,
 		apply: func(s *metalv1alpha1.Server) {
 			meta.RemoveStatusCondition(&s.Status.Conditions, metalv1alpha1.ConditionInMaintenance)
 			// The claim's power is requested afresh once the server is Reserved again.

@@ -42,22 +42,6 @@ func DefaultPowerTimeouts() PowerTimeouts {
 	return PowerTimeouts{Confirm: 2 * time.Minute, GracefulShutdown: 5 * time.Minute}
 }
 
-// Event reasons of power delivery.
-const (
-	ReasonPowerUnconfirmed        = "PowerUnconfirmed"
-	ReasonGracefulShutdownIgnored = "GracefulShutdownIgnored"
-	ReasonPowerResent             = "PowerResent"
-)
-
-// ReasonPowerOnRequested and its kin are the Powered condition's reasons: "Power", the power
-// asked for, and the delivery state (PowerOffShuttingDown, PowerOnConfirmed, ...).
-const (
-	ReasonPowerOnRequested  = "PowerOnRequested"
-	ReasonPowerOffRequested = "PowerOffRequested"
-	ReasonPowerOnSent       = "PowerOnSent"
-	ReasonPowerOffSent      = "PowerOffSent"
-)
-
 func poweredReason(d *metalv1alpha1.PowerDelivery) string {
 	return "Power" + string(d.Want) + string(d.State)
 }
@@ -313,18 +297,18 @@ func (r *ServerReconciler) observePower(ctx context.Context, server *metalv1alph
 		_ = movePower(server, fsm.PowerEventEscalate, r.now())
 		d.Graceful, d.Attempts = false, 0
 		setPowered(server)
-		r.Events.Eventf(server, nil, corev1.EventTypeWarning, ReasonGracefulShutdownIgnored, "ForceOff",
+		r.Events.Eventf(server, nil, corev1.EventTypeWarning, metalv1alpha1.ReasonGracefulShutdownIgnored, "ForceOff",
 			"the OS did not shut down within %s of GracefulShutdown (the BMC reports %s): forcing the power off", timeouts.GracefulShutdown, now)
 		return 0 // the state's handler sends the ForceOff in this reconcile
 	case d.State == metalv1alpha1.PowerSent && waited >= timeouts.Confirm:
 		_ = movePower(server, fsm.PowerEventTimedOut, r.now())
 		if d.State == metalv1alpha1.PowerUnconfirmed {
 			server.Status.PowerState = now // stop showing Powering*: the BMC says otherwise
-			r.Events.Eventf(server, nil, corev1.EventTypeWarning, ReasonPowerUnconfirmed, "Power",
+			r.Events.Eventf(server, nil, corev1.EventTypeWarning, metalv1alpha1.ReasonPowerUnconfirmed, "Power",
 				"the BMC took power %s twice but still reports %s after %s each time; not sending it again", d.Want, now, timeouts.Confirm)
 			return timeouts.Confirm // still watched
 		}
-		r.Events.Eventf(server, nil, corev1.EventTypeNormal, ReasonPowerResent, "Power",
+		r.Events.Eventf(server, nil, corev1.EventTypeNormal, metalv1alpha1.ReasonPowerResent, "Power",
 			"the BMC took power %s but still reports %s after %s: sending it once more", d.Want, now, timeouts.Confirm)
 		return 0 // the state's handler sends it again in this reconcile
 	}

@@ -15,7 +15,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	m "github.com/ironfleet/ironfleet/apis/metal/v1alpha1"
-	"github.com/ironfleet/ironfleet/internal/controller"
 	"github.com/ironfleet/ironfleet/test/bmcsim"
 )
 
@@ -73,8 +72,8 @@ func TestABMCThatTakesResetsAndIgnoresThemIsNoticedWithoutALoop(t *testing.T) {
 	assert.Contains(t, c.Message, "not sent again")
 	assert.Equal(t, m.PowerStateOff, got.Status.PowerState, "what the BMC reports, not Powering* for ever")
 	assert.Equal(t, before+2, p.sim.Stats().Resets, "two resets reached the BMC")
-	assert.Len(t, serverEvents(t, name, controller.ReasonPowerResent), 1)
-	assert.Len(t, serverEvents(t, name, controller.ReasonPowerUnconfirmed), 1)
+	assert.Len(t, serverEvents(t, name, m.ReasonPowerResent), 1)
+	assert.Len(t, serverEvents(t, name, m.ReasonPowerUnconfirmed), 1)
 	// No loop: over twice the confirmation timeout, nothing more is sent.
 	assert.Never(t, func() bool { return p.sim.Stats().Resets != before+2 }, 2*operatorDeps.Settings.Power.Confirm, 100*time.Millisecond,
 		"no reset is sent after Unconfirmed")
@@ -142,10 +141,10 @@ func TestAGracefulShutdownTheOSIgnoresIsForced(t *testing.T) {
 			if tc.escalate {
 				assert.Equal(t, "ForceOff", sent[len(sent)-1], "forced after the grace period: %v", sent)
 				assert.False(t, done.Status.PowerDelivery.Graceful)
-				assert.Len(t, serverEvents(t, name, controller.ReasonGracefulShutdownIgnored), 1)
+				assert.Len(t, serverEvents(t, name, m.ReasonGracefulShutdownIgnored), 1)
 			} else {
 				assert.NotContains(t, sent, "ForceOff", "an OS that stops is not forced: %v", sent)
-				assert.Empty(t, serverEvents(t, name, controller.ReasonGracefulShutdownIgnored))
+				assert.Empty(t, serverEvents(t, name, m.ReasonGracefulShutdownIgnored))
 			}
 		})
 	}
@@ -166,7 +165,7 @@ func TestAPowerStateThatLagsIsObservedNotAssumed(t *testing.T) {
 	assert.Equal(t, m.PowerStateOn, done.Status.PowerState)
 	assert.Equal(t, int32(1), done.Status.PowerDelivery.Attempts, "sent once: the lag is not taken for a lost request")
 	assert.Equal(t, before+1, p.sim.Stats().Resets)
-	assert.Empty(t, serverEvents(t, name, controller.ReasonPowerResent))
+	assert.Empty(t, serverEvents(t, name, m.ReasonPowerResent))
 }
 
 // TestAPowerRequestTheBMCFailsToTakeSaysWhy: a power request whose BMC call fails shows why in

@@ -16,7 +16,7 @@ import (
 func TestAServerAtRestIsReadyAgainAfterAnError(t *testing.T) {
 	server := &m.Server{
 		Spec:   m.ServerSpec{ServerClaimRef: &m.ObjectReference{Namespace: "tenant", Name: "web"}},
-		Status: m.ServerStatus{State: m.ServerStateReserved, LastTransitionReason: ReasonClaimed},
+		Status: m.ServerStatus{State: m.ServerStateReserved, LastTransitionReason: m.ReasonClaimed},
 	}
 	ready := func() *metav1.Condition { return meta.FindStatusCondition(server.Status.Conditions, m.ConditionReady) }
 
@@ -24,17 +24,17 @@ func TestAServerAtRestIsReadyAgainAfterAnError(t *testing.T) {
 	assert.Equal(t, metav1.ConditionFalse, ready().Status)
 	assert.Equal(t, "ReconcileError", ready().Reason)
 
-	showReady(server, step{reason: ReasonWaitingForClaim, message: "not written at rest"}, nil)
+	showReady(server, step{reason: m.ReasonWaitingForClaim, message: "not written at rest"}, nil)
 	assert.Equal(t, metav1.ConditionTrue, ready().Status, "the next reconcile that succeeds clears it")
-	assert.Equal(t, ReasonClaimed, ready().Reason)
+	assert.Equal(t, m.ReasonClaimed, ready().Reason)
 	assert.Equal(t, "held by claim tenant/web", ready().Message)
 
 	// A server on its way shows what it waits for; a Ready it has is left alone at rest.
 	server.Status.State = m.ServerStateInitial
-	showReady(server, step{reason: ReasonDiscoveryBackoff, message: "retrying in 5s"}, nil)
-	assert.Equal(t, ReasonDiscoveryBackoff, ready().Reason)
+	showReady(server, step{reason: m.ReasonDiscoveryBackoff, message: "retrying in 5s"}, nil)
+	assert.Equal(t, m.ReasonDiscoveryBackoff, ready().Reason)
 	server.Status.State = m.ServerStateAvailable
-	server.Status.Conditions = []metav1.Condition{{Type: m.ConditionReady, Status: metav1.ConditionTrue, Reason: ReasonWipeVerified, Message: "2 disks wiped"}}
+	server.Status.Conditions = []metav1.Condition{{Type: m.ConditionReady, Status: metav1.ConditionTrue, Reason: m.ReasonWipeVerified, Message: "2 disks wiped"}}
 	showReady(server, step{}, nil)
 	assert.Equal(t, "2 disks wiped", ready().Message, "a server Ready at rest keeps its message")
 }

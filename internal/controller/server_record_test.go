@@ -18,7 +18,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	m "github.com/ironfleet/ironfleet/apis/metal/v1alpha1"
-	"github.com/ironfleet/ironfleet/internal/controller"
 	"github.com/ironfleet/ironfleet/internal/ignition"
 	"github.com/ironfleet/ironfleet/internal/report"
 	"github.com/ironfleet/ironfleet/metalprobe/post"
@@ -127,7 +126,7 @@ func TestForgedCleanupReportsNeverPoolTheServer(t *testing.T) {
 			for i := range inv.Storage {
 				inv.Storage[i].Removable = true
 			}
-		}, controller.ReasonWipeFailed, []string{"sda", "sde", "not reported"}},
+		}, m.ReasonWipeFailed, []string{"sda", "sde", "not reported"}},
 		{"changed-macs", 646, func(inv *m.Inventory) {
 			inv.NetworkInterfaces[1].MACAddress = "52:54:00:66:66:66"
 		}, m.ReasonHardwareChanged, []string{"52:54:00:66:66:66", "added", "missing"}},

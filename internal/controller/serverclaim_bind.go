@@ -23,7 +23,7 @@ func (r *ServerClaimReconciler) boundServer(ctx context.Context, claim *metalv1a
 		return nil, err
 	}
 	for i := range servers.Items {
-		if ref := servers.Items[i].Spec.ServerClaimRef; ref != nil && ref.UID == string(claim.UID) {
+		if servers.Items[i].HeldByClaim(claim) {
 			return &servers.Items[i], nil
 		}
 	}
@@ -33,7 +33,7 @@ func (r *ServerClaimReconciler) boundServer(ctx context.Context, claim *metalv1a
 	if ref := claim.Status.ServerRef; ref != nil {
 		var server metalv1alpha1.Server
 		err := r.APIReader.Get(ctx, client.ObjectKey{Name: ref.Name}, &server)
-		if err == nil && server.Spec.ServerClaimRef != nil && server.Spec.ServerClaimRef.UID == string(claim.UID) {
+		if err == nil && server.HeldByClaim(claim) {
 			return &server, nil
 		}
 		if err != nil && !apierrors.IsNotFound(err) {
@@ -74,7 +74,7 @@ func (r *ServerClaimReconciler) bind(ctx context.Context, claim *metalv1alpha1.S
 	}
 	if err := r.Client.Patch(ctx, server, patch); err != nil {
 		if apierrors.IsConflict(err) || apierrors.IsNotFound(err) || r.takenFirst(ctx, claim, pick, err) {
-			setCondition(&claim.Status.Conditions, claim.Generation, metalv1alpha1.ConditionBound, metav1.ConditionFalse, ReasonBindConflict,
+			setCondition(&claim.Status.Conditions, claim.Generation, metalv1alpha1.ConditionBound, metav1.ConditionFalse, metalv1alpha1.ReasonBindConflict,
 				"server "+pick.Name+" was taken first; trying another")
 			claim.Status.ServerRef = nil
 			return nil, "", errRetryBindAfter(ctx, r.Client, claim)

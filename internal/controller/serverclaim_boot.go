@@ -33,7 +33,7 @@ func (r *ServerClaimReconciler) provision(ctx context.Context, claim *metalv1alp
 		bootRef = &metalv1alpha1.ObjectReference{Namespace: sbc.Namespace, Name: sbc.Name, UID: string(sbc.UID)}
 	}
 	power := orDefault(claim.Spec.Power, metalv1alpha1.PowerOn)
-	if server.Spec.Power != power || !sameRef(server.Spec.BootConfigurationRef, bootRef) {
+	if server.Spec.Power != power || !metalv1alpha1.SameReference(server.Spec.BootConfigurationRef, bootRef) {
 		err := patchHeldServer(ctx, r.Client, server, claim, func(spec *metalv1alpha1.ServerSpec) {
 			spec.Power, spec.BootConfigurationRef = power, bootRef
 		})
@@ -43,15 +43,15 @@ func (r *ServerClaimReconciler) provision(ctx context.Context, claim *metalv1alp
 	}
 	switch {
 	case server.Status.State != metalv1alpha1.ServerStateReserved:
-		setCondition(&claim.Status.Conditions, claim.Generation, metalv1alpha1.ConditionReady, metav1.ConditionFalse, ReasonWaitingForServer,
+		setCondition(&claim.Status.Conditions, claim.Generation, metalv1alpha1.ConditionReady, metav1.ConditionFalse, metalv1alpha1.ReasonWaitingForServer,
 			waitingForServerMessage(server))
 	case claim.Spec.Image != "" && installsImages(r.BootOperator):
 		showInstall(claim, server, power)
 	case meta.IsStatusConditionTrue(server.Status.Conditions, metalv1alpha1.ConditionProvisioned) || claim.Spec.Image == "":
-		setCondition(&claim.Status.Conditions, claim.Generation, metalv1alpha1.ConditionReady, metav1.ConditionTrue, ReasonServerReady,
+		setCondition(&claim.Status.Conditions, claim.Generation, metalv1alpha1.ConditionReady, metav1.ConditionTrue, metalv1alpha1.ReasonServerReady,
 			fmt.Sprintf("server %s is reserved for this claim, power %s", server.Name, power))
 	default:
-		setCondition(&claim.Status.Conditions, claim.Generation, metalv1alpha1.ConditionReady, metav1.ConditionFalse, ReasonProvisioning,
+		setCondition(&claim.Status.Conditions, claim.Generation, metalv1alpha1.ConditionReady, metav1.ConditionFalse, metalv1alpha1.ReasonProvisioning,
 			"waiting for the boot service to serve "+claim.Spec.Image)
 	}
 	return nil
@@ -89,7 +89,7 @@ func needsBootConfig(claim *metalv1alpha1.ServerClaim, bootOperator string) bool
 func showInstall(claim *metalv1alpha1.ServerClaim, server *metalv1alpha1.Server, power metalv1alpha1.Power) {
 	prov := meta.FindStatusCondition(server.Status.Conditions, metalv1alpha1.ConditionProvisioned)
 	if prov == nil {
-		prov = &metav1.Condition{Status: metav1.ConditionFalse, Reason: ReasonInstalling, Message: "waiting for the server to start installing " + claim.Spec.Image}
+		prov = &metav1.Condition{Status: metav1.ConditionFalse, Reason: metalv1alpha1.ReasonInstalling, Message: "waiting for the server to start installing " + claim.Spec.Image}
 	}
 	setCondition(&claim.Status.Conditions, claim.Generation, metalv1alpha1.ConditionProvisioned, prov.Status, prov.Reason, prov.Message)
 	claim.Status.InstallProgress = ""
@@ -97,11 +97,11 @@ func showInstall(claim *metalv1alpha1.ServerClaim, server *metalv1alpha1.Server,
 		if last := server.Status.LastInstall; last != nil && last.Bytes > 0 {
 			claim.Status.InstallProgress = metalv1alpha1.HumanBytes(last.Bytes) + " written"
 		}
-		setCondition(&claim.Status.Conditions, claim.Generation, metalv1alpha1.ConditionReady, metav1.ConditionTrue, ReasonServerReady,
+		setCondition(&claim.Status.Conditions, claim.Generation, metalv1alpha1.ConditionReady, metav1.ConditionTrue, metalv1alpha1.ReasonServerReady,
 			fmt.Sprintf("server %s is reserved for this claim with %s installed, power %s", server.Name, claim.Spec.Image, power))
 		return
 	}
-	if probe := meta.FindStatusCondition(server.Status.Conditions, conditionProbe); probe != nil && probe.Reason == ReasonInstalling && prov.Reason == ReasonInstalling {
+	if probe := meta.FindStatusCondition(server.Status.Conditions, metalv1alpha1.ConditionProbe); probe != nil && probe.Reason == metalv1alpha1.ReasonInstalling && prov.Reason == metalv1alpha1.ReasonInstalling {
 		claim.Status.InstallProgress = probe.Message
 	}
 	setCondition(&claim.Status.Conditions, claim.Generation, metalv1alpha1.ConditionReady, metav1.ConditionFalse, prov.Reason, prov.Message)
@@ -121,7 +121,7 @@ func (r *ServerClaimReconciler) ensureBootConfig(ctx context.Context, claim *met
 	sbc, err := probeboot.EnsureClaimBoot(ctx, r.Client, r.BootOperator, claim, server)
 	var stale *probeboot.StaleClaimBootError
 	if errors.As(err, &stale) {
-		r.Events.Eventf(claim, stale.Deleted, corev1.EventTypeWarning, ReasonStaleBootConfiguration, "Delete",
+		r.Events.Eventf(claim, stale.Deleted, corev1.EventTypeWarning, metalv1alpha1.ReasonStaleBootConfiguration, "Delete",
 			"deleted boot configuration %s, made for server %s, which the claim does not hold", stale.Deleted.Name, stale.Deleted.Spec.ServerRef.Name)
 	}
 	return sbc, err
@@ -158,6 +158,6 @@ func (r *ServerClaimReconciler) release(ctx context.Context, claim *metalv1alpha
 		}
 		r.Events.Eventf(claim, server, corev1.EventTypeNormal, metalv1alpha1.ClaimReasonReleasing, "Release", "released server %s for cleanup", server.Name)
 	}
-	controllerutil.RemoveFinalizer(claim, ClaimFinalizer)
+	controllerutil.RemoveFinalizer(claim, metalv1alpha1.ClaimFinalizer)
 	return client.IgnoreNotFound(r.Client.Update(ctx, claim))
 }

@@ -25,26 +25,11 @@ import (
 	"github.com/ironfleet/ironfleet/internal/probeboot"
 )
 
-// ClaimFinalizer holds a claim until its server is released.
-const ClaimFinalizer = "metal.ironfleet.dev/claim"
-
 // Field indexes: servers by the claim holding them; bindable servers; claims still waiting.
 const (
 	indexServerByClaim  = "spec.serverClaimRef"
 	indexServerBindable = "bindable"
 	indexClaimPending   = "pending"
-)
-
-// Reasons of a claim's conditions.
-const (
-	ReasonBindConflict     = "BindConflict"
-	ReasonServerLost       = "ServerLost"
-	ReasonProvisioning     = "Provisioning"
-	ReasonServerReady      = "ServerReady"
-	ReasonWaitingForServer = "WaitingForServer"
-	// ReasonStaleBootConfiguration: the claim's boot configuration was for a server it does not
-	// hold, and was deleted.
-	ReasonStaleBootConfiguration = "StaleBootConfiguration"
 )
 
 // ServerClaimReconciler binds claims to servers, asks the boot service for their image, and
@@ -98,7 +83,7 @@ func (r *ServerClaimReconciler) Reconcile(ctx context.Context, req ctrl.Request)
 		return r.releasing(ctx, &claim)
 	}
 	read := claim.ResourceVersion
-	if controllerutil.AddFinalizer(&claim, ClaimFinalizer) {
+	if controllerutil.AddFinalizer(&claim, metalv1alpha1.ClaimFinalizer) {
 		if err := r.Client.Update(ctx, &claim); err != nil {
 			return ctrl.Result{}, client.IgnoreNotFound(err)
 		}
@@ -201,9 +186,9 @@ func (r *ServerClaimReconciler) bound(ctx context.Context, claim *metalv1alpha1.
 			lost = "server " + ref.Name
 		}
 		claim.Status.ServerRef, claim.Status.BoundAt, claim.Status.InstallProgress = nil, nil, ""
-		setCondition(&claim.Status.Conditions, claim.Generation, metalv1alpha1.ConditionBound, metav1.ConditionFalse, ReasonServerLost,
+		setCondition(&claim.Status.Conditions, claim.Generation, metalv1alpha1.ConditionBound, metav1.ConditionFalse, metalv1alpha1.ReasonServerLost,
 			lost+" no longer holds this claim (deleted, or its claim reference cleared); it binds again as soon as a server matches")
-		setCondition(&claim.Status.Conditions, claim.Generation, metalv1alpha1.ConditionReady, metav1.ConditionFalse, ReasonServerLost, lost+" was lost")
+		setCondition(&claim.Status.Conditions, claim.Generation, metalv1alpha1.ConditionReady, metav1.ConditionFalse, metalv1alpha1.ReasonServerLost, lost+" was lost")
 		meta.RemoveStatusCondition(&claim.Status.Conditions, metalv1alpha1.ConditionProvisioned)
 		// Pending, the claim binds at its next reconcile: its own status write does not wake
 		// it, and a server that is bindable already sends no news.
@@ -217,7 +202,7 @@ func (r *ServerClaimReconciler) bound(ctx context.Context, claim *metalv1alpha1.
 // server is released (the deleted event's one write). Another claim's status is written only
 // when the release cannot finish now, to say why: a claim that goes needs none.
 func (r *ServerClaimReconciler) releasing(ctx context.Context, claim *metalv1alpha1.ServerClaim) (ctrl.Result, error) {
-	if !controllerutil.ContainsFinalizer(claim, ClaimFinalizer) {
+	if !controllerutil.ContainsFinalizer(claim, metalv1alpha1.ClaimFinalizer) {
 		return ctrl.Result{}, nil
 	}
 	original := claim.DeepCopy()
@@ -307,7 +292,7 @@ func (r *ServerClaimReconciler) serverEvents() handler.EventHandler {
 			if !ok || old.Spec.ServerClaimRef == nil {
 				return
 			}
-			if now, ok := e.ObjectNew.(*metalv1alpha1.Server); ok && sameRef(old.Spec.ServerClaimRef, now.Spec.ServerClaimRef) {
+			if now, ok := e.ObjectNew.(*metalv1alpha1.Server); ok && metalv1alpha1.SameReference(old.Spec.ServerClaimRef, now.Spec.ServerClaimRef) {
 				return // woken above
 			}
 			ref := old.Spec.ServerClaimRef
@@ -374,8 +359,8 @@ func claimRelevantServerChange() predicate.Predicate {
 				return true
 			}
 			return now.Spec.ServerClaimRef != nil && (old.Status.State != now.Status.State ||
-				!sameRef(old.Spec.ServerClaimRef, now.Spec.ServerClaimRef) ||
-				conditionNews(old, now, metalv1alpha1.ConditionProvisioned) || conditionNews(old, now, conditionProbe))
+				!metalv1alpha1.SameReference(old.Spec.ServerClaimRef, now.Spec.ServerClaimRef) ||
+				conditionNews(old, now, metalv1alpha1.ConditionProvisioned) || conditionNews(old, now, metalv1alpha1.ConditionProbe))
 		},
 		CreateFunc: func(e event.CreateEvent) bool { s, ok := e.Object.(*metalv1alpha1.Server); return ok && bindable(s) },
 		DeleteFunc: func(e event.DeleteEvent) bool {

@@ -33,7 +33,6 @@ import (
 
 	m "github.com/ironfleet/ironfleet/apis/metal/v1alpha1"
 	"github.com/ironfleet/ironfleet/internal/bootmedia"
-	"github.com/ironfleet/ironfleet/internal/controller"
 	"github.com/ironfleet/ironfleet/internal/ignition"
 	"github.com/ironfleet/ironfleet/metalprobe/configdrive"
 	"github.com/ironfleet/ironfleet/metalprobe/wipe"
@@ -105,7 +104,7 @@ func startOneServerWith(t *testing.T, name string, system int, opts bmcsim.Optio
 func poolServers(t *testing.T, name string) []m.Server {
 	t.Helper()
 	var list m.ServerList
-	require.NoError(t, k8s.List(context.Background(), &list, client.MatchingLabels{controller.LabelBMC: name}))
+	require.NoError(t, k8s.List(context.Background(), &list, client.MatchingLabels{m.LabelBMC: name}))
 	return list.Items
 }
 
@@ -126,7 +125,7 @@ func createNamespace(t *testing.T, name string) {
 
 func poolClaim(ns, name, poolName string) *m.ServerClaim {
 	return &m.ServerClaim{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}, Spec: m.ServerClaimSpec{
-		ServerSelector: &m.ServerSelector{MatchLabels: map[string]m.LabelValue{controller.LabelBMC: m.LabelValue(poolName)}},
+		ServerSelector: &m.ServerSelector{MatchLabels: map[string]m.LabelValue{m.LabelBMC: m.LabelValue(poolName)}},
 	}}
 }
 
@@ -395,16 +394,16 @@ func TestReleaseWipesEveryDiskAsAsked(t *testing.T) {
 			}
 		}
 		if policy == m.WipeMetadata {
-			eventually(t, 10*time.Second, func() bool { return len(serverEvents(t, name, controller.ReasonMetadataWipeOnly)) == 1 },
-				"%s: a Warning event %s", name, controller.ReasonMetadataWipeOnly)
-			assert.Contains(t, serverEvents(t, name, controller.ReasonMetadataWipeOnly)[0], "still readable")
+			eventually(t, 10*time.Second, func() bool { return len(serverEvents(t, name, m.ReasonMetadataWipeOnly)) == 1 },
+				"%s: a Warning event %s", name, m.ReasonMetadataWipeOnly)
+			assert.Contains(t, serverEvents(t, name, m.ReasonMetadataWipeOnly)[0], "still readable")
 		}
 	}
 	// The metadata release's event came after its own wipe; the other two releases, wiped as
 	// fully, recorded none.
 	for i, name := range names {
 		if policies[i] != m.WipeMetadata {
-			assert.Empty(t, serverEvents(t, name, controller.ReasonMetadataWipeOnly), "%s (%q)", name, policies[i])
+			assert.Empty(t, serverEvents(t, name, m.ReasonMetadataWipeOnly), "%s (%q)", name, policies[i])
 		}
 	}
 }
@@ -430,7 +429,7 @@ func TestFailedWipeKeepsTheServerOutOfThePool(t *testing.T) {
 	releaseAndWait(t, claim)
 
 	s := waitServer(t, name, m.ServerStateError, 60*time.Second)
-	assert.Equal(t, controller.ReasonWipeFailed, s.Status.LastTransitionReason)
+	assert.Equal(t, m.ReasonWipeFailed, s.Status.LastTransitionReason)
 	cleaned := meta.FindStatusCondition(s.Status.Conditions, m.ConditionCleaned)
 	require.NotNil(t, cleaned)
 	assert.Equal(t, metav1.ConditionFalse, cleaned.Status)
@@ -637,7 +636,7 @@ func TestPowerOnOfAServerThatIsOnIsDone(t *testing.T) {
 	eventually(t, 20*time.Second, func() bool {
 		require.NoError(t, k8s.Get(ctx, client.ObjectKey{Name: name}, &s))
 		c := meta.FindStatusCondition(s.Status.Conditions, m.ConditionPowered)
-		return c != nil && (c.Reason == controller.ReasonPowerOnSent || c.Reason == "PowerOnConfirmed")
+		return c != nil && (c.Reason == m.ReasonPowerOnSent || c.Reason == "PowerOnConfirmed")
 	}, "the power-on the BMC refused as already done counts as sent")
 	assert.Equal(t, "On", p.sim.PowerState(id))
 	assert.Len(t, p.sim.BootLog(id), boots, "nothing booted again")
@@ -702,7 +701,7 @@ func TestFailedInstallsEndWithAReason(t *testing.T) {
 			eventually(t, 60*time.Second, func() bool {
 				require.NoError(t, k8s.Get(ctx, client.ObjectKeyFromObject(claim), &c))
 				cond := meta.FindStatusCondition(c.Status.Conditions, m.ConditionProvisioned)
-				return cond != nil && cond.Reason == controller.ReasonInstallFailed
+				return cond != nil && cond.Reason == m.ReasonInstallFailed
 			}, "the install fails for good")
 			cond := meta.FindStatusCondition(c.Status.Conditions, m.ConditionProvisioned)
 			assert.Contains(t, cond.Message, tc.reason)
@@ -762,7 +761,7 @@ func TestMaintenanceMidInstallEndsTheInstallBoot(t *testing.T) {
 	assert.EqualValues(t, 0, s.Status.ProvisionAttempts, "the install starts afresh after the maintenance")
 	cond := meta.FindStatusCondition(s.Status.Conditions, m.ConditionProvisioned)
 	require.NotNil(t, cond)
-	assert.Equal(t, controller.ReasonInstallInterrupted, cond.Reason)
+	assert.Equal(t, m.ReasonInstallInterrupted, cond.Reason)
 	assert.Empty(t, s.Status.ProbeBoot, "the registry takes no report of the stopped install")
 	for _, obj := range []client.Object{&m.ServerBootConfiguration{}, &corev1.Secret{}} {
 		key := boot
@@ -801,7 +800,7 @@ func TestMaintenanceWaitsForOwnerApproval(t *testing.T) {
 	eventually(t, 20*time.Second, func() bool {
 		require.NoError(t, k8s.Get(ctx, client.ObjectKeyFromObject(sm), sm))
 		c := meta.FindStatusCondition(sm.Status.Conditions, m.ConditionReady)
-		return c != nil && c.Reason == controller.ReasonWaitingForApproval
+		return c != nil && c.Reason == m.ReasonWaitingForApproval
 	}, "the maintenance waits for the owner")
 	assert.Equal(t, m.MaintenanceStatePending, sm.Status.State)
 	require.NoError(t, k8s.Get(ctx, client.ObjectKey{Name: name}, &s))
@@ -813,7 +812,7 @@ func TestMaintenanceWaitsForOwnerApproval(t *testing.T) {
 		require.NoError(t, k8s.List(ctx, &evs, client.InNamespace("maint")))
 		asked = asked[:0]
 		for _, e := range evs.Items {
-			if e.Regarding.Kind == "ServerClaim" && e.Regarding.Name == "db" && e.Reason == controller.ReasonMaintenanceRequested {
+			if e.Regarding.Kind == "ServerClaim" && e.Regarding.Name == "db" && e.Reason == m.ReasonMaintenanceRequested {
 				asked = append(asked, e)
 			}
 		}
@@ -837,7 +836,7 @@ func TestMaintenanceWaitsForOwnerApproval(t *testing.T) {
 	eventually(t, 10*time.Second, func() bool {
 		require.NoError(t, k8s.Get(ctx, client.ObjectKeyFromObject(claim), claim))
 		c := meta.FindStatusCondition(claim.Status.Conditions, m.ConditionReady)
-		return c != nil && c.Reason == controller.ReasonWaitingForServer && strings.Contains(c.Message, "in maintenance (ServerMaintenance maint/dimm)")
+		return c != nil && c.Reason == m.ReasonWaitingForServer && strings.Contains(c.Message, "in maintenance (ServerMaintenance maint/dimm)")
 	}, "the claim says its server is in maintenance, and which")
 
 	require.NoError(t, k8s.Delete(ctx, sm))

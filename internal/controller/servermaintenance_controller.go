@@ -24,22 +24,7 @@ import (
 	"github.com/ironfleet/ironfleet/internal/fsm"
 )
 
-// MaintenanceFinalizer holds a ServerMaintenance until its server is given back.
-const MaintenanceFinalizer = "metal.ironfleet.dev/maintenance"
-
 const indexMaintenanceByServer = "spec.serverRef.name"
-
-// Reasons of a ServerMaintenance's Ready condition.
-const (
-	ReasonWaitingForApproval = "WaitingForOwnerApproval"
-	// ReasonMaintenanceRequested: the event that tells a claim's owner a maintenance waits for
-	// their approval.
-	ReasonMaintenanceRequested = "MaintenanceRequested"
-	ReasonServerHeld           = "ServerHeldByOtherMaintenance"
-	ReasonServerNotFound       = "ServerNotFound"
-	ReasonTakingServer         = "TakingServer"
-	ReasonInMaintenance        = "InMaintenance"
-)
 
 // ServerMaintenanceReconciler hands servers to maintenance: at once when Enforced, after the
 // claim's owner approves when OwnerApproval and the server is claimed. The server reconciler
@@ -83,7 +68,7 @@ func (r *ServerMaintenanceReconciler) Reconcile(ctx context.Context, req ctrl.Re
 		return ctrl.Result{}, r.giveBack(ctx, &sm)
 	}
 	read := sm.ResourceVersion
-	if controllerutil.AddFinalizer(&sm, MaintenanceFinalizer) {
+	if controllerutil.AddFinalizer(&sm, metalv1alpha1.MaintenanceFinalizer) {
 		if err := r.Client.Update(ctx, &sm); err != nil {
 			return ctrl.Result{}, client.IgnoreNotFound(err)
 		}
@@ -131,7 +116,7 @@ func (r *ServerMaintenanceReconciler) observe(ctx context.Context, sm *metalv1al
 		if !apierrors.IsNotFound(err) {
 			return maintenanceStep{}, err
 		}
-		st := maintenanceStep{reason: ReasonServerNotFound,
+		st := maintenanceStep{reason: metalv1alpha1.ReasonServerNotFound,
 			message: "server " + name + " does not exist: fix spec.serverRef or delete this maintenance (a server of that name is taken when it appears)"}
 		if sm.Status.State != metalv1alpha1.MaintenanceStateFailed {
 			st.event = fsm.MaintenanceEventServerMissing
@@ -143,36 +128,30 @@ func (r *ServerMaintenanceReconciler) observe(ctx context.Context, sm *metalv1al
 	}
 	switch sm.Status.State {
 	case metalv1alpha1.MaintenanceStateFailed:
-		return maintenanceStep{event: fsm.MaintenanceEventServerAppeared, reason: ReasonTakingServer,
+		return maintenanceStep{event: fsm.MaintenanceEventServerAppeared, reason: metalv1alpha1.ReasonTakingServer,
 			message: "server " + name + " exists now; taking it", requeueAfter: time.Millisecond}, nil
 	case metalv1alpha1.MaintenanceStateInMaintenance:
-		if holds(&server, sm) && server.Status.State == metalv1alpha1.ServerStateMaintenance {
-			return maintenanceStep{reason: ReasonInMaintenance, message: "server " + name + " is in maintenance"}, nil
+		if server.HeldByMaintenance(sm) && server.Status.State == metalv1alpha1.ServerStateMaintenance {
+			return maintenanceStep{reason: metalv1alpha1.ReasonInMaintenance, message: "server " + name + " is in maintenance"}, nil
 		}
-		return maintenanceStep{event: fsm.MaintenanceEventServerLeft, reason: ReasonTakingServer,
+		return maintenanceStep{event: fsm.MaintenanceEventServerLeft, reason: metalv1alpha1.ReasonTakingServer,
 			message: fmt.Sprintf("server %s left maintenance (it is %s); taking it again", name, server.Status.State), requeueAfter: time.Millisecond}, nil
 	default:
 		return r.pending(ctx, sm, &server)
 	}
 }
 
-// holds says whether the server is held by this maintenance.
-func holds(server *metalv1alpha1.Server, sm *metalv1alpha1.ServerMaintenance) bool {
-	ref := server.Spec.MaintenanceRef
-	return ref != nil && ref.Namespace == sm.Namespace && ref.Name == sm.Name
-}
-
 // pending takes the server, when its claim's owner allows, and waits until its reconciler has
 // moved it to Maintenance.
 func (r *ServerMaintenanceReconciler) pending(ctx context.Context, sm *metalv1alpha1.ServerMaintenance, server *metalv1alpha1.Server) (maintenanceStep, error) {
 	if ref := server.Spec.MaintenanceRef; ref != nil {
-		if !holds(server, sm) {
-			return maintenanceStep{reason: ReasonServerHeld, message: fmt.Sprintf("server %s is held by ServerMaintenance %s/%s; this one takes it once that one is deleted", server.Name, ref.Namespace, ref.Name)}, nil
+		if !server.HeldByMaintenance(sm) {
+			return maintenanceStep{reason: metalv1alpha1.ReasonServerHeld, message: fmt.Sprintf("server %s is held by ServerMaintenance %s/%s; this one takes it once that one is deleted", server.Name, ref.Namespace, ref.Name)}, nil
 		}
 		if server.Status.State == metalv1alpha1.ServerStateMaintenance {
-			return maintenanceStep{event: fsm.MaintenanceEventServerEntered, reason: ReasonInMaintenance, message: "server " + server.Name + " is in maintenance"}, nil
+			return maintenanceStep{event: fsm.MaintenanceEventServerEntered, reason: metalv1alpha1.ReasonInMaintenance, message: "server " + server.Name + " is in maintenance"}, nil
 		}
-		return maintenanceStep{reason: ReasonTakingServer, message: takingMessage(server)}, nil
+		return maintenanceStep{reason: metalv1alpha1.ReasonTakingServer, message: takingMessage(server)}, nil
 	}
 	if claimRef := server.Spec.ServerClaimRef; claimRef != nil && orDefault(sm.Spec.Policy, metalv1alpha1.MaintenanceOwnerApproval) == metalv1alpha1.MaintenanceOwnerApproval {
 		var claim metalv1alpha1.ServerClaim
@@ -183,12 +162,12 @@ func (r *ServerMaintenanceReconciler) pending(ctx context.Context, sm *metalv1al
 		if err == nil && claim.Annotations[metalv1alpha1.AnnotationApproveMaintenance] != "true" {
 			// The owner, who must approve, cannot read this maintenance's status: the claim,
 			// in the owner's namespace, is told, once (when this maintenance starts waiting).
-			if c := apimeta.FindStatusCondition(sm.Status.Conditions, metalv1alpha1.ConditionReady); c == nil || c.Reason != ReasonWaitingForApproval {
-				r.Events.Eventf(&claim, nil, corev1.EventTypeNormal, ReasonMaintenanceRequested, "RequestMaintenance",
+			if c := apimeta.FindStatusCondition(sm.Status.Conditions, metalv1alpha1.ConditionReady); c == nil || c.Reason != metalv1alpha1.ReasonWaitingForApproval {
+				r.Events.Eventf(&claim, nil, corev1.EventTypeNormal, metalv1alpha1.ReasonMaintenanceRequested, "RequestMaintenance",
 					"an admin asks to take server %s into maintenance (ServerMaintenance %s/%s: %q): set the annotation %s=true on this claim to let it be taken; it comes back to this claim when the maintenance ends",
 					server.Name, sm.Namespace, sm.Name, sm.Spec.Reason, metalv1alpha1.AnnotationApproveMaintenance)
 			}
-			return maintenanceStep{reason: ReasonWaitingForApproval, message: fmt.Sprintf(
+			return maintenanceStep{reason: metalv1alpha1.ReasonWaitingForApproval, message: fmt.Sprintf(
 				"server %s is claimed by %s/%s: waiting for its owner to set the annotation %s=true on the claim",
 				server.Name, claimRef.Namespace, claimRef.Name, metalv1alpha1.AnnotationApproveMaintenance)}, nil
 		}
@@ -205,8 +184,8 @@ func (r *ServerMaintenanceReconciler) pending(ctx context.Context, sm *metalv1al
 		return maintenanceStep{}, fmt.Errorf("taking server %s: %w", server.Name, err)
 	}
 	r.servers.wrote(server, read)
-	r.Events.Eventf(sm, server, corev1.EventTypeNormal, ReasonTakingServer, "StartMaintenance", "took server %s: %s", server.Name, sm.Spec.Reason)
-	return maintenanceStep{reason: ReasonTakingServer, message: takingMessage(server)}, nil
+	r.Events.Eventf(sm, server, corev1.EventTypeNormal, metalv1alpha1.ReasonTakingServer, "StartMaintenance", "took server %s: %s", server.Name, sm.Spec.Reason)
+	return maintenanceStep{reason: metalv1alpha1.ReasonTakingServer, message: takingMessage(server)}, nil
 }
 
 // takingMessage says the server is on its way: the same words while it is, so that the
@@ -218,7 +197,7 @@ func takingMessage(server *metalv1alpha1.Server) string {
 // giveBack clears the server's maintenance reference (the server reconciler returns it to its
 // claim or to re-discovery) and lets the maintenance go.
 func (r *ServerMaintenanceReconciler) giveBack(ctx context.Context, sm *metalv1alpha1.ServerMaintenance) error {
-	if !controllerutil.ContainsFinalizer(sm, MaintenanceFinalizer) {
+	if !controllerutil.ContainsFinalizer(sm, metalv1alpha1.MaintenanceFinalizer) {
 		return nil
 	}
 	var server metalv1alpha1.Server
@@ -226,7 +205,7 @@ func (r *ServerMaintenanceReconciler) giveBack(ctx context.Context, sm *metalv1a
 	if client.IgnoreNotFound(err) != nil {
 		return err
 	}
-	if err == nil && holds(&server, sm) {
+	if err == nil && server.HeldByMaintenance(sm) {
 		read := server.ResourceVersion
 		if err := patchServerJSON(ctx, r.Client, &server, []map[string]any{
 			{"op": "test", "path": "/spec/maintenanceRef/namespace", "value": sm.Namespace},
@@ -237,10 +216,10 @@ func (r *ServerMaintenanceReconciler) giveBack(ctx context.Context, sm *metalv1a
 			return fmt.Errorf("giving back server %s: %w", server.Name, err)
 		}
 		r.servers.wrote(&server, read)
-		r.Events.Eventf(sm, &server, corev1.EventTypeNormal, ReasonMaintenanceEnded, "EndMaintenance", "gave back server %s", server.Name)
+		r.Events.Eventf(sm, &server, corev1.EventTypeNormal, metalv1alpha1.ReasonMaintenanceEnded, "EndMaintenance", "gave back server %s", server.Name)
 	}
 	read := sm.ResourceVersion
-	controllerutil.RemoveFinalizer(sm, MaintenanceFinalizer)
+	controllerutil.RemoveFinalizer(sm, metalv1alpha1.MaintenanceFinalizer)
 	if err := r.Client.Update(ctx, sm); err != nil {
 		return client.IgnoreNotFound(err)
 	}

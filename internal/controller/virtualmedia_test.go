@@ -17,7 +17,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	m "github.com/ironfleet/ironfleet/apis/metal/v1alpha1"
-	"github.com/ironfleet/ironfleet/internal/controller"
 	"github.com/ironfleet/ironfleet/internal/ignition"
 	"github.com/ironfleet/ironfleet/test/bmcsim"
 )
@@ -60,7 +59,7 @@ func TestAVirtualMediaBMCWithoutVirtualMediaSaysSo(t *testing.T) {
 	name := strings.ToLower(testSystem(15).UUID)
 	eventually(t, 30*time.Second, func() bool {
 		c := serverReady(name)
-		return c != nil && c.Reason == controller.ReasonVirtualMediaUnsupported
+		return c != nil && c.Reason == m.ReasonVirtualMediaUnsupported
 	}, "its server waits, saying why")
 	assert.Contains(t, serverReady(name).Message, "novmedia")
 	// Waiting is what it keeps doing: nothing is powered or booted.

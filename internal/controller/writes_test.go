@@ -18,7 +18,6 @@ import (
 	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 
 	m "github.com/ironfleet/ironfleet/apis/metal/v1alpha1"
-	"github.com/ironfleet/ironfleet/internal/controller"
 	"github.com/ironfleet/ironfleet/test/bmcsim"
 	"github.com/ironfleet/ironfleet/test/lab"
 )
@@ -258,7 +257,7 @@ func TestOneWritePerTransition(t *testing.T) {
 				continue
 			}
 			serverWrites = append(serverWrites, q.Body)
-			assert.NotContains(t, q.Body, controller.ReasonWaitingForBootService, "a moment's wait for the boot service is not written")
+			assert.NotContains(t, q.Body, m.ReasonWaitingForBootService, "a moment's wait for the boot service is not written")
 			if !strings.Contains(q.Body, `"resourceVersion"`) {
 				assert.NotContains(t, q.Body, "PoweringOff", "a power-off is recorded with its step")
 			}
@@ -381,7 +380,7 @@ func TestRequestsPerEnrolledServer(t *testing.T) {
 					t.Errorf("server %s: reconcile %d writes the Server's metadata: %s", name, j, q)
 				case "servers/status":
 					total++
-					assert.NotContains(t, q.Body, controller.ReasonWaitingForBootService, "server %s: reconcile %d writes a moment's wait for the boot service\n%s", name, j, describe(rs))
+					assert.NotContains(t, q.Body, m.ReasonWaitingForBootService, "server %s: reconcile %d writes a moment's wait for the boot service\n%s", name, j, describe(rs))
 					if strings.Contains(q.Body, `"resourceVersion"`) {
 						locked++
 						assert.Zero(t, records, "server %s: reconcile %d records a BMC action before its step's write\n%s", name, j, describe(rs))

@@ -196,7 +196,7 @@ func Ensure(ctx context.Context, c client.Client, api client.Reader, cfg Config,
 		annotations[metalv1alpha1.AnnotationProbeNetwork] = network
 	}
 	if in != nil {
-		image, annotations[metalv1alpha1.AnnotationInstallTarget] = in.Image, InstallTarget(in.Image, in.ImageChecksum)
+		image, annotations[metalv1alpha1.AnnotationInstallTarget] = in.Image, metalv1alpha1.InstallTarget(in.Image, in.ImageChecksum)
 	}
 	if err := writeIgnition(ctx, c, secret); err != nil {
 		return nil, err
@@ -379,16 +379,6 @@ func resolveInstall(purpose metalv1alpha1.BootPurpose, install InstallSource) (*
 		return nil, errors.New("a provisioning boot needs the claim's install")
 	}
 	return install()
-}
-
-// InstallTarget is what a provisioning boot installs, as its
-// metalv1alpha1.AnnotationInstallTarget says and as a claim or an install report is compared
-// with it: the image, and its checksum when there is one.
-func InstallTarget(image, checksum string) string {
-	if checksum == "" {
-		return image
-	}
-	return image + " " + checksum
 }
 
 // newBoot names a probe boot.

@@ -183,7 +183,7 @@ func otherMachine(server *metalv1alpha1.Server, a about) string {
 // a probe's.
 func probeMACs(server *metalv1alpha1.Server) map[string]bool {
 	inv := server.Status.Inventory
-	if inv == nil || inv.Source != "Probe" {
+	if inv == nil || inv.Source != metalv1alpha1.InventorySourceProbe {
 		return nil
 	}
 	known := map[string]bool{}

@@ -18,7 +18,7 @@ import (
 // MACs later boots are answered for stay those its discovery recorded.
 func recordReport(server *metalv1alpha1.Server, inv *metalv1alpha1.Inventory, received metav1.Time) []string {
 	record := server.Status.Inventory
-	if record == nil || record.Source != "Probe" {
+	if record == nil || record.Source != metalv1alpha1.InventorySourceProbe {
 		replaceInventory(server, inv)
 		return nil
 	}

@@ -364,7 +364,7 @@ func TestABootStateSentAgainIsNotWrittenAgain(t *testing.T) {
 	status, msg := post(t, "/v1/bootstate", signer.Token(serverA, boot), body)
 	require.Equal(t, http.StatusNoContent, status, msg)
 	first := server(t, serverA)
-	c := meta.FindStatusCondition(first.Status.Conditions, registry.ConditionProbe)
+	c := meta.FindStatusCondition(first.Status.Conditions, m.ConditionProbe)
 	require.NotNil(t, c)
 	require.Equal(t, "Collecting", c.Reason)
 
@@ -494,7 +494,7 @@ func TestAWriteFromAnOutdatedVersionTestsWhatItMustNotUndo(t *testing.T) {
 	meta.SetStatusCondition(&other.Status.Conditions, metav1.Condition{Type: "Ready", Status: metav1.ConditionFalse, Reason: "Discovery", Message: "x"})
 	require.NoError(t, env.Client.Status().Update(ctx, other))
 	news := read.DeepCopy()
-	meta.SetStatusCondition(&news.Status.Conditions, metav1.Condition{Type: registry.ConditionProbe, Status: metav1.ConditionTrue, Reason: "Booted", Message: "y"})
+	meta.SetStatusCondition(&news.Status.Conditions, metav1.Condition{Type: m.ConditionProbe, Status: metav1.ConditionTrue, Reason: "Booted", Message: "y"})
 	err = patchFrom(t, read, news, false)
 	require.True(t, apierrors.IsInvalid(err), "the conditions moved on: %v", err)
 	assert.NotNil(t, meta.FindStatusCondition(server(t, uuid).Status.Conditions, "Ready"), "the other writer's condition is kept")

@@ -267,7 +267,7 @@ func (s *Server) postReport(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	inv := rep.Inventory
-	inv.Source = "Probe"
+	inv.Source = metalv1alpha1.InventorySourceProbe
 	inv.ReportedAt = &received
 	inv.CollectorVersion = rep.ProbeVersion
 	inv.Warnings = capStrings(rep.Warnings, 64)
@@ -305,9 +305,6 @@ type BootState struct {
 
 var statePattern = regexp.MustCompile(`^[A-Z][A-Za-z]{0,31}$`)
 
-// ConditionProbe is the Server condition the probe's boot state is written to.
-const ConditionProbe = "Probe"
-
 // postBootState records the probe's progress as the Server's Probe condition.
 func (s *Server) postBootState(w http.ResponseWriter, r *http.Request) {
 	var st BootState
@@ -332,7 +329,7 @@ func (s *Server) postBootState(w http.ResponseWriter, r *http.Request) {
 }
 
 func setProbeCondition(server *metalv1alpha1.Server, status metav1.ConditionStatus, reason, message string) {
-	setCondition(server, ConditionProbe, status, reason, message)
+	setCondition(server, metalv1alpha1.ConditionProbe, status, reason, message)
 }
 
 func setCondition(server *metalv1alpha1.Server, typ string, status metav1.ConditionStatus, reason, message string) {

@@ -54,7 +54,7 @@ func (s *Server) postUserData(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusServiceUnavailable, "reading the claim of server %s: %v", server.Name, err)
 		return
 	}
-	if ref.UID != "" && string(claim.UID) != ref.UID {
+	if !ref.Names(&claim) {
 		writeError(w, http.StatusForbidden, "the claim of server %s is gone", server.Name)
 		return
 	}

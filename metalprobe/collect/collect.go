@@ -23,6 +23,7 @@ import (
 	"github.com/jaypipes/ghw"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	metalv1alpha1 "github.com/ironfleet/ironfleet/apis/metal/v1alpha1"
 	"github.com/ironfleet/ironfleet/internal/report"
 )
 
@@ -40,9 +41,6 @@ type Options struct {
 	Now func() time.Time
 }
 
-// SourceProbe is the Inventory.Source of an in-band report.
-const SourceProbe = "Probe"
-
 // LLDPFixture is the file, relative to Options.Root, that stands in for `lldpctl -f json`.
 const LLDPFixture = "lldpctl.json"
 
@@ -59,7 +57,7 @@ func Collect(ctx context.Context, opts Options) (*report.Report, error) {
 	}
 	collectedAt := now().UTC()
 	rep := &report.Report{CollectedAt: collectedAt, ProbeVersion: opts.ProbeVersion}
-	rep.Inventory.Source = SourceProbe
+	rep.Inventory.Source = metalv1alpha1.InventorySourceProbe
 	rep.Inventory.ReportedAt = &metav1.Time{Time: collectedAt}
 
 	// Order matters: network reuses the PCI drivers, LLDP needs the NICs.

@@ -49,7 +49,7 @@ func TestCollectFixtureHostsMatchExpected(t *testing.T) {
 			}
 			assert.Equal(t, fixedNow, rep.CollectedAt)
 			assert.Equal(t, "test", rep.ProbeVersion)
-			assert.Equal(t, SourceProbe, rep.Inventory.Source)
+			assert.Equal(t, metalv1alpha1.InventorySourceProbe, rep.Inventory.Source)
 			require.NotNil(t, rep.Inventory.ReportedAt)
 			assert.True(t, rep.Inventory.ReportedAt.Time.Equal(fixedNow))
 			for _, w := range rep.Warnings {

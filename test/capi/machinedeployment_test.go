@@ -29,7 +29,6 @@ import (
 
 	infrav1 "github.com/ironfleet/ironfleet/apis/infrastructure/v1alpha1"
 	m "github.com/ironfleet/ironfleet/apis/metal/v1alpha1"
-	"github.com/ironfleet/ironfleet/internal/capi"
 	"github.com/ironfleet/ironfleet/metalprobe/configdrive"
 	"github.com/ironfleet/ironfleet/metalprobe/wipe"
 	"github.com/ironfleet/ironfleet/test/lab"
@@ -149,7 +148,7 @@ func checkProvisioned(ctx context.Context, t *testing.T, l *lab.Lab, d *lab.CAPI
 	t.Helper()
 	var claim m.ServerClaim
 	require.NoError(t, l.Client.Get(ctx, client.ObjectKeyFromObject(im), &claim), "the machine's claim has its name")
-	assert.Equal(t, im.Name, claim.Labels[capi.LabelMachine])
+	assert.Equal(t, im.Name, claim.Labels[infrav1.LabelMachine])
 	assert.Empty(t, claim.OwnerReferences, "no owner reference: clusterctl move must not release the server")
 	require.Equal(t, m.ClaimPhaseBound, claim.Status.Phase)
 	server := claim.Status.ServerRef.Name

@@ -127,7 +127,7 @@ func convergence(s *snapshot, l *lab.Lab, servers int) []string {
 		add("probe boot configuration %s/%s (%s, server %s) is left over", b.Namespace, b.Name, b.Spec.Purpose, b.Spec.ServerRef.Name)
 	}
 	for _, sec := range s.Secrets {
-		probe := sec.Labels[labelServer] != "" // a probe boot's ignition (older ones: owned by their Server)
+		probe := sec.Labels[m.LabelServer] != "" // a probe boot's ignition (older ones: owned by their Server)
 		for _, ref := range sec.OwnerReferences {
 			probe = probe || ref.Kind == "Server"
 		}

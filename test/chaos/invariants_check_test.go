@@ -221,10 +221,10 @@ func TestWipeTrackerCatchesAFailedDisk(t *testing.T) {
 // passes while its Server is there, and is an orphan, with its ignition Secret, once it is gone.
 func TestCheckSnapshotCatchesAProbeBootOfAGoneServer(t *testing.T) {
 	probe := m.ServerBootConfiguration{ObjectMeta: metav1.ObjectMeta{Namespace: "ironfleet-system", Name: "s1-cleanup",
-		Labels: map[string]string{labelServer: "s1"}, Annotations: map[string]string{m.AnnotationProbeBoot: "b1"}},
+		Labels: map[string]string{m.LabelServer: "s1"}, Annotations: map[string]string{m.AnnotationProbeBoot: "b1"}},
 		Spec: m.ServerBootConfigurationSpec{ServerRef: m.LocalObjectReference{Name: "s1"}, Purpose: m.BootPurposeCleanup}}
 	ignition := corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: "ironfleet-system", Name: "s1-cleanup-ignition",
-		Labels: map[string]string{labelServer: "s1"}}}
+		Labels: map[string]string{m.LabelServer: "s1"}}}
 	s := &snapshot{At: time.Now(), Servers: []m.Server{server("s1", m.ServerStateCleanup, nil)},
 		Boots: []m.ServerBootConfiguration{probe}, Secrets: []corev1.Secret{ignition}}
 	assert.Empty(t, checkSnapshot(s, never))

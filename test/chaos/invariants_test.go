@@ -15,9 +15,6 @@ import (
 
 // The invariants, by the names violations are reported under: the five of issue #9 first,
 // then four that the same observations decide and that a crash could break as well.
-// labelServer is the label a probe boot and its ignition Secret name their Server by
-// (metalv1alpha1.LabelServer).
-const labelServer = "metal.ironfleet.dev/server"
 
 const (
 	invTwoClaims  = "server referenced by two claims"
@@ -148,7 +145,7 @@ func checkSnapshot(s *snapshot, unenrolledFor func(name string) time.Duration) [
 		// A claim's boot configuration is owned by its claim; a probe boot is owned by no one
 		// (a foreground deletion of its Server must not take it mid-wipe: docs/deletion.md) and
 		// is labelled with its Server, which must exist (below).
-		if len(b.OwnerReferences) == 0 && b.Labels[labelServer] != b.Spec.ServerRef.Name {
+		if len(b.OwnerReferences) == 0 && b.Labels[m.LabelServer] != b.Spec.ServerRef.Name {
 			add(invOrphanBoot, "boot configuration %s (%s, server %s) has no owner and is not labelled as that server's probe boot", key, b.Spec.Purpose, b.Spec.ServerRef.Name)
 		}
 		for _, ref := range b.OwnerReferences {
@@ -179,7 +176,7 @@ func checkSnapshot(s *snapshot, unenrolledFor func(name string) time.Duration) [
 		}
 	}
 	for _, sec := range s.Secrets {
-		if name := sec.Labels[labelServer]; name != "" && servers[name] == nil {
+		if name := sec.Labels[m.LabelServer]; name != "" && servers[name] == nil {
 			add(invOrphanBoot, "ignition Secret %s/%s of server %s, which does not exist", sec.Namespace, sec.Name, name)
 		}
 		for _, ref := range sec.OwnerReferences {

@@ -16,7 +16,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	m "github.com/ironfleet/ironfleet/apis/metal/v1alpha1"
-	"github.com/ironfleet/ironfleet/internal/controller"
 	"github.com/ironfleet/ironfleet/test/lab"
 )
 
@@ -365,7 +364,7 @@ func (w *workload) maintenance(ctx context.Context, claims []m.ServerClaim) {
 			continue
 		}
 		active++
-		if c := meta.FindStatusCondition(sm.Status.Conditions, m.ConditionReady); c != nil && c.Reason == controller.ReasonWaitingForApproval && w.rng.IntN(8) == 0 {
+		if c := meta.FindStatusCondition(sm.Status.Conditions, m.ConditionReady); c != nil && c.Reason == m.ReasonWaitingForApproval && w.rng.IntN(8) == 0 {
 			w.approve(ctx, sm, claims)
 		}
 	}

@@ -21,7 +21,6 @@ import (
 
 	infrav1 "github.com/ironfleet/ironfleet/apis/infrastructure/v1alpha1"
 	m "github.com/ironfleet/ironfleet/apis/metal/v1alpha1"
-	"github.com/ironfleet/ironfleet/internal/capi"
 	"github.com/ironfleet/ironfleet/internal/manager"
 	"github.com/ironfleet/ironfleet/test/lab"
 	"github.com/ironfleet/ironfleet/test/tenantimage"
@@ -83,7 +82,7 @@ func TestACAPIMachineOnAVMBootsItsBootstrapData(t *testing.T) {
 	// The claim, named after the IronfleetMachine, holds the VM.
 	var claim m.ServerClaim
 	require.NoError(t, l.Client.Get(ctx, client.ObjectKeyFromObject(&im), &claim), "the machine's claim has its name")
-	assert.Equal(t, im.Name, claim.Labels[capi.LabelMachine])
+	assert.Equal(t, im.Name, claim.Labels[infrav1.LabelMachine])
 	require.NotNil(t, claim.Status.ServerRef)
 	require.Equal(t, vmServer, claim.Status.ServerRef.Name, "the template's selector picks the VM")
 	assert.True(t, meta.IsStatusConditionTrue(im.Status.Conditions, infrav1.ConditionReady))

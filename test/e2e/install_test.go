@@ -21,7 +21,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	m "github.com/ironfleet/ironfleet/apis/metal/v1alpha1"
-	"github.com/ironfleet/ironfleet/internal/controller"
 	"github.com/ironfleet/ironfleet/internal/manager"
 	"github.com/ironfleet/ironfleet/metalprobe/install"
 	"github.com/ironfleet/ironfleet/metalprobe/wipe"
@@ -203,7 +202,7 @@ func installsThatFail(t *testing.T, l *lab.Lab, h *lab.VMHost, tenants *lab.Tena
 		var cond *metav1.Condition
 		waitForClaim(t, l, claim, 12*time.Minute, func(c *m.ServerClaim) bool {
 			cond = meta.FindStatusCondition(c.Status.Conditions, m.ConditionProvisioned)
-			return cond != nil && cond.Reason == controller.ReasonInstallFailed && strings.Contains(cond.Message, tc.says[0])
+			return cond != nil && cond.Reason == m.ReasonInstallFailed && strings.Contains(cond.Message, tc.says[0])
 		})
 		t.Logf("%s: %s", tc.name, cond.Message)
 		for _, want := range tc.says {

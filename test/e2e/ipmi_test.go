@@ -16,7 +16,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	m "github.com/ironfleet/ironfleet/apis/metal/v1alpha1"
-	"github.com/ironfleet/ironfleet/internal/controller"
 	"github.com/ironfleet/ironfleet/test/ipmisim"
 	"github.com/ironfleet/ironfleet/test/lab"
 )
@@ -79,7 +78,7 @@ func TestAnIPMIVMIsEnrolledDiscoveredInstalledAndWipedWithoutRedfish(t *testing.
 	assert.NotEmpty(t, b.Status.FirmwareVersion, "Get Device ID's firmware")
 	var secret m.BMCSecret
 	require.NoError(t, l.Client.Get(ctx, client.ObjectKey{Name: b.Spec.BMCSecretRef.Name}, &secret))
-	assert.Equal(t, "1", secret.Annotations[controller.AnnotationCredentialIndex], "the wrong default credential was refused, the second logged in")
+	assert.Equal(t, "1", secret.Annotations[m.AnnotationCredentialIndex], "the wrong default credential was refused, the second logged in")
 	assert.Contains(t, h.IPMI.Log(), "set boot pxe", "the operator set the PXE boot device over IPMI")
 	assert.Contains(t, h.IPMI.Log(), "set power 1", "and powered the VM on")
 

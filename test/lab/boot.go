@@ -19,7 +19,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	metalv1alpha1 "github.com/ironfleet/ironfleet/apis/metal/v1alpha1"
-	"github.com/ironfleet/ironfleet/internal/controller"
 	"github.com/ironfleet/ironfleet/internal/identity"
 	"github.com/ironfleet/ironfleet/internal/ignition"
 	"github.com/ironfleet/ironfleet/metalprobe/cli"
@@ -238,7 +237,7 @@ func (b *BootService) serverBehind(ctx context.Context, bmcName, systemID, uuid 
 		}
 	}
 	var servers metalv1alpha1.ServerList
-	if err := b.Client.List(ctx, &servers, client.MatchingLabels{controller.LabelBMC: bmcName}); err != nil {
+	if err := b.Client.List(ctx, &servers, client.MatchingLabels{metalv1alpha1.LabelBMC: bmcName}); err != nil {
 		return nil, err
 	}
 	for i := range servers.Items {

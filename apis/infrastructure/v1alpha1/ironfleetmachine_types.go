@@ -158,6 +158,16 @@ const (
 // BootstrapDataKey is the key of a Machine's bootstrap data Secret (Cluster API's).
 const BootstrapDataKey = "value"
 
+const (
+	// MachineFinalizer holds an IronfleetMachine until its claim is gone.
+	MachineFinalizer = "infrastructure.cluster.x-k8s.io/ironfleet"
+	// LabelMachine, on a ServerClaim and its bootstrap-data Secret, names the IronfleetMachine
+	// (in the same namespace) they belong to. A label, not an owner reference: clusterctl move
+	// deletes the source's objects, and garbage collection would then release running nodes'
+	// servers (docs/capi.md).
+	LabelMachine = "infrastructure.ironfleet.dev/machine"
+)
+
 // IronfleetMachine is a Cluster API Machine's infrastructure: an Ironfleet server, claimed
 // with a ServerClaim of the same name and namespace.
 //

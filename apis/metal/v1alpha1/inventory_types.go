@@ -8,6 +8,14 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
+// Where an Inventory came from (Inventory.Source).
+const (
+	// InventorySourceRedfish: read out-of-band, through the BMC.
+	InventorySourceRedfish = "Redfish"
+	// InventorySourceProbe: reported in-band, by metalprobe.
+	InventorySourceProbe = "Probe"
+)
+
 // Inventory is a server's hardware as discovered, in-band by metalprobe or out-of-band through
 // the BMC. Nothing a probe reports is thrown away: every field it sends has a home here.
 type Inventory struct {

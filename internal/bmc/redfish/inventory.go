@@ -27,7 +27,7 @@ func (c *Client) Inventory(ctx context.Context, systemURI string) (metalv1alpha1
 		return metalv1alpha1.Inventory{}, classify("reading system "+systemURI, err)
 	}
 	now := metav1.NewTime(time.Now())
-	inv := metalv1alpha1.Inventory{Source: "Redfish", ReportedAt: &now}
+	inv := metalv1alpha1.Inventory{Source: metalv1alpha1.InventorySourceRedfish, ReportedAt: &now}
 	if processors, err := inventoryMembers[redfish.Processor](c, privateLink(system, "processors")); err == nil {
 		addProcessors(&inv, processors)
 	}

@@ -1,0 +1,50 @@
+package v1alpha1
+
+// Condition types used across kinds. Reasons are machine-readable CamelCase; messages are for people.
+const (
+	// ConditionReady says whether an object is doing its job (a BMC answers, a boot config is served).
+	ConditionReady = "Ready"
+	// ConditionMatched says whether an Endpoint's MAC address matched the MAC-prefix database.
+	ConditionMatched = "Matched"
+	// ConditionBound says whether a ServerClaim holds a Server.
+	ConditionBound = "Bound"
+	// ConditionDiscovered says whether a Server's inventory came from an in-band probe report.
+	ConditionDiscovered = "Discovered"
+	// ConditionCleaned says whether a released Server's disks were verified wiped.
+	ConditionCleaned = "Cleaned"
+	// ConditionInMaintenance says whether a Server is held by a ServerMaintenance.
+	ConditionInMaintenance = "InMaintenance"
+	// ConditionPowered says whether a Server's power matches what was asked for.
+	ConditionPowered = "Powered"
+	// ConditionHardwareRecord says whether the last probe report compared with a Server's
+	// record of its hardware (the disks and NICs of its discovery's report) lists the same:
+	// True (HardwareRecorded, HardwareMatches), False (HardwareChanged: the message names each
+	// difference; the record stands, and the server is not pooled until a person retries), or
+	// Unknown (HardwareChangeAccepted: the retry lets the next discovery record what it finds).
+	ConditionHardwareRecord = "HardwareRecord"
+	// Reasons of the HardwareRecord condition.
+	ReasonHardwareRecorded       = "HardwareRecorded"
+	ReasonHardwareMatches        = "HardwareMatches"
+	ReasonHardwareChanged        = "HardwareChanged"
+	ReasonHardwareChangeAccepted = "HardwareChangeAccepted"
+	// ConditionProvisioned says whether a claimed Server was booted into its claim's image.
+	ConditionProvisioned = "Provisioned"
+	// ConditionProbe, on a Server, is the probe's own progress as the probe reports it to the
+	// registry, which alone writes it: the reason is the probe's state (Failed is False).
+	ConditionProbe = "Probe"
+	// ConditionBootProgress, on a ServerBootConfiguration, is how far the boot it serves has
+	// got, as the booted host reports it to the boot service: the reason is the stage
+	// (InitStarted, NetworkUp, IgnitionFetched, ProbeRunning, Reported, or RegistryUnreachable
+	// and Failed, which are False), the message what the host said.
+	ConditionBootProgress = "BootProgress"
+	// ConditionIgnitionServed, on a ServerBootConfiguration, says whether the boot's ignition
+	// (its secrets) was served, once, to the host the boot is bound to (True), or a request
+	// was refused and the boot ended (False, with who asked).
+	ConditionIgnitionServed = "IgnitionServed"
+	// ConditionOutOfBandInventory, on a BMC, is False when its protocol cannot read the
+	// servers' hardware (IPMI: FRU only), reason InventoryUnsupported: each Server's hardware
+	// then comes from the probe's in-band report alone. Absent for Redfish BMCs.
+	ConditionOutOfBandInventory = "OutOfBandInventory"
+	// ReasonInventoryUnsupported: the BMC's protocol reads no hardware inventory.
+	ReasonInventoryUnsupported = "InventoryUnsupported"
+)

@@ -1,0 +1,34 @@
+package v1alpha1
+
+import (
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// Names says whether the reference names obj: its namespace and name, and its UID when the
+// reference pinned one (a reference made by hand may pin none). An object deleted and made again
+// under the same name is not the one a pinned reference names.
+func (r *ObjectReference) Names(obj metav1.Object) bool {
+	return r != nil && r.Namespace == obj.GetNamespace() && r.Name == obj.GetName() &&
+		(r.UID == "" || r.UID == string(obj.GetUID()))
+}
+
+// SameReference says whether two references are equal, two nil ones included.
+func SameReference(a, b *ObjectReference) bool {
+	if a == nil || b == nil {
+		return a == b
+	}
+	return *a == *b
+}
+
+// HeldByClaim says whether the server is bound to this very claim, as the claim controller
+// binds: by the claim's UID in spec.serverClaimRef, which it always pins.
+func (s *Server) HeldByClaim(claim *ServerClaim) bool {
+	ref := s.Spec.ServerClaimRef
+	return ref != nil && ref.UID == string(claim.UID)
+}
+
+// HeldByMaintenance says whether the server is held by this ServerMaintenance.
+func (s *Server) HeldByMaintenance(sm *ServerMaintenance) bool {
+	ref := s.Spec.MaintenanceRef
+	return ref != nil && ref.Namespace == sm.Namespace && ref.Name == sm.Name
+}

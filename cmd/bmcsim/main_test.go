@@ -21,7 +21,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/ironfleet/ironfleet/internal/syncbuf"
+	"github.com/ironfleet/ironfleet/test/syncbuf"
 )
 
 func TestBadFlagsAreExplained(t *testing.T) {

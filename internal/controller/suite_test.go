@@ -33,9 +33,9 @@ import (
 	"github.com/ironfleet/ironfleet/internal/macdb"
 	"github.com/ironfleet/ironfleet/internal/probeboot"
 	"github.com/ironfleet/ironfleet/internal/registry"
-	"github.com/ironfleet/ironfleet/internal/syncbuf"
 	"github.com/ironfleet/ironfleet/test/bmcsim"
 	"github.com/ironfleet/ironfleet/test/lab"
+	"github.com/ironfleet/ironfleet/test/syncbuf"
 	"github.com/ironfleet/ironfleet/test/testenv"
 )
 

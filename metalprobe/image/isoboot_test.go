@@ -16,8 +16,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/ironfleet/ironfleet/internal/bootmedia"
-	"github.com/ironfleet/ironfleet/internal/ciskip"
 	"github.com/ironfleet/ironfleet/internal/ignition"
+	"github.com/ironfleet/ironfleet/test/ciskip"
 	"github.com/ironfleet/ironfleet/test/vm"
 )
 

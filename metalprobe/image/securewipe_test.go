@@ -19,9 +19,9 @@ import (
 	"github.com/stretchr/testify/require"
 
 	metalv1alpha1 "github.com/ironfleet/ironfleet/apis/metal/v1alpha1"
-	"github.com/ironfleet/ironfleet/internal/ciskip"
 	"github.com/ironfleet/ironfleet/internal/ignition"
 	"github.com/ironfleet/ironfleet/metalprobe/fixtures"
+	"github.com/ironfleet/ironfleet/test/ciskip"
 	"github.com/ironfleet/ironfleet/test/vm"
 )
 

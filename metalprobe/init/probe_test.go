@@ -11,8 +11,8 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/ironfleet/ironfleet/internal/syncbuf"
 	"github.com/ironfleet/ironfleet/metalprobe/cli"
+	"github.com/ironfleet/ironfleet/test/syncbuf"
 )
 
 func TestLineTailKeepsTheLastLines(t *testing.T) {

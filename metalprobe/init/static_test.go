@@ -22,8 +22,8 @@ import (
 	"golang.org/x/sys/unix"
 
 	metalv1alpha1 "github.com/ironfleet/ironfleet/apis/metal/v1alpha1"
-	"github.com/ironfleet/ironfleet/internal/ciskip"
 	"github.com/ironfleet/ironfleet/internal/ignition"
+	"github.com/ironfleet/ironfleet/test/ciskip"
 )
 
 // testNS is an unnamed network namespace the test made: it goes away with its handle and the

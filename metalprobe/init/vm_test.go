@@ -20,8 +20,8 @@ import (
 	"github.com/stretchr/testify/require"
 	"github.com/u-root/u-root/pkg/cpio"
 
-	"github.com/ironfleet/ironfleet/internal/ciskip"
 	"github.com/ironfleet/ironfleet/metalprobe/earlyboot"
+	"github.com/ironfleet/ironfleet/test/ciskip"
 )
 
 // TestMain makes this test binary the init of TestStaticNetworkInVM's VM when it runs as

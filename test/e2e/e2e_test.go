@@ -19,9 +19,9 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
 	m "github.com/ironfleet/ironfleet/apis/metal/v1alpha1"
-	"github.com/ironfleet/ironfleet/internal/syncbuf"
 	"github.com/ironfleet/ironfleet/test/ipmisim"
 	"github.com/ironfleet/ironfleet/test/lab"
+	"github.com/ironfleet/ironfleet/test/syncbuf"
 )
 
 // operatorLog collects the log of every operator the tests run (controller-runtime takes one

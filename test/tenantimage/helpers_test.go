@@ -11,7 +11,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/ironfleet/ironfleet/internal/ciskip"
+	"github.com/ironfleet/ironfleet/test/ciskip"
 )
 
 // requireTools is ciskip.Unless for the programs that build the disk.

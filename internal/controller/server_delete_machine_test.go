@@ -237,20 +237,26 @@ func (mc *machine) waitsDeleted(t *testing.T, state m.ServerState, why string) {
 		s := mc.server(t)
 		return s != nil && s.UID == mc.old.UID && !s.DeletionTimestamp.IsZero() && s.Status.State == state
 	}, "the deleted server waits, %s, %s", state, why)
+	// It says so (events are written asynchronously: a restarted manager's may take a moment on
+	// a busy machine) ...
+	told := func() []eventsv1.Event {
+		var evs eventsv1.EventList
+		require.NoError(t, k8s.List(context.Background(), &evs))
+		var out []eventsv1.Event
+		for _, e := range evs.Items {
+			if e.Regarding.UID == mc.old.UID && e.Reason == m.ReasonWipeBeforeDeletion {
+				out = append(out, e)
+			}
+		}
+		return out
+	}
+	eventually(t, 10*time.Second, func() bool { return len(told()) > 0 }, "the deleted server records why it stays (%s)", m.ReasonWipeBeforeDeletion)
 	assert.Never(t, func() bool {
 		s := mc.server(t)
 		return s == nil || s.UID != mc.old.UID
 	}, time.Second, 100*time.Millisecond, "the deleted server stays while the machine may hold the tenant's data")
-	// It says so once, not at every look while it waits.
-	var evs eventsv1.EventList
-	require.NoError(t, k8s.List(context.Background(), &evs))
-	var told []eventsv1.Event
-	for _, e := range evs.Items {
-		if e.Regarding.UID == mc.old.UID && e.Reason == m.ReasonWipeBeforeDeletion {
-			told = append(told, e)
-		}
-	}
-	if assert.Len(t, told, 1, "the deleted server records why it stays") {
+	// ... once, not at every look while it waits.
+	if told := told(); assert.Len(t, told, 1, "the deleted server records why it stays, once") {
 		assert.Nil(t, told[0].Series, "recorded once, not at each look")
 	}
 }

@@ -360,9 +360,11 @@ func TestSystemsWithoutAUsableUUIDAreDiscovered(t *testing.T) {
 func TestABootStateSentAgainIsNotWrittenAgain(t *testing.T) {
 	// A message of this run's own, so that the first post is news however often the test runs.
 	body := []byte(`{"systemUUID":"` + uuidA + `","state":"Collecting","message":"reading the inventory (` + strconv.FormatInt(time.Now().UnixNano(), 10) + `)"}`)
-	before := statusWritesOf(serverA)
 	status, msg := post(t, "/v1/bootstate", signer.Token(serverA, boot), body)
 	require.Equal(t, http.StatusNoContent, status, msg)
+	// The first post may take two PATCHes (its test of a cached version that was behind fails,
+	// and it writes again on the API's): what is counted is what the second post adds.
+	before := statusWritesOf(serverA)
 	first := server(t, serverA)
 	c := meta.FindStatusCondition(first.Status.Conditions, m.ConditionProbe)
 	require.NotNil(t, c)
@@ -371,7 +373,7 @@ func TestABootStateSentAgainIsNotWrittenAgain(t *testing.T) {
 	status, msg = post(t, "/v1/bootstate", signer.Token(serverA, boot), body)
 	require.Equal(t, http.StatusNoContent, status, msg)
 	assert.Equal(t, first.ResourceVersion, server(t, serverA).ResourceVersion)
-	assert.Equal(t, before+1, statusWritesOf(serverA), "the same boot state is not written again")
+	assert.Equal(t, before, statusWritesOf(serverA), "the same boot state is not written again")
 }
 
 func TestHealthz(t *testing.T) {

@@ -70,11 +70,11 @@ func (r *BMCReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.R
 	var b metalv1alpha1.BMC
 	if err := r.Client.Get(ctx, req.NamespacedName, &b); err != nil {
 		if apierrors.IsNotFound(err) {
-			r.written.forget(req.NamespacedName)
+			r.written.Forget(req.NamespacedName)
 		}
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
-	if r.written.behind(&b) {
+	if r.written.Behind(&b) {
 		return ctrl.Result{RequeueAfter: 20 * time.Millisecond}, nil
 	}
 	if !b.DeletionTimestamp.IsZero() {
@@ -116,7 +116,7 @@ func (r *BMCReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.R
 	r.recordReadyChange(original, &b)
 	based := b.ResourceVersion
 	result, err = finishWithStatus(ctx, r.Client, &b, original, result, err)
-	r.written.wrote(&b, read, based)
+	r.written.Wrote(&b, read, based)
 	return result, err
 }
 
@@ -192,7 +192,7 @@ func (r *BMCReconciler) poll(ctx context.Context, b *metalv1alpha1.BMC) (pollOut
 		if bmc.Reason(err) == metalv1alpha1.BMCReasonTooManySystems {
 			// The BMC lists what it lists: looked at again at the next poll, not retried
 			// sooner. Its Servers, if it had any, are left as they are.
-			return failedPoll(err), ctrl.Result{RequeueAfter: r.Settings.jitteredResync()}, nil
+			return failedPoll(err), ctrl.Result{RequeueAfter: r.Settings.JitteredResync()}, nil
 		}
 		return r.callFailed(b, err), ctrl.Result{}, err
 	}
@@ -201,7 +201,7 @@ func (r *BMCReconciler) poll(ctx context.Context, b *metalv1alpha1.BMC) (pollOut
 		return pollOutcome{}, ctrl.Result{}, err
 	}
 	if found, err := r.checkVirtualMedia(ctx, b, client, systems); found.event != "" {
-		return found, ctrl.Result{RequeueAfter: r.Settings.jitteredResync()}, err
+		return found, ctrl.Result{RequeueAfter: r.Settings.JitteredResync()}, err
 	}
 	if now := time.Now(); b.Status.LastSeen == nil || now.Sub(b.Status.LastSeen.Time) >= lastSeenEvery(r.Settings) {
 		b.Status.LastSeen = &metav1.Time{Time: now}
@@ -211,7 +211,7 @@ func (r *BMCReconciler) poll(ctx context.Context, b *metalv1alpha1.BMC) (pollOut
 	if raced {
 		return connected, ctrl.Result{RequeueAfter: time.Second}, nil
 	}
-	return connected, ctrl.Result{RequeueAfter: r.Settings.jitteredResync()}, nil
+	return connected, ctrl.Result{RequeueAfter: r.Settings.JitteredResync()}, nil
 }
 
 // reportProtocolLimits says on the BMC what its protocol cannot do that Redfish does: IPMI reads
@@ -397,7 +397,7 @@ func (r *BMCReconciler) delete(ctx context.Context, b *metalv1alpha1.BMC) error 
 	if err := r.Client.Update(ctx, b); err != nil {
 		return err
 	}
-	r.written.going(b, read)
+	r.written.Going(b, read)
 	return nil
 }
 
@@ -444,7 +444,7 @@ func (r *BMCReconciler) SetupWithManager(mgr ctrl.Manager) error {
 			UpdateFunc: func(event.UpdateEvent) bool { return false },
 			DeleteFunc: func(event.DeleteEvent) bool { return true },
 		})).
-		WithOptions(r.Settings.controllerOptions("bmc")).
+		WithOptions(r.Settings.ControllerOptions("bmc")).
 		Complete(r)
 }
 

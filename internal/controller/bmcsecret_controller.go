@@ -79,6 +79,6 @@ func (r *BMCSecretReconciler) SetupWithManager(mgr ctrl.Manager) error {
 		Watches(&metalv1alpha1.BMC{}, handler.EnqueueRequestsFromMapFunc(func(_ context.Context, o client.Object) []reconcile.Request {
 			return []reconcile.Request{{NamespacedName: client.ObjectKey{Name: o.(*metalv1alpha1.BMC).Spec.BMCSecretRef.Name}}}
 		}), builder.WithPredicates(predicate.GenerationChangedPredicate{})).
-		WithOptions(r.Settings.controllerOptions("bmcsecret")).
+		WithOptions(r.Settings.ControllerOptions("bmcsecret")).
 		Complete(r)
 }

@@ -17,20 +17,20 @@ import (
 // bindable servers on every bind, from each of its workers at once. These are the objects the
 // cache holds: read them, never change them.
 type indexedReader struct {
-	cache cache.Cache
+	Cache cache.Cache
 }
 
 // byIndex returns the objects of obj's kind (cluster-scoped or across all namespaces) whose
 // field index has value. It falls back to a List, with its copies, when the cache's informer
 // exposes no indexer (not so in controller-runtime v0.24).
 func byIndex[T client.Object](ctx context.Context, r indexedReader, obj T, list client.ObjectList, items func() []T, field, value string) ([]T, error) {
-	inf, err := r.cache.GetInformer(ctx, obj)
+	inf, err := r.Cache.GetInformer(ctx, obj)
 	if err != nil {
 		return nil, err
 	}
 	indexed, ok := inf.(interface{ GetIndexer() toolscache.Indexer })
 	if !ok {
-		if err := r.cache.List(ctx, list, client.MatchingFields{field: value}, client.UnsafeDisableDeepCopy); err != nil {
+		if err := r.Cache.List(ctx, list, client.MatchingFields{field: value}, client.UnsafeDisableDeepCopy); err != nil {
 			return nil, err
 		}
 		return items(), nil

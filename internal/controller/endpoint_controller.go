@@ -12,6 +12,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 
@@ -272,6 +273,17 @@ func (r *EndpointReconciler) SetupWithManager(mgr ctrl.Manager) error {
 		For(&metalv1alpha1.Endpoint{}, builder.WithPredicates(predicate.GenerationChangedPredicate{})).
 		Owns(&metalv1alpha1.BMC{}, builder.WithPredicates(deletedOnly())).
 		Owns(&metalv1alpha1.BMCSecret{}, builder.WithPredicates(deletedOnly())).
-		WithOptions(r.Settings.controllerOptions("endpoint")).
+		WithOptions(r.Settings.ControllerOptions("endpoint")).
 		Complete(r)
+}
+
+// deletedOnly passes only delete events: used to re-create owned objects someone removed,
+// without waking the owner for every status change of its children.
+func deletedOnly() predicate.Predicate {
+	return predicate.Funcs{
+		CreateFunc:  func(event.CreateEvent) bool { return false },
+		UpdateFunc:  func(event.UpdateEvent) bool { return false },
+		GenericFunc: func(event.GenericEvent) bool { return false },
+		DeleteFunc:  func(event.DeleteEvent) bool { return true },
+	}
 }

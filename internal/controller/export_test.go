@@ -9,7 +9,7 @@ import (
 
 // ByIndex is byIndex, for the suite's check that it reads what the cache's List does.
 func ByIndex[T client.Object](ctx context.Context, c cache.Cache, obj T, list client.ObjectList, items func() []T, field, value string) ([]T, error) {
-	return byIndex(ctx, indexedReader{cache: c}, obj, list, items, field, value)
+	return byIndex(ctx, indexedReader{Cache: c}, obj, list, items, field, value)
 }
 
 // ItemPointers is itemPointers, for the same.

@@ -32,16 +32,16 @@ type versions struct{ want, behind string }
 
 func newFreshness() *freshness { return &freshness{written: map[string]versions{}} }
 
-// wrote records the version our own write produced; behind is the version the write was based
+// Wrote records the version our own write produced; behind is the version the write was based
 // on (the one the reconcile read), which the cache may go on showing for a while.
-func (f *freshness) wrote(obj client.Object, behind string) {
+func (f *freshness) Wrote(obj client.Object, behind string) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.written[obj.GetName()] = versions{want: obj.GetResourceVersion(), behind: behind}
 }
 
-// stale reports whether cached predates our last write of the object (or a later one).
-func (f *freshness) stale(ctx context.Context, api client.Reader, cached client.Object, fresh client.Object) (bool, error) {
+// Stale reports whether cached predates our last write of the object (or a later one).
+func (f *freshness) Stale(ctx context.Context, api client.Reader, cached client.Object, fresh client.Object) (bool, error) {
 	name, rv := cached.GetName(), cached.GetResourceVersion()
 	f.mu.Lock()
 	v, ok := f.written[name]
@@ -50,7 +50,7 @@ func (f *freshness) stale(ctx context.Context, api client.Reader, cached client.
 	case !ok:
 		return false, nil
 	case rv == v.want:
-		f.forget(name)
+		f.Forget(name)
 		return false, nil
 	case rv == v.behind:
 		return true, nil
@@ -59,19 +59,19 @@ func (f *freshness) stale(ctx context.Context, api client.Reader, cached client.
 		if cmp < 0 {
 			return true, nil
 		}
-		f.forget(name) // ours, or a later write over it
+		f.Forget(name) // ours, or a later write over it
 		return false, nil
 	}
 	// Someone wrote since (or the cache shows a version between ours): the API knows which.
 	if err := api.Get(ctx, client.ObjectKeyFromObject(cached), fresh); err != nil {
 		if apierrors.IsNotFound(err) {
-			f.forget(name) // gone: the cache will show that soon enough
+			f.Forget(name) // gone: the cache will show that soon enough
 			return false, nil
 		}
 		return false, err
 	}
 	if fresh.GetResourceVersion() == rv {
-		f.forget(name)
+		f.Forget(name)
 		return false, nil
 	}
 	f.mu.Lock()
@@ -80,7 +80,7 @@ func (f *freshness) stale(ctx context.Context, api client.Reader, cached client.
 	return true, nil
 }
 
-func (f *freshness) forget(name string) {
+func (f *freshness) Forget(name string) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	delete(f.written, name)

@@ -43,24 +43,24 @@ func TestFreshnessComparesVersionsAndNeverAsksTheAPI(t *testing.T) {
 	api := &apiAt{version: "14"}
 	stale := func(cached string) bool {
 		t.Helper()
-		s, err := f.stale(ctx, api, serverAt(cached), &m.Server{})
+		s, err := f.Stale(ctx, api, serverAt(cached), &m.Server{})
 		require.NoError(t, err)
 		return s
 	}
 	// A reconcile read version 10, patched metadata (11) and status (12).
-	f.wrote(serverAt("12"), "10")
+	f.Wrote(serverAt("12"), "10")
 	assert.True(t, stale("10"), "the version the write was based on")
 	assert.True(t, stale("11"), "a version between ours is older than the write")
 	assert.True(t, stale("9"))
 	assert.False(t, stale("13"), "a later write, by someone else, over ours")
 	assert.Empty(t, f.written, "caught up: forgotten")
 
-	f.wrote(serverAt("12"), "10")
+	f.Wrote(serverAt("12"), "10")
 	assert.False(t, stale("12"), "our write")
 	assert.Zero(t, api.gets, "comparable versions need no question")
 
 	// Versions of different lengths compare as numbers, not strings.
-	f.wrote(serverAt("100"), "98")
+	f.Wrote(serverAt("100"), "98")
 	assert.True(t, stale("99"))
 	assert.False(t, stale("1000"))
 	assert.Zero(t, api.gets)
@@ -75,7 +75,7 @@ func TestFreshnessWaitsForTheCacheWithoutAskingTheAPIAgain(t *testing.T) {
 	api := &apiAt{version: "v12"}
 	stale := func(cached string) bool {
 		t.Helper()
-		s, err := f.stale(ctx, api, serverAt(cached), &m.Server{})
+		s, err := f.Stale(ctx, api, serverAt(cached), &m.Server{})
 		require.NoError(t, err)
 		return s
 	}
@@ -84,7 +84,7 @@ func TestFreshnessWaitsForTheCacheWithoutAskingTheAPIAgain(t *testing.T) {
 	assert.Zero(t, api.gets)
 
 	// A reconcile read version 10, patched metadata (11) and status (12).
-	f.wrote(serverAt("v12"), "v10")
+	f.Wrote(serverAt("v12"), "v10")
 	for range 3 {
 		assert.True(t, stale("v10"), "the cache still shows the version the write was based on")
 	}
@@ -103,24 +103,24 @@ func TestFreshnessWaitsForTheCacheWithoutAskingTheAPIAgain(t *testing.T) {
 func TestFreshnessTakesALaterWriteBySomeoneElse(t *testing.T) {
 	ctx := context.Background()
 	f := newFreshness()
-	f.wrote(serverAt("v12"), "v10")
+	f.Wrote(serverAt("v12"), "v10")
 
 	// Someone else wrote 13 after us, and the cache already shows it.
 	api := &apiAt{version: "v13"}
-	s, err := f.stale(ctx, api, serverAt("v13"), &m.Server{})
+	s, err := f.Stale(ctx, api, serverAt("v13"), &m.Server{})
 	require.NoError(t, err)
 	assert.False(t, s, "the cache is as new as the API")
 
 	// Someone else wrote 13 and 14; the cache shows 13: wait for 14 (asking once).
-	f.wrote(serverAt("v12"), "v10")
+	f.Wrote(serverAt("v12"), "v10")
 	api.version = "v14"
 	for range 2 {
-		s, err = f.stale(ctx, api, serverAt("v13"), &m.Server{})
+		s, err = f.Stale(ctx, api, serverAt("v13"), &m.Server{})
 		require.NoError(t, err)
 		assert.True(t, s)
 	}
 	assert.Equal(t, 2, api.gets)
-	s, err = f.stale(ctx, api, serverAt("v14"), &m.Server{})
+	s, err = f.Stale(ctx, api, serverAt("v14"), &m.Server{})
 	require.NoError(t, err)
 	assert.False(t, s, "the cache reached the API's version")
 }
@@ -128,9 +128,9 @@ func TestFreshnessTakesALaterWriteBySomeoneElse(t *testing.T) {
 func TestFreshnessForgetsADeletedObject(t *testing.T) {
 	ctx := context.Background()
 	f := newFreshness()
-	f.wrote(serverAt("v12"), "v10")
+	f.Wrote(serverAt("v12"), "v10")
 	api := &apiAt{gone: true}
-	s, err := f.stale(ctx, api, serverAt("v11"), &m.Server{})
+	s, err := f.Stale(ctx, api, serverAt("v11"), &m.Server{})
 	require.NoError(t, err)
 	assert.False(t, s, "a deleted object is not waited for")
 	assert.Empty(t, f.written)

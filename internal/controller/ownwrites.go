@@ -25,9 +25,9 @@ type ownWrites struct {
 
 func newOwnWrites() *ownWrites { return &ownWrites{past: map[client.ObjectKey][]string{}} }
 
-// wrote records that obj, at its current version, has moved past the versions given (the one
+// Wrote records that obj, at its current version, has moved past the versions given (the one
 // the reconcile read, and those its earlier writes made).
-func (w *ownWrites) wrote(obj client.Object, past ...string) {
+func (w *ownWrites) Wrote(obj client.Object, past ...string) {
 	now := obj.GetResourceVersion()
 	past = slices.DeleteFunc(slices.Clone(past), func(v string) bool { return v == "" || v == now })
 	if w == nil || len(past) == 0 {
@@ -38,10 +38,10 @@ func (w *ownWrites) wrote(obj client.Object, past ...string) {
 	w.past[client.ObjectKeyFromObject(obj)] = past
 }
 
-// going records that obj, whose last finalizer the reconciler removed, was read at version
+// Going records that obj, whose last finalizer the reconciler removed, was read at version
 // read: until the cache has it gone, a reconcile that sees it there waits. (The apiserver's
 // answer to the update that deletes it may carry that same version.)
-func (w *ownWrites) going(obj client.Object, read string) {
+func (w *ownWrites) Going(obj client.Object, read string) {
 	if w == nil || read == "" {
 		return
 	}
@@ -50,8 +50,8 @@ func (w *ownWrites) going(obj client.Object, read string) {
 	w.past[client.ObjectKeyFromObject(obj)] = []string{read}
 }
 
-// behind says whether the cache shows obj at a version the reconciler's writes moved it past.
-func (w *ownWrites) behind(cached client.Object) bool {
+// Behind says whether the cache shows obj at a version the reconciler's writes moved it past.
+func (w *ownWrites) Behind(cached client.Object) bool {
 	if w == nil {
 		return false
 	}
@@ -69,8 +69,8 @@ func (w *ownWrites) behind(cached client.Object) bool {
 	return false
 }
 
-// forget drops what is known of an object that is gone.
-func (w *ownWrites) forget(key client.ObjectKey) {
+// Forget drops what is known of an object that is gone.
+func (w *ownWrites) Forget(key client.ObjectKey) {
 	if w == nil {
 		return
 	}

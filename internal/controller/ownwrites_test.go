@@ -19,42 +19,42 @@ func claimAt(version string) *m.ServerClaim {
 // what was remembered is dropped.
 func TestOwnWritesWaitForTheCache(t *testing.T) {
 	w := newOwnWrites()
-	w.wrote(claimAt("3"), "1", "2", "3")
-	assert.True(t, w.behind(claimAt("1")))
-	assert.True(t, w.behind(claimAt("2")))
-	assert.False(t, w.behind(claimAt("3")))
-	assert.False(t, w.behind(claimAt("1")), "once the cache was seen at the write, nothing is remembered")
+	w.Wrote(claimAt("3"), "1", "2", "3")
+	assert.True(t, w.Behind(claimAt("1")))
+	assert.True(t, w.Behind(claimAt("2")))
+	assert.False(t, w.Behind(claimAt("3")))
+	assert.False(t, w.Behind(claimAt("1")), "once the cache was seen at the write, nothing is remembered")
 
-	w.wrote(claimAt("5"), "4")
-	assert.False(t, w.behind(claimAt("9")), "a version it did not make is newer")
-	assert.False(t, w.behind(claimAt("4")), "and then nothing is remembered")
+	w.Wrote(claimAt("5"), "4")
+	assert.False(t, w.Behind(claimAt("9")), "a version it did not make is newer")
+	assert.False(t, w.Behind(claimAt("4")), "and then nothing is remembered")
 
 	// Another namespace's claim of the same name is another object.
-	w.wrote(claimAt("7"), "6")
+	w.Wrote(claimAt("7"), "6")
 	other := claimAt("6")
 	other.Namespace = "u"
-	assert.False(t, w.behind(other))
-	assert.True(t, w.behind(claimAt("6")))
-	w.forget(client.ObjectKeyFromObject(claimAt("")))
-	assert.False(t, w.behind(claimAt("6")), "a claim that is gone is forgotten")
+	assert.False(t, w.Behind(other))
+	assert.True(t, w.Behind(claimAt("6")))
+	w.Forget(client.ObjectKeyFromObject(claimAt("")))
+	assert.False(t, w.Behind(claimAt("6")), "a claim that is gone is forgotten")
 
 	// A reconcile that wrote nothing remembers nothing.
-	w.wrote(claimAt("8"), "8", "8")
-	assert.False(t, w.behind(claimAt("8")))
+	w.Wrote(claimAt("8"), "8", "8")
+	assert.False(t, w.Behind(claimAt("8")))
 }
 
 // The update that removes the last finalizer may answer with the version it was sent: the
 // version read is behind all the same, until the object is gone.
 func TestOwnWritesGoing(t *testing.T) {
 	w := newOwnWrites()
-	w.going(claimAt("4"), "4")
-	assert.True(t, w.behind(claimAt("4")))
-	assert.True(t, w.behind(claimAt("4")))
-	assert.False(t, w.behind(claimAt("5")), "it was not deleted after all: another finalizer")
+	w.Going(claimAt("4"), "4")
+	assert.True(t, w.Behind(claimAt("4")))
+	assert.True(t, w.Behind(claimAt("4")))
+	assert.False(t, w.Behind(claimAt("5")), "it was not deleted after all: another finalizer")
 
 	var none *ownWrites
-	none.wrote(claimAt("2"), "1")
-	none.going(claimAt("2"), "1")
-	none.forget(client.ObjectKey{})
-	assert.False(t, none.behind(claimAt("1")), "a nil one never waits")
+	none.Wrote(claimAt("2"), "1")
+	none.Going(claimAt("2"), "1")
+	none.Forget(client.ObjectKey{})
+	assert.False(t, none.Behind(claimAt("1")), "a nil one never waits")
 }

@@ -1,6 +1,7 @@
 package controller
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -39,7 +40,7 @@ func (m probeMedium) how() string {
 
 // probeMediumOf reads how the server's probe boots from its BMC (cached: no request).
 func (r *ServerReconciler) probeMediumOf(ctx context.Context, server *metalv1alpha1.Server) (probeMedium, error) {
-	via := probeMedium{bmc: bmcName(server), Medium: probeboot.Medium{Method: metalv1alpha1.BootMethodPXE, Network: server.Spec.ProbeNetwork}}
+	via := probeMedium{bmc: server.BMCName(), Medium: probeboot.Medium{Method: metalv1alpha1.BootMethodPXE, Network: server.Spec.ProbeNetwork}}
 	if via.bmc == "" {
 		return via, nil
 	}
@@ -50,7 +51,7 @@ func (r *ServerReconciler) probeMediumOf(ctx context.Context, server *metalv1alp
 		}
 		return via, err
 	}
-	via.Method = orDefault(b.Spec.BootMethod, metalv1alpha1.BootMethodPXE)
+	via.Method = cmp.Or(b.Spec.BootMethod, metalv1alpha1.BootMethodPXE)
 	if c := meta.FindStatusCondition(b.Status.Conditions, metalv1alpha1.ConditionReady); c != nil && c.Reason == metalv1alpha1.BMCReasonVirtualMediaUnsupported {
 		via.unsupported = c.Message
 	}
@@ -171,12 +172,12 @@ func (r *ServerReconciler) ejectBeforeGoing(ctx context.Context, server *metalv1
 	if !server.Status.ProbeMediaInserted {
 		return
 	}
-	c, err := connectBMC(ctx, r.Client, r.Clients, bmcName(server))
+	c, err := connectBMC(ctx, r.Client, r.Clients, server.BMCName())
 	if err == nil {
 		err = c.EjectMedia(ctx, server.Spec.SystemURI)
 	}
 	if err != nil && !errors.Is(err, bmc.ErrUnsupported) {
 		r.Events.Eventf(server, nil, corev1.EventTypeWarning, reasonOf(err), "Delete",
-			"deleted with a probe ISO that may still be inserted in its BMC's virtual CD (the eject failed: %v): eject it on BMC %s before the machine boots again", err, bmcName(server))
+			"deleted with a probe ISO that may still be inserted in its BMC's virtual CD (the eject failed: %v): eject it on BMC %s before the machine boots again", err, server.BMCName())
 	}
 }

@@ -1,6 +1,7 @@
 package controller
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"time"
@@ -92,7 +93,7 @@ func (r *ServerReconciler) reserved(ctx context.Context, server *metalv1alpha1.S
 	var st step
 	if d := server.Status.PowerDelivery; d != nil && d.Generation == server.Generation {
 		st = resendPower(server)
-	} else if want := orDefault(server.Spec.Power, metalv1alpha1.PowerOn); want == metalv1alpha1.PowerOff {
+	} else if want := cmp.Or(server.Spec.Power, metalv1alpha1.PowerOn); want == metalv1alpha1.PowerOff {
 		// The claim's power changed since it was last requested: request it again. Off is
 		// the tenant's OS shutting down, forced after the grace period.
 		st = shutdownStep(server, "power Off for the claim: shut down")
@@ -137,7 +138,7 @@ func (r *ServerReconciler) provision(ctx context.Context, server *metalv1alpha1.
 	}
 	// Provisioned turns True only once the BMC took the boot: a manager that dies between this
 	// status write and the BMC call boots the image again rather than never.
-	power := orDefault(server.Spec.Power, metalv1alpha1.PowerOn)
+	power := cmp.Or(server.Spec.Power, metalv1alpha1.PowerOn)
 	powerMessage := fmt.Sprintf("power %s for the claim", power)
 	eff.done = func(s *metalv1alpha1.Server) {
 		setCondition(&s.Status.Conditions, s.Generation, metalv1alpha1.ConditionProvisioned, metav1.ConditionTrue, metalv1alpha1.ReasonImageBooted,
@@ -196,11 +197,4 @@ func (r *ServerReconciler) dropDanglingClaim(ctx context.Context, server *metalv
 	server.Spec.ServerClaimRef, server.Spec.BootConfigurationRef, server.Spec.Power = nil, nil, ""
 	r.Events.Eventf(server, nil, "Warning", metalv1alpha1.ReasonClaimGone, "Release", "claim %s/%s no longer exists; releasing", ref.Namespace, ref.Name)
 	return r.Client.Patch(ctx, server, client.MergeFromWithOptions(before, client.MergeFromWithOptimisticLock{}))
-}
-
-func orDefault[T ~string](v, def T) T {
-	if v == "" {
-		return def
-	}
-	return v
 }

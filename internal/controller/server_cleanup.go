@@ -1,6 +1,7 @@
 package controller
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"sort"
@@ -131,7 +132,7 @@ func (r *ServerReconciler) cleanVerdict(server *metalv1alpha1.Server, since time
 // fails it too. It returns why the wipe failed, naming each disk, or "".
 func (r *ServerReconciler) wipeVerdict(server *metalv1alpha1.Server) string {
 	w := server.Status.LastWipe
-	policy := orDefault(server.Spec.WipePolicy, metalv1alpha1.DefaultWipePolicy)
+	policy := cmp.Or(server.Spec.WipePolicy, metalv1alpha1.DefaultWipePolicy)
 	var record []metalv1alpha1.StorageDevice
 	if server.Status.Inventory != nil {
 		record = server.Status.Inventory.Storage
@@ -150,7 +151,7 @@ func (r *ServerReconciler) wipeVerdict(server *metalv1alpha1.Server) string {
 		used[i] = true
 		switch res := w.Disks[i]; {
 		case !res.Succeeded:
-			bad = append(bad, fmt.Sprintf("%s (%s)", disk.Name, orDefault(res.Message, "failed")))
+			bad = append(bad, fmt.Sprintf("%s (%s)", disk.Name, cmp.Or(res.Message, "failed")))
 		case !methodSatisfies(res.Method, policy):
 			bad = append(bad, fmt.Sprintf("%s (wiped by %s, policy %s)", disk.Name, res.Method, policy))
 		}
@@ -239,7 +240,7 @@ func (r *ServerReconciler) bootWipe(ctx context.Context, server *metalv1alpha1.S
 	// while a claim kept its server) does not cost a wipe attempt, as it costs no discovery
 	// attempt: the server waits for it, its Ready condition saying why, instead of using its
 	// attempts up and resting in Error until a person comes. The wipe goes on once it answers.
-	if _, err := connectBMC(ctx, r.Client, r.Clients, bmcName(server)); err != nil {
+	if _, err := connectBMC(ctx, r.Client, r.Clients, server.BMCName()); err != nil {
 		return step{}, err
 	}
 	via, err := r.probeMediumOf(ctx, server)

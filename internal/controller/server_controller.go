@@ -117,14 +117,14 @@ func (r *ServerReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctr
 	var server metalv1alpha1.Server
 	if err := r.Client.Get(ctx, req.NamespacedName, &server); err != nil {
 		if apierrors.IsNotFound(err) {
-			r.fresh.forget(req.Name)
+			r.fresh.Forget(req.Name)
 			r.unwritten.Delete(req.Name)
 			// Its probe boots, should it have gone without ending them (they have no owner).
 			return ctrl.Result{}, probeboot.DropLeftovers(ctx, r.Client, r.APIReader, r.Probe, req.Name, nil)
 		}
 		return ctrl.Result{}, err
 	}
-	if stale, err := r.fresh.stale(ctx, r.APIReader, &server, &metalv1alpha1.Server{}); err != nil || stale {
+	if stale, err := r.fresh.Stale(ctx, r.APIReader, &server, &metalv1alpha1.Server{}); err != nil || stale {
 		return ctrl.Result{RequeueAfter: 20 * time.Millisecond}, err
 	}
 	read := server.ResourceVersion // our writes below leave the cache behind on this one
@@ -166,7 +166,7 @@ func (r *ServerReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctr
 		if err := probeboot.DropLeftovers(ctx, r.Client, r.APIReader, r.Probe, server.Name, &server); err != nil {
 			return ctrl.Result{}, err
 		}
-		r.enter(&server, metalv1alpha1.ServerStateInitial, step{reason: metalv1alpha1.ReasonEnrolled, message: "found on BMC " + bmcName(&server)}, start)
+		r.enter(&server, metalv1alpha1.ServerStateInitial, step{reason: metalv1alpha1.ReasonEnrolled, message: "found on BMC " + server.BMCName()}, start)
 		from = metalv1alpha1.ServerStateInitial
 	}
 	observeAgain := r.observePower(ctx, &server)
@@ -226,7 +226,7 @@ func (r *ServerReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctr
 	}
 	if patchErr == nil {
 		effErr := r.afterWrite(ctx, &server, from, &st, err)
-		r.fresh.wrote(&server, read) // the status write's version, or the power record's after it
+		r.fresh.Wrote(&server, read) // the status write's version, or the power record's after it
 		if effErr != nil {
 			return ctrl.Result{}, effErr
 		}
@@ -377,7 +377,7 @@ func (r *ServerReconciler) act(ctx context.Context, server *metalv1alpha1.Server
 // runEffect performs a step's BMC action; a failure is an event and a retry, never a second
 // transition.
 func (r *ServerReconciler) runEffect(ctx context.Context, server *metalv1alpha1.Server, eff effect) error {
-	c, err := connectBMC(ctx, r.Client, r.Clients, bmcName(server))
+	c, err := connectBMC(ctx, r.Client, r.Clients, server.BMCName())
 	if err == nil {
 		err = eff.run(ctx, c)
 	}
@@ -444,13 +444,6 @@ func enteredAt(server *metalv1alpha1.Server) time.Time {
 		return t.Time
 	}
 	return server.CreationTimestamp.Time
-}
-
-func bmcName(server *metalv1alpha1.Server) string {
-	if server.Spec.BMCRef == nil {
-		return ""
-	}
-	return server.Spec.BMCRef.Name
 }
 
 func reasonOf(err error) string {

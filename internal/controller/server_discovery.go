@@ -49,7 +49,7 @@ func (r *ServerReconciler) machineHeldElsewhere(ctx context.Context, server *met
 		other := &servers.Items[i]
 		// One BMC's systems are distinct machines, whatever UUID they share (a Supermicro BMC
 		// reports its first system's for all): docs/identity.md.
-		if other.Name == server.Name || bmcName(other) == bmcName(server) {
+		if other.Name == server.Name || other.BMCName() == server.BMCName() {
 			continue
 		}
 		// A claimed or deleted (to be wiped) server holds the machine. So does one that may
@@ -80,7 +80,7 @@ func (r *ServerReconciler) initial(ctx context.Context, server *metalv1alpha1.Se
 		return step{}, err
 	} else if other != nil {
 		return wait(metalv1alpha1.ReasonMachineHeldElsewhere, fmt.Sprintf("the machine (system UUID %s) is also server %s's, of BMC %s (%s), which may hold a tenant's data: not booted while that server exists",
-			server.Spec.SystemUUID, other.Name, bmcName(other), state(other)), 10*time.Second), nil
+			server.Spec.SystemUUID, other.Name, other.BMCName(), state(other)), 10*time.Second), nil
 	}
 	// A dirty server (released, its wipe not verified, then taken to maintenance) is
 	// re-discovered with the wipe probe: it never reaches the pool unwiped.
@@ -96,7 +96,7 @@ func (r *ServerReconciler) initial(ctx context.Context, server *metalv1alpha1.Se
 		return r.awaitBootService(sbc), nil
 	}
 	// A BMC that does not answer should not cost a discovery attempt.
-	if _, err := connectBMC(ctx, r.Client, r.Clients, bmcName(server)); err != nil {
+	if _, err := connectBMC(ctx, r.Client, r.Clients, server.BMCName()); err != nil {
 		return step{}, err
 	}
 	boot, waiting, err := r.probeBoot(ctx, server, sbc, via)

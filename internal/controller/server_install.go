@@ -1,6 +1,7 @@
 package controller
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -199,9 +200,9 @@ func (r *ServerReconciler) installFailed(server *metalv1alpha1.Server, reason, m
 // bootFromDisk finishes an install: the disk becomes the boot device for good, and the power
 // follows the claim.
 func (r *ServerReconciler) bootFromDisk(server *metalv1alpha1.Server, claim *metalv1alpha1.ServerClaim, last *metalv1alpha1.InstallReport) step {
-	power := orDefault(server.Spec.Power, metalv1alpha1.PowerOn)
+	power := cmp.Or(server.Spec.Power, metalv1alpha1.PowerOn)
 	powerMessage := fmt.Sprintf("power %s for the claim, booting from disk", power)
-	message := fmt.Sprintf("installed %s on %s (%d bytes, %s); config drive %s; boots from disk", last.Image, last.Disk, last.Bytes, last.WrittenDigest, orDefault(last.ConfigDrive, "none"))
+	message := fmt.Sprintf("installed %s on %s (%d bytes, %s); config drive %s; boots from disk", last.Image, last.Disk, last.Bytes, last.WrittenDigest, cmp.Or(last.ConfigDrive, "none"))
 	uri := server.Spec.SystemURI
 	eff := sendPower(uri, power, powerMessage)
 	// The probe powers the server off once it has reported, and may still be doing so: a

@@ -1,6 +1,7 @@
 package controller
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 
@@ -60,7 +61,7 @@ func (r *ServerReconciler) maintenance(ctx context.Context, server *metalv1alpha
 		}
 		return step{}, err
 	}
-	want := orDefault(sm.Spec.Power, metalv1alpha1.PowerOff)
+	want := cmp.Or(sm.Spec.Power, metalv1alpha1.PowerOff)
 	if d := server.Status.PowerDelivery; d != nil && d.Want == want && !d.Graceful {
 		return resendPower(server), nil // nothing when it was sent
 	}

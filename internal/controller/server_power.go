@@ -27,21 +27,6 @@ import (
 // a graceful shutdown the OS ignores past the grace period is forced. A confirmed request is
 // not repeated: a power change made outside Ironfleet afterwards stands.
 
-// PowerTimeouts bound how long a power request is waited for.
-type PowerTimeouts struct {
-	// Confirm is how long a sent request may go unreported by the BMC before it is sent once
-	// more, and then given up as Unconfirmed.
-	Confirm time.Duration
-	// GracefulShutdown is how long the OS has to stop after a GracefulShutdown before
-	// Ironfleet forces the power off.
-	GracefulShutdown time.Duration
-}
-
-// DefaultPowerTimeouts are the production defaults.
-func DefaultPowerTimeouts() PowerTimeouts {
-	return PowerTimeouts{Confirm: 2 * time.Minute, GracefulShutdown: 5 * time.Minute}
-}
-
 func poweredReason(d *metalv1alpha1.PowerDelivery) string {
 	return "Power" + string(d.Want) + string(d.State)
 }
@@ -262,13 +247,13 @@ func (r *ServerReconciler) observePower(ctx context.Context, server *metalv1alph
 	if !powering && !watched(d) {
 		return 0
 	}
-	timeouts := r.Settings.power()
+	timeouts := r.Settings.EffectivePower()
 	// A request given up on (Unconfirmed) is still watched, once per confirmation timeout.
 	again := powerObserveDelay
 	if d != nil && d.State == metalv1alpha1.PowerUnconfirmed {
 		again = timeouts.Confirm
 	}
-	c, err := connectBMC(ctx, r.Client, r.Clients, bmcName(server))
+	c, err := connectBMC(ctx, r.Client, r.Clients, server.BMCName())
 	if err != nil {
 		return again
 	}

@@ -1,6 +1,7 @@
 package controller
 
 import (
+	"cmp"
 	"fmt"
 
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
@@ -22,7 +23,7 @@ func showReady(server *metalv1alpha1.Server, st step, err error) {
 			setCondition(&server.Status.Conditions, server.Generation, metalv1alpha1.ConditionReady, metav1.ConditionFalse, st.reason, st.message)
 		}
 	case !apimeta.IsStatusConditionTrue(server.Status.Conditions, metalv1alpha1.ConditionReady):
-		setCondition(&server.Status.Conditions, server.Generation, metalv1alpha1.ConditionReady, metav1.ConditionTrue, orDefault(server.Status.LastTransitionReason, string(server.Status.State)), restingMessage(server))
+		setCondition(&server.Status.Conditions, server.Generation, metalv1alpha1.ConditionReady, metav1.ConditionTrue, cmp.Or(server.Status.LastTransitionReason, string(server.Status.State)), restingMessage(server))
 	}
 }
 

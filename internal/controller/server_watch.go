@@ -30,7 +30,7 @@ func (r *ServerReconciler) SetupWithManager(mgr ctrl.Manager) error {
 		Watches(&metalv1alpha1.ServerMaintenance{}, handler.EnqueueRequestsFromMapFunc(maintenanceServer)).
 		// A claim's new image re-provisions the server that holds it.
 		Watches(&metalv1alpha1.ServerClaim{}, handler.EnqueueRequestsFromMapFunc(claimServer), builder.WithPredicates(predicate.GenerationChangedPredicate{})).
-		WithOptions(r.Settings.controllerOptions("server")).
+		WithOptions(r.Settings.ControllerOptions("server")).
 		Complete(r)
 }
 

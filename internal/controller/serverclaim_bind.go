@@ -2,6 +2,7 @@ package controller
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"maps"
@@ -66,7 +67,7 @@ func (r *ServerClaimReconciler) bind(ctx context.Context, claim *metalv1alpha1.S
 	if !needsBootConfig(claim, r.BootOperator) {
 		// Nothing to make first: the claim's power goes with its reference, in the same write
 		// (provision would otherwise patch the server again at once).
-		server.Spec.Power = orDefault(claim.Spec.Power, metalv1alpha1.PowerOn)
+		server.Spec.Power = cmp.Or(claim.Spec.Power, metalv1alpha1.PowerOn)
 	}
 	patch, err := bindPatch(claim, pick, server)
 	if err != nil {

@@ -1,6 +1,7 @@
 package controller
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -32,7 +33,7 @@ func (r *ServerClaimReconciler) provision(ctx context.Context, claim *metalv1alp
 		}
 		bootRef = &metalv1alpha1.ObjectReference{Namespace: sbc.Namespace, Name: sbc.Name, UID: string(sbc.UID)}
 	}
-	power := orDefault(claim.Spec.Power, metalv1alpha1.PowerOn)
+	power := cmp.Or(claim.Spec.Power, metalv1alpha1.PowerOn)
 	if server.Spec.Power != power || !metalv1alpha1.SameReference(server.Spec.BootConfigurationRef, bootRef) {
 		err := patchHeldServer(ctx, r.Client, server, claim, func(spec *metalv1alpha1.ServerSpec) {
 			spec.Power, spec.BootConfigurationRef = power, bootRef

@@ -68,12 +68,12 @@ func (r *ServerClaimReconciler) Reconcile(ctx context.Context, req ctrl.Request)
 	var claim metalv1alpha1.ServerClaim
 	if err := r.Client.Get(ctx, req.NamespacedName, &claim); err != nil {
 		if apierrors.IsNotFound(err) {
-			r.written.forget(req.NamespacedName)
+			r.written.Forget(req.NamespacedName)
 			return ctrl.Result{}, probeboot.DropOrphanClaimBoot(ctx, r.Client, r.APIReader, req.NamespacedName, nil)
 		}
 		return ctrl.Result{}, err
 	}
-	if r.written.behind(&claim) {
+	if r.written.Behind(&claim) {
 		return ctrl.Result{RequeueAfter: 20 * time.Millisecond}, nil
 	}
 	if err := probeboot.DropOrphanClaimBoot(ctx, r.Client, r.APIReader, req.NamespacedName, &claim); err != nil {
@@ -119,7 +119,7 @@ func (r *ServerClaimReconciler) Reconcile(ctx context.Context, req ctrl.Request)
 	// The status write is of status alone (the intent's write moved the metadata on).
 	original.ObjectMeta = *claim.ObjectMeta.DeepCopy()
 	result, err := finishWithStatus(ctx, r.Client, &claim, original, ctrl.Result{RequeueAfter: st.requeueAfter}, err)
-	r.written.wrote(&claim, read, finalized, based)
+	r.written.Wrote(&claim, read, finalized, based)
 	return result, err
 }
 
@@ -225,7 +225,7 @@ func (r *ServerClaimReconciler) releasing(ctx context.Context, claim *metalv1alp
 	err := r.release(ctx, claim)
 	if err == nil {
 		// Gone in a moment: a reconcile woken meanwhile waits for the cache to say so.
-		r.written.going(claim, read)
+		r.written.Going(claim, read)
 		return ctrl.Result{}, nil
 	}
 	setCondition(&claim.Status.Conditions, claim.Generation, metalv1alpha1.ConditionBound, metav1.ConditionFalse, metalv1alpha1.ClaimReasonReleasing,
@@ -236,7 +236,7 @@ func (r *ServerClaimReconciler) releasing(ctx context.Context, claim *metalv1alp
 // SetupWithManager registers the reconciler, its index, and its watches.
 func (r *ServerClaimReconciler) SetupWithManager(mgr ctrl.Manager) error {
 	r.written = newOwnWrites()
-	r.cached = indexedReader{cache: mgr.GetCache()}
+	r.cached = indexedReader{Cache: mgr.GetCache()}
 	indexer := mgr.GetFieldIndexer()
 	if err := indexer.IndexField(context.Background(), &metalv1alpha1.Server{}, indexServerByClaim, func(o client.Object) []string {
 		if ref := o.(*metalv1alpha1.Server).Spec.ServerClaimRef; ref != nil {
@@ -267,7 +267,7 @@ func (r *ServerClaimReconciler) SetupWithManager(mgr ctrl.Manager) error {
 		For(&metalv1alpha1.ServerClaim{}, builder.WithPredicates(predicate.Or(predicate.GenerationChangedPredicate{}, predicate.AnnotationChangedPredicate{}))).
 		Owns(&metalv1alpha1.ServerBootConfiguration{}).
 		Watches(&metalv1alpha1.Server{}, r.serverEvents(), builder.WithPredicates(claimRelevantServerChange())).
-		WithOptions(r.Settings.controllerOptions("serverclaim")).
+		WithOptions(r.Settings.ControllerOptions("serverclaim")).
 		Complete(r)
 }
 

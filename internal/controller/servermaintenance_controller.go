@@ -1,6 +1,7 @@
 package controller
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -57,11 +58,11 @@ func (r *ServerMaintenanceReconciler) Reconcile(ctx context.Context, req ctrl.Re
 	var sm metalv1alpha1.ServerMaintenance
 	if err := r.Client.Get(ctx, req.NamespacedName, &sm); err != nil {
 		if apierrors.IsNotFound(err) {
-			r.written.forget(req.NamespacedName)
+			r.written.Forget(req.NamespacedName)
 		}
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
-	if r.written.behind(&sm) {
+	if r.written.Behind(&sm) {
 		return ctrl.Result{RequeueAfter: 20 * time.Millisecond}, nil
 	}
 	if !sm.DeletionTimestamp.IsZero() {
@@ -95,7 +96,7 @@ func (r *ServerMaintenanceReconciler) Reconcile(ctx context.Context, req ctrl.Re
 	}
 	based := sm.ResourceVersion
 	result, err := finishWithStatus(ctx, r.Client, &sm, original, ctrl.Result{RequeueAfter: st.requeueAfter}, err)
-	r.written.wrote(&sm, read, finalized, based)
+	r.written.Wrote(&sm, read, finalized, based)
 	return result, err
 }
 
@@ -123,7 +124,7 @@ func (r *ServerMaintenanceReconciler) observe(ctx context.Context, sm *metalv1al
 		}
 		return st, nil
 	}
-	if r.servers.behind(&server) {
+	if r.servers.Behind(&server) {
 		return maintenanceStep{}, errCacheBehind
 	}
 	switch sm.Status.State {
@@ -153,7 +154,7 @@ func (r *ServerMaintenanceReconciler) pending(ctx context.Context, sm *metalv1al
 		}
 		return maintenanceStep{reason: metalv1alpha1.ReasonTakingServer, message: takingMessage(server)}, nil
 	}
-	if claimRef := server.Spec.ServerClaimRef; claimRef != nil && orDefault(sm.Spec.Policy, metalv1alpha1.MaintenanceOwnerApproval) == metalv1alpha1.MaintenanceOwnerApproval {
+	if claimRef := server.Spec.ServerClaimRef; claimRef != nil && cmp.Or(sm.Spec.Policy, metalv1alpha1.MaintenanceOwnerApproval) == metalv1alpha1.MaintenanceOwnerApproval {
 		var claim metalv1alpha1.ServerClaim
 		err := r.Client.Get(ctx, client.ObjectKey{Namespace: claimRef.Namespace, Name: claimRef.Name}, &claim)
 		if client.IgnoreNotFound(err) != nil {
@@ -183,7 +184,7 @@ func (r *ServerMaintenanceReconciler) pending(ctx context.Context, sm *metalv1al
 	}); err != nil {
 		return maintenanceStep{}, fmt.Errorf("taking server %s: %w", server.Name, err)
 	}
-	r.servers.wrote(server, read)
+	r.servers.Wrote(server, read)
 	r.Events.Eventf(sm, server, corev1.EventTypeNormal, metalv1alpha1.ReasonTakingServer, "StartMaintenance", "took server %s: %s", server.Name, sm.Spec.Reason)
 	return maintenanceStep{reason: metalv1alpha1.ReasonTakingServer, message: takingMessage(server)}, nil
 }
@@ -215,7 +216,7 @@ func (r *ServerMaintenanceReconciler) giveBack(ctx context.Context, sm *metalv1a
 		}); err != nil {
 			return fmt.Errorf("giving back server %s: %w", server.Name, err)
 		}
-		r.servers.wrote(&server, read)
+		r.servers.Wrote(&server, read)
 		r.Events.Eventf(sm, &server, corev1.EventTypeNormal, metalv1alpha1.ReasonMaintenanceEnded, "EndMaintenance", "gave back server %s", server.Name)
 	}
 	read := sm.ResourceVersion
@@ -224,7 +225,7 @@ func (r *ServerMaintenanceReconciler) giveBack(ctx context.Context, sm *metalv1a
 		return client.IgnoreNotFound(err)
 	}
 	// Gone in a moment: a reconcile woken meanwhile waits for the cache to say so.
-	r.written.going(sm, read)
+	r.written.Going(sm, read)
 	return nil
 }
 
@@ -262,7 +263,7 @@ func (r *ServerMaintenanceReconciler) SetupWithManager(mgr ctrl.Manager) error {
 			}
 			return r.maintenancesOf(ctx, claim.Status.ServerRef.Name)
 		})).
-		WithOptions(r.Settings.controllerOptions("servermaintenance")).
+		WithOptions(r.Settings.ControllerOptions("servermaintenance")).
 		Complete(r)
 }
 

@@ -7,8 +7,6 @@ import (
 	"k8s.io/client-go/util/workqueue"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
-	"sigs.k8s.io/controller-runtime/pkg/event"
-	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 )
 
@@ -37,8 +35,8 @@ func DefaultSettings() Settings {
 	}
 }
 
-// power is the power timeouts, defaults filled in.
-func (s Settings) power() PowerTimeouts {
+// EffectivePower is the power timeouts, defaults filled in.
+func (s Settings) EffectivePower() PowerTimeouts {
 	p, def := s.Power, DefaultPowerTimeouts()
 	if p.Confirm <= 0 {
 		p.Confirm = def.Confirm
@@ -57,8 +55,8 @@ func (s Settings) Concurrency(name string) int {
 	return max(s.DefaultConcurrency, 1)
 }
 
-// jitteredResync spreads polls so a fleet enrolled together is not polled together.
-func (s Settings) jitteredResync() time.Duration {
+// JitteredResync spreads polls so a fleet enrolled together is not polled together.
+func (s Settings) JitteredResync() time.Duration {
 	period := s.ResyncPeriod
 	if period <= 0 {
 		period = DefaultSettings().ResyncPeriod
@@ -66,12 +64,12 @@ func (s Settings) jitteredResync() time.Duration {
 	return period - period/10 + time.Duration(rand.Int64N(int64(period/5)+1))
 }
 
-// controllerOptions are the options of the named controller: its workers, its backoff, and the
+// ControllerOptions are the options of the named controller: its workers, its backoff, and the
 // classic work queue. controller-runtime v0.24's priority queue can deadlock on shutdown (a
 // ready item is handed to a worker that has already left, with the queue's lock held:
 // kubernetes-sigs/controller-runtime#3538, fixed in v0.25.2, which needs k8s.io v0.37); the
 // manager then never stops, and a restarted one in the same process never starts.
-func (s Settings) controllerOptions(name string) controller.Options {
+func (s Settings) ControllerOptions(name string) controller.Options {
 	return controller.Options{
 		MaxConcurrentReconciles: s.Concurrency(name),
 		RateLimiter:             s.rateLimiter(),
@@ -92,13 +90,17 @@ func (s Settings) rateLimiter() workqueue.TypedRateLimiter[reconcile.Request] {
 	return workqueue.NewTypedItemExponentialFailureRateLimiter[reconcile.Request](base, maxDelay)
 }
 
-// deletedOnly passes only delete events: used to re-create owned objects someone removed,
-// without waking the owner for every status change of its children.
-func deletedOnly() predicate.Predicate {
-	return predicate.Funcs{
-		CreateFunc:  func(event.CreateEvent) bool { return false },
-		UpdateFunc:  func(event.UpdateEvent) bool { return false },
-		GenericFunc: func(event.GenericEvent) bool { return false },
-		DeleteFunc:  func(event.DeleteEvent) bool { return true },
-	}
+// PowerTimeouts bound how long a power request is waited for.
+type PowerTimeouts struct {
+	// Confirm is how long a sent request may go unreported by the BMC before it is sent once
+	// more, and then given up as Unconfirmed.
+	Confirm time.Duration
+	// GracefulShutdown is how long the OS has to stop after a GracefulShutdown before
+	// Ironfleet forces the power off.
+	GracefulShutdown time.Duration
+}
+
+// DefaultPowerTimeouts are the production defaults.
+func DefaultPowerTimeouts() PowerTimeouts {
+	return PowerTimeouts{Confirm: 2 * time.Minute, GracefulShutdown: 5 * time.Minute}
 }

@@ -32,3 +32,11 @@ func (s *Server) HeldByMaintenance(sm *ServerMaintenance) bool {
 	ref := s.Spec.MaintenanceRef
 	return ref != nil && ref.Namespace == sm.Namespace && ref.Name == sm.Name
 }
+
+// BMCName is the name of the server's BMC, or "" when it has none.
+func (s *Server) BMCName() string {
+	if s.Spec.BMCRef == nil {
+		return ""
+	}
+	return s.Spec.BMCRef.Name
+}

@@ -12,7 +12,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/ironfleet/ironfleet/internal/controller"
+	"github.com/ironfleet/ironfleet/internal/controller/cached"
 )
 
 // TestIndexedReadsMatchTheCachesList: the claims controller reads the cache's field indexes
@@ -49,7 +49,7 @@ func TestIndexedReadsMatchTheCachesList(t *testing.T) {
 	var nsList corev1.NamespaceList
 	require.NoError(t, c.List(ctx, &nsList, client.MatchingFields{"test-every": "yes"}))
 	var nsRead corev1.NamespaceList
-	ns, err := controller.ByIndex(ctx, c, &corev1.Namespace{}, &nsRead, func() []*corev1.Namespace { return controller.ItemPointers(nsRead.Items) }, "test-every", "yes")
+	ns, err := cached.ByIndex(ctx, cached.IndexedReader{Cache: c}, &corev1.Namespace{}, &nsRead, func() []*corev1.Namespace { return cached.ItemPointers(nsRead.Items) }, "test-every", "yes")
 	require.NoError(t, err)
 	require.NotEmpty(t, nsList.Items)
 	want, got := []client.Object{}, []client.Object{}
@@ -64,7 +64,7 @@ func TestIndexedReadsMatchTheCachesList(t *testing.T) {
 	var cmList corev1.ConfigMapList
 	require.NoError(t, c.List(ctx, &cmList, client.MatchingFields{"test-name": cmName}))
 	var cmRead corev1.ConfigMapList
-	cms, err := controller.ByIndex(ctx, c, &corev1.ConfigMap{}, &cmRead, func() []*corev1.ConfigMap { return controller.ItemPointers(cmRead.Items) }, "test-name", cmName)
+	cms, err := cached.ByIndex(ctx, cached.IndexedReader{Cache: c}, &corev1.ConfigMap{}, &cmRead, func() []*corev1.ConfigMap { return cached.ItemPointers(cmRead.Items) }, "test-name", cmName)
 	require.NoError(t, err)
 	require.Len(t, cmList.Items, 2, "the check's ConfigMap in each of its namespaces")
 	want, got = want[:0], got[:0]

@@ -1,6 +1,15 @@
+// Package controller wires the reconcilers: one package per kind below it (enroll, server,
+// claim, maintenance), which never import each other; what they share is in the API package
+// and in the small packages beside them (settings, status, cached, bmcaccess).
 package controller
 
 import (
+	"github.com/ironfleet/ironfleet/internal/controller/claim"
+	"github.com/ironfleet/ironfleet/internal/controller/enroll"
+	"github.com/ironfleet/ironfleet/internal/controller/maintenance"
+	"github.com/ironfleet/ironfleet/internal/controller/server"
+	"github.com/ironfleet/ironfleet/internal/controller/settings"
+
 	"fmt"
 
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -16,10 +25,10 @@ type Dependencies struct {
 	MACDB *macdb.DB
 	// Connect opens BMC clients; BMCs share them through one cache.
 	Connect  bmc.Connector
-	Settings Settings
+	Settings settings.Settings
 	// Probe says how to boot metalprobe; Discovery bounds discovery.
 	Probe     probeboot.Config
-	Discovery DiscoverySettings
+	Discovery server.DiscoverySettings
 }
 
 // Setup registers every reconciler with the manager. The manager binary, the tests and the lab
@@ -31,20 +40,20 @@ func Setup(mgr ctrl.Manager, deps Dependencies) error {
 		return err
 	}
 	reconcilers := []interface{ SetupWithManager(ctrl.Manager) error }{
-		&EndpointReconciler{Client: mgr.GetClient(), Events: rec.Recorder("endpoint-controller"),
+		&enroll.EndpointReconciler{Client: mgr.GetClient(), Events: rec.Recorder("endpoint-controller"),
 			MACDB: deps.MACDB, Connect: deps.Connect, Settings: deps.Settings},
-		&BMCReconciler{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Events: rec.Recorder("bmc-controller"),
+		&enroll.BMCReconciler{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Events: rec.Recorder("bmc-controller"),
 			Clients: cache, Settings: deps.Settings},
 		// After the BMC reconciler: it looks BMCs up by the index that one registers.
-		&BMCSecretReconciler{Client: mgr.GetClient(), Events: rec.Recorder("bmcsecret-controller"), Settings: deps.Settings},
-		&ServerReconciler{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Events: rec.Recorder("server-controller"),
+		&enroll.BMCSecretReconciler{Client: mgr.GetClient(), Events: rec.Recorder("bmcsecret-controller"), Settings: deps.Settings},
+		&server.Reconciler{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Events: rec.Recorder("server-controller"),
 			Clients: cache, Probe: deps.Probe, Discovery: deps.Discovery, Settings: deps.Settings},
-		&ServerClaimReconciler{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Events: rec.Recorder("serverclaim-controller"),
+		&claim.Reconciler{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Events: rec.Recorder("serverclaim-controller"),
 			Settings: deps.Settings, BootOperator: deps.Probe.BootOperator},
-		&ServerMaintenanceReconciler{Client: mgr.GetClient(), Events: rec.Recorder("servermaintenance-controller"),
+		&maintenance.Reconciler{Client: mgr.GetClient(), Events: rec.Recorder("servermaintenance-controller"),
 			Settings: deps.Settings},
 	}
-	if err := indexServersBySystemUUID(mgr); err != nil {
+	if err := server.IndexBySystemUUID(mgr); err != nil {
 		return fmt.Errorf("indexing servers by system UUID: %w", err)
 	}
 	for _, r := range reconcilers {

@@ -18,7 +18,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	m "github.com/ironfleet/ironfleet/apis/metal/v1alpha1"
-	"github.com/ironfleet/ironfleet/internal/controller"
+	"github.com/ironfleet/ironfleet/internal/controller/status"
 )
 
 // A status write is answered with the object's metadata only, and the object written keeps its
@@ -68,7 +68,7 @@ func TestPatchStatusIsAnsweredWithMetadataOnly(t *testing.T) {
 		read.Status.Inventory = nil // as a compact copy: what it lacks, a merge patch does not touch
 		before, written = read.DeepCopy(), read.DeepCopy()
 		written.Status.Manufacturer = "Ironfleet"
-		return controller.PatchStatus(ctx, c, written, client.MergeFromWithOptions(before, client.MergeFromWithOptimisticLock{}))
+		return status.Patch(ctx, c, written, client.MergeFromWithOptions(before, client.MergeFromWithOptimisticLock{}))
 	}))
 
 	mu.Lock()
@@ -93,6 +93,6 @@ func TestPatchStatusIsAnsweredWithMetadataOnly(t *testing.T) {
 	// The optimistic lock still holds: a write from a stale read is refused.
 	stale := before.DeepCopy()
 	stale.Status.Model = "stale"
-	err = controller.PatchStatus(ctx, c, stale, client.MergeFromWithOptions(before, client.MergeFromWithOptimisticLock{}))
+	err = status.Patch(ctx, c, stale, client.MergeFromWithOptions(before, client.MergeFromWithOptimisticLock{}))
 	assert.True(t, apierrors.IsConflict(err), "a stale write conflicts: %v", err)
 }

@@ -30,6 +30,9 @@ import (
 	"github.com/ironfleet/ironfleet/internal/bmc/ipmi"
 	"github.com/ironfleet/ironfleet/internal/bmc/redfish"
 	"github.com/ironfleet/ironfleet/internal/controller"
+	"github.com/ironfleet/ironfleet/internal/controller/cached"
+	"github.com/ironfleet/ironfleet/internal/controller/server"
+	"github.com/ironfleet/ironfleet/internal/controller/settings"
 	"github.com/ironfleet/ironfleet/internal/macdb"
 	"github.com/ironfleet/ironfleet/internal/probeboot"
 	"github.com/ironfleet/ironfleet/internal/registry"
@@ -192,17 +195,17 @@ macPrefixes:
 		MACDB: db,
 		Connect: bmc.ByProtocol(redfish.Connector(redfish.Options{Timeout: 5 * time.Second, RootCAs: roots}),
 			ipmi.Connector(ipmi.Options{Timeout: 300 * time.Millisecond, Retries: 2, CallTimeout: 5 * time.Second})),
-		Settings: controller.DefaultSettings(),
+		Settings: settings.DefaultSettings(),
 		Probe: probeboot.Config{
 			Namespace: systemNamespace, Image: "metalprobe:test",
 			RegistryURL: "https://" + registryAddr, RegistryCA: string(creds.CertPEM),
 		},
-		Discovery: controller.DiscoverySettings{Timeout: discoveryTimeout, Attempts: 2},
+		Discovery: server.DiscoverySettings{Timeout: discoveryTimeout, Attempts: 2},
 	}
 	operatorDeps.Settings.BackoffBase, operatorDeps.Settings.BackoffMax = testSettingBase, 10*time.Second
 	// Power requests the BMC does not confirm are sent once more, and graceful shutdowns
 	// forced, in seconds rather than minutes.
-	operatorDeps.Settings.Power = controller.PowerTimeouts{Confirm: 5 * time.Second, GracefulShutdown: 3 * time.Second}
+	operatorDeps.Settings.Power = settings.PowerTimeouts{Confirm: 5 * time.Second, GracefulShutdown: 3 * time.Second}
 	registryCreds = creds
 
 	// The boot service is an external system: a manager of its own, which outlives operator
@@ -276,7 +279,7 @@ func startOperator() error {
 	}
 	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
 		Scheme:                 env.Scheme,
-		Cache:                  controller.CacheOptions(), // as cmd/manager's
+		Cache:                  cached.Options(), // as cmd/manager's
 		Metrics:                metricsserver.Options{BindAddress: "0"},
 		HealthProbeBindAddress: "0",
 		Controller:             ctrlconfig.Controller{SkipNameValidation: ptr.To(true)},

@@ -32,6 +32,9 @@ import (
 	"github.com/ironfleet/ironfleet/internal/bmc/ipmi"
 	"github.com/ironfleet/ironfleet/internal/bmc/redfish"
 	"github.com/ironfleet/ironfleet/internal/controller"
+	"github.com/ironfleet/ironfleet/internal/controller/cached"
+	"github.com/ironfleet/ironfleet/internal/controller/server"
+	"github.com/ironfleet/ironfleet/internal/controller/settings"
 	"github.com/ironfleet/ironfleet/internal/ignition"
 	"github.com/ironfleet/ironfleet/internal/macdb"
 	"github.com/ironfleet/ironfleet/internal/probeboot"
@@ -67,8 +70,8 @@ type Options struct {
 	// BootOperator names the boot service serving the boot configurations the operator makes
 	// (their metal.ironfleet.dev/boot-operator label).
 	BootOperator string
-	Discovery    controller.DiscoverySettings
-	Settings     controller.Settings
+	Discovery    server.DiscoverySettings
+	Settings     settings.Settings
 	// GCPercent is the process's garbage-collection target (what GOGC sets), applied by
 	// cmd/manager, not by a manager run in another program's process.
 	GCPercent int
@@ -89,8 +92,8 @@ func DefaultOptions() Options {
 		SystemNamespace: "ironfleet-boot",
 		ProbeImage:      "ghcr.io/ironfleet/metalprobe:latest",
 		BootOperator:    metalv1alpha1.BootOperatorIronfleet,
-		Discovery:       controller.DiscoverySettings{Timeout: 10 * time.Minute, Attempts: 3, InstallTimeout: 30 * time.Minute, InstallAttempts: 3},
-		Settings:        controller.DefaultSettings(),
+		Discovery:       server.DiscoverySettings{Timeout: 10 * time.Minute, Attempts: 3, InstallTimeout: 30 * time.Minute, InstallAttempts: 3},
+		Settings:        settings.DefaultSettings(),
 		GCPercent:       DefaultGCPercent,
 	}
 }
@@ -315,7 +318,7 @@ func (p *Prepared) Run(ctx context.Context, cfg *rest.Config) error {
 	mgrOpts := ctrl.Options{
 		Scheme: scheme,
 		// No managedFields, and Servers' inventories compact: what the reconcilers read.
-		Cache:                   controller.CacheOptions(),
+		Cache:                   cached.Options(),
 		Metrics:                 metricsserver.Options{BindAddress: o.MetricsAddr},
 		HealthProbeBindAddress:  o.ProbeAddr,
 		PprofBindAddress:        o.PprofAddr,

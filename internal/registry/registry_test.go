@@ -34,7 +34,7 @@ import (
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	m "github.com/ironfleet/ironfleet/apis/metal/v1alpha1"
-	"github.com/ironfleet/ironfleet/internal/controller"
+	"github.com/ironfleet/ironfleet/internal/controller/cached"
 	"github.com/ironfleet/ironfleet/internal/registry"
 	"github.com/ironfleet/ironfleet/internal/report"
 	"github.com/ironfleet/ironfleet/test/testenv"
@@ -115,7 +115,7 @@ func run(main *testing.M) (int, error) {
 	cfg := rest.CopyConfig(env.Config)
 	cfg.Wrap(func(rt http.RoundTripper) http.RoundTripper { return statusWrites{rt} })
 	// The manager's cache as the operator's: Servers' inventories compact.
-	mgr, err := ctrl.NewManager(cfg, ctrl.Options{Scheme: env.Scheme, Metrics: metricsserver.Options{BindAddress: "0"}, Cache: controller.CacheOptions()})
+	mgr, err := ctrl.NewManager(cfg, ctrl.Options{Scheme: env.Scheme, Metrics: metricsserver.Options{BindAddress: "0"}, Cache: cached.Options()})
 	if err != nil {
 		return 0, err
 	}

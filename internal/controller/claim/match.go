@@ -1,0 +1,108 @@
+package claim
+
+import (
+	"fmt"
+	"strings"
+
+	"k8s.io/apimachinery/pkg/labels"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	metalv1alpha1 "github.com/ironfleet/ironfleet/apis/metal/v1alpha1"
+)
+
+// bindable is a server a claim may take: Available, unclaimed, not under maintenance.
+func bindable(s *metalv1alpha1.Server) bool {
+	return s.DeletionTimestamp.IsZero() &&
+		s.Status.State == metalv1alpha1.ServerStateAvailable &&
+		s.Spec.ServerClaimRef == nil &&
+		s.Spec.MaintenanceRef == nil
+}
+
+// requirement is one thing a claim asks of a server: what it is, in the claim's words, and
+// whether a server meets it.
+type requirement struct {
+	what string
+	met  func(*metalv1alpha1.Server) bool
+}
+
+// requirements are what claim asks of a server: its name, its labels, and its discovered
+// hardware. A requirement the inventory cannot answer is not met.
+func requirements(claim *metalv1alpha1.ServerClaim) ([]requirement, error) {
+	spec := &claim.Spec
+	var reqs []requirement
+	if ref := spec.ServerRef; ref != nil {
+		reqs = append(reqs, requirement{"is server " + ref.Name + " (spec.serverRef)", func(s *metalv1alpha1.Server) bool { return s.Name == ref.Name }})
+	}
+	if spec.ServerSelector != nil {
+		sel, err := metav1.LabelSelectorAsSelector(spec.ServerSelector.LabelSelector())
+		if err != nil {
+			return nil, err
+		}
+		reqs = append(reqs, requirement{"has labels " + sel.String() + " (spec.serverSelector)", func(s *metalv1alpha1.Server) bool { return sel.Matches(labels.Set(s.Labels)) }})
+	}
+	if n := spec.MinCPUCores; n != nil {
+		reqs = append(reqs, requirement{fmt.Sprintf("has %d CPU cores or more (spec.minCPUCores)", *n), func(s *metalv1alpha1.Server) bool {
+			return s.Status.Inventory != nil && s.Status.Inventory.CPU.Cores >= *n
+		}})
+	}
+	if q := spec.MinMemory; q != nil {
+		reqs = append(reqs, requirement{"has " + q.String() + " of memory or more (spec.minMemory)", func(s *metalv1alpha1.Server) bool {
+			inv := s.Status.Inventory
+			return inv != nil && inv.Memory.Total != nil && inv.Memory.Total.Cmp(*q) >= 0
+		}})
+	}
+	if q := spec.MinTotalDisk; q != nil {
+		reqs = append(reqs, requirement{"has " + q.String() + " of disk or more (spec.minTotalDisk)", func(s *metalv1alpha1.Server) bool {
+			inv := s.Status.Inventory
+			return inv != nil && inv.TotalStorage != nil && inv.TotalStorage.Cmp(*q) >= 0
+		}})
+	}
+	return reqs, nil
+}
+
+// matches reports whether server satisfies every requirement of claim.
+func matches(claim *metalv1alpha1.ServerClaim, server *metalv1alpha1.Server) (bool, error) {
+	reqs, err := requirements(claim)
+	if err != nil {
+		return false, err
+	}
+	return meetsAll(reqs, server), nil
+}
+
+func meetsAll(reqs []requirement, server *metalv1alpha1.Server) bool {
+	for _, req := range reqs {
+		if !req.met(server) {
+			return false
+		}
+	}
+	return true
+}
+
+// noMatchMessage says why none of the bindable servers matches the claim, in words its owner can
+// act on: the requirements no Available server meets, or that each is met by some but all by
+// none. It names no counts, so it changes (and costs a status write) only when what it says
+// does.
+func noMatchMessage(reqs []requirement, pool []*metalv1alpha1.Server) string {
+	const then = "; the claim binds as soon as one does"
+	if len(pool) == 0 {
+		return "no server is Available; the claim binds as soon as one is"
+	}
+	var unmet, all []string
+	for _, req := range reqs {
+		all = append(all, req.what)
+		met := false
+		for _, s := range pool {
+			if met = req.met(s); met {
+				break
+			}
+		}
+		if !met {
+			unmet = append(unmet, req.what)
+		}
+	}
+	if len(unmet) > 0 {
+		return "no Available server " + strings.Join(unmet, ", and none ") + then
+	}
+	return "each requirement is met by an Available server, but none meets them all: it " + strings.Join(all, ", ") + then
+}

@@ -1,0 +1,185 @@
+package server
+
+import (
+	"github.com/ironfleet/ironfleet/internal/controller/bmcaccess"
+
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	metalv1alpha1 "github.com/ironfleet/ironfleet/apis/metal/v1alpha1"
+	"github.com/ironfleet/ironfleet/internal/bmc"
+	"github.com/ironfleet/ironfleet/internal/probeboot"
+)
+
+// probeMedium is how a server's probe boots: its BMC's boot method, and the static network the
+// probe's ignition carries (the Server's spec.probeNetwork, else its BMC's when the BMC manages
+// this one system; nil: the probe asks DHCP).
+type probeMedium struct {
+	probeboot.Medium
+	bmc string
+	// unsupported is the BMC's Ready message when it found no virtual media.
+	unsupported string
+}
+
+func (m probeMedium) virtualMedia() bool { return m.Method == metalv1alpha1.BootMethodVirtualMedia }
+
+// how says how a boot reaches the probe, for conditions: "PXE once" or "its ISO as virtual
+// media, CD once".
+func (m probeMedium) how() string {
+	if m.virtualMedia() {
+		return "its ISO as virtual media, CD once"
+	}
+	return "PXE once"
+}
+
+// probeMediumOf reads how the server's probe boots from its BMC (cached: no request).
+func (r *Reconciler) probeMediumOf(ctx context.Context, server *metalv1alpha1.Server) (probeMedium, error) {
+	via := probeMedium{bmc: server.BMCName(), Medium: probeboot.Medium{Method: metalv1alpha1.BootMethodPXE, Network: server.Spec.ProbeNetwork}}
+	if via.bmc == "" {
+		return via, nil
+	}
+	var b metalv1alpha1.BMC
+	if err := r.Client.Get(ctx, client.ObjectKey{Name: via.bmc}, &b); err != nil {
+		if apierrors.IsNotFound(err) {
+			return via, nil // connectBMC says so, when the boot needs it
+		}
+		return via, err
+	}
+	via.Method = cmp.Or(b.Spec.BootMethod, metalv1alpha1.BootMethodPXE)
+	if c := meta.FindStatusCondition(b.Status.Conditions, metalv1alpha1.ConditionReady); c != nil && c.Reason == metalv1alpha1.BMCReasonVirtualMediaUnsupported {
+		via.unsupported = c.Message
+	}
+	if via.Network == nil && b.Spec.ProbeNetwork != nil {
+		// One address cannot serve two systems: the BMC's is for a BMC of one system.
+		var servers metalv1alpha1.ServerList
+		if err := r.Client.List(ctx, &servers, client.MatchingLabels{metalv1alpha1.LabelBMC: b.Name}); err != nil {
+			return via, err
+		}
+		if len(servers.Items) == 1 && servers.Items[0].Name == server.Name {
+			via.Network = b.Spec.ProbeNetwork
+		}
+	}
+	return via, nil
+}
+
+// probeBoot is the effect that boots sbc's probe on the server: PXE once and power on; or, for a
+// VirtualMedia BMC, the boot's ISO inserted as the virtual CD, CD once and power on. When the
+// boot cannot start yet (the boot service has not published the ISO's URL, or the BMC has no
+// virtual media), it returns the step to wait with instead.
+func (r *Reconciler) probeBoot(ctx context.Context, server *metalv1alpha1.Server, sbc *metalv1alpha1.ServerBootConfiguration, via probeMedium) (effect, *step, error) {
+	uri := server.Spec.SystemURI
+	if !via.virtualMedia() {
+		return bootOnce(uri, bmc.BootPXE, ""), nil, nil
+	}
+	if via.unsupported != "" {
+		st := wait(metalv1alpha1.ReasonVirtualMediaUnsupported, fmt.Sprintf("BMC %s boots by VirtualMedia but has none (%s): not booted; set the BMC's spec.bootMethod to PXE, or fix its virtual media", via.bmc, via.unsupported), 30*time.Second)
+		return effect{}, &st, nil
+	}
+	url, err := probeboot.MediaURL(ctx, r.APIReader, sbc)
+	if err != nil {
+		return effect{}, nil, err
+	}
+	if url == "" {
+		st := wait(metalv1alpha1.ReasonWaitingForBootService, fmt.Sprintf("waiting for the boot service to publish the ISO of %s/%s", sbc.Namespace, sbc.Name), 2*time.Second)
+		return effect{}, &st, nil
+	}
+	return bootOnce(uri, bmc.BootCd, url), nil, nil
+}
+
+// bootOnce sets a one-time boot override to target and powers the server on, restarting it if
+// it is on; with a media URL, the URL is inserted as the virtual CD first. The power state is
+// read now: the last poll may be minutes old.
+func bootOnce(uri string, target bmc.BootTarget, media string) effect {
+	return effect{powering: metalv1alpha1.PowerStatePoweringOn, insertsMedia: media != "", run: func(ctx context.Context, c bmc.Client) error {
+		if media != "" {
+			if err := c.InsertMedia(ctx, uri, media); err != nil {
+				return err
+			}
+		}
+		if err := c.SetBootOnce(ctx, uri, target); err != nil {
+			return err
+		}
+		state, err := c.PowerState(ctx, uri)
+		if err != nil {
+			return err
+		}
+		action := bmc.PowerOn
+		if state == metalv1alpha1.PowerStateOn || state == metalv1alpha1.PowerStatePoweringOn {
+			action = bmc.PowerForceRestart
+		}
+		return c.SetPower(ctx, uri, action)
+	}}
+}
+
+// trackProbeMedia keeps status.probeMediaInserted: set in the status write before a probe
+// boot inserts its ISO, and, while it is set, every step outside a probe boot ejects the ISO
+// before its own BMC action (or as its only one), clearing it once the eject succeeded. A failed
+// eject leaves it set, and the next step tries again. Inside a probe boot the steps that only
+// wait leave the ISO alone: the boot's loaders may not have read it yet. The steps that end a
+// boot (report received, timed out, installed, failed, released, reprovisioned) all act on the
+// power, and eject first; a server that came to rest without one (wipe attempts used up, taken
+// into maintenance) ejects at its next look.
+func trackProbeMedia(server *metalv1alpha1.Server, st *step) {
+	if st.effect.insertsMedia {
+		server.Status.ProbeMediaInserted = true
+		return
+	}
+	if !server.Status.ProbeMediaInserted || (st.effect.run == nil && !probeMediaMayGo(server)) {
+		return
+	}
+	uri := server.Spec.SystemURI
+	run, done := st.effect.run, st.effect.done
+	st.effect.run = func(ctx context.Context, c bmc.Client) error {
+		if err := c.EjectMedia(ctx, uri); err != nil && !errors.Is(err, bmc.ErrUnsupported) {
+			return fmt.Errorf("ejecting the probe's ISO: %w", err)
+		}
+		if run != nil {
+			return run(ctx, c)
+		}
+		return nil
+	}
+	st.effect.done = func(s *metalv1alpha1.Server) {
+		s.Status.ProbeMediaInserted = false
+		if done != nil {
+			done(s)
+		}
+	}
+}
+
+// probeMediaMayGo says whether no probe boot is under way on the server, so that a step that
+// only waits may eject a probe ISO left inserted: in Initial (between discovery attempts),
+// Available, Maintenance and Error, and in Reserved once the claim's image is installed.
+func probeMediaMayGo(server *metalv1alpha1.Server) bool {
+	switch server.Status.State {
+	case metalv1alpha1.ServerStateInitial, metalv1alpha1.ServerStateAvailable, metalv1alpha1.ServerStateMaintenance, metalv1alpha1.ServerStateError:
+		return true
+	case metalv1alpha1.ServerStateReserved:
+		return meta.IsStatusConditionTrue(server.Status.Conditions, metalv1alpha1.ConditionProvisioned)
+	}
+	return false
+}
+
+// ejectBeforeGoing ejects the probe ISO of a server that goes (its finalizer is about to be
+// removed) while one may be inserted: nothing would eject it afterwards. A BMC that cannot be
+// reached does not hold the deletion up: an event says the ISO may still be in.
+func (r *Reconciler) ejectBeforeGoing(ctx context.Context, server *metalv1alpha1.Server) {
+	if !server.Status.ProbeMediaInserted {
+		return
+	}
+	c, err := bmcaccess.Connect(ctx, r.Client, r.Clients, server.BMCName())
+	if err == nil {
+		err = c.EjectMedia(ctx, server.Spec.SystemURI)
+	}
+	if err != nil && !errors.Is(err, bmc.ErrUnsupported) {
+		r.Events.Eventf(server, nil, corev1.EventTypeWarning, reasonOf(err), "Delete",
+			"deleted with a probe ISO that may still be inserted in its BMC's virtual CD (the eject failed: %v): eject it on BMC %s before the machine boots again", err, server.BMCName())
+	}
+}

@@ -61,7 +61,7 @@ type Reconciler struct {
 
 	// written keeps a reconcile woken before the cache has the claim's last write (a server's
 	// news comes at once) from binding or writing its status again.
-	written *cached.OwnWrites
+	written *cached.Writes
 }
 
 // +kubebuilder:rbac:groups=metal.ironfleet.dev,resources=serverclaims,verbs=get;list;watch;update;patch
@@ -242,7 +242,7 @@ func (r *Reconciler) releasing(ctx context.Context, claim *metalv1alpha1.ServerC
 
 // SetupWithManager registers the reconciler, its index, and its watches.
 func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
-	r.written = cached.NewOwnWrites()
+	r.written = cached.NewWrites()
 	r.cached = cached.IndexedReader{Cache: mgr.GetCache()}
 	indexer := mgr.GetFieldIndexer()
 	if err := indexer.IndexField(context.Background(), &metalv1alpha1.Server{}, indexServerByClaim, func(o client.Object) []string {

@@ -55,7 +55,7 @@ type BMCReconciler struct {
 
 	// written keeps a reconcile woken before the cache has the BMC's last status write (an
 	// Endpoint's or a secret's news often comes at once) from writing the same status again.
-	written *cached.OwnWrites
+	written *cached.Writes
 	// told remembers what a deleted BMC's events have said (by BMC UID and what), so that a
 	// deletion that waits records each thing once, not at every look (a restarted manager
 	// says it once more).
@@ -409,7 +409,7 @@ func (r *BMCReconciler) delete(ctx context.Context, b *metalv1alpha1.BMC) error 
 // SetupWithManager registers the reconciler and the indexes it needs.
 func (r *BMCReconciler) SetupWithManager(mgr ctrl.Manager) error {
 	ctx := context.Background()
-	r.written = cached.NewOwnWrites()
+	r.written = cached.NewWrites()
 	indexer := mgr.GetFieldIndexer()
 	if err := indexer.IndexField(ctx, &metalv1alpha1.BMC{}, indexBMCBySecret, func(o client.Object) []string {
 		return []string{o.(*metalv1alpha1.BMC).Spec.BMCSecretRef.Name}

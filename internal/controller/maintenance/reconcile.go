@@ -46,7 +46,7 @@ type Reconciler struct {
 	// written keeps a reconcile woken before the cache has the maintenance's last write from
 	// writing it again; servers, one that follows a take (or a give-back) from reading the
 	// server as the cache had it before, and taking it twice.
-	written, servers *cached.OwnWrites
+	written, servers *cached.Writes
 }
 
 // errCacheBehind: the cache has not yet seen the reconciler's own last write of the server;
@@ -254,7 +254,7 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 	}); err != nil {
 		return err
 	}
-	r.written, r.servers = cached.NewOwnWrites(), cached.NewOwnWrites()
+	r.written, r.servers = cached.NewWrites(), cached.NewWrites()
 	return ctrl.NewControllerManagedBy(mgr).
 		Named("servermaintenance").
 		// Its own status writes do not wake it: what it waits for is its server, and its claim.

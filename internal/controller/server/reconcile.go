@@ -60,7 +60,7 @@ type Reconciler struct {
 	// Now is the clock; time.Now when nil.
 	Now func() time.Time
 
-	fresh *cached.Freshness
+	written *cached.Writes
 	// unwritten holds, by Server name, the probe boot a brief wait named on the Server and left
 	// unwritten, with the Server's UID (unwrittenBoot; probeBootFor).
 	unwritten sync.Map
@@ -126,15 +126,15 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	var server metalv1alpha1.Server
 	if err := r.Client.Get(ctx, req.NamespacedName, &server); err != nil {
 		if apierrors.IsNotFound(err) {
-			r.fresh.Forget(req.Name)
+			r.written.Forget(req.NamespacedName)
 			r.unwritten.Delete(req.Name)
 			// Its probe boots, should it have gone without ending them (they have no owner).
 			return ctrl.Result{}, probeboot.DropLeftovers(ctx, r.Client, r.APIReader, r.Probe, req.Name, nil)
 		}
 		return ctrl.Result{}, err
 	}
-	if stale, err := r.fresh.Stale(ctx, r.APIReader, &server, &metalv1alpha1.Server{}); err != nil || stale {
-		return ctrl.Result{RequeueAfter: 20 * time.Millisecond}, err
+	if r.written.Behind(&server) {
+		return ctrl.Result{RequeueAfter: 20 * time.Millisecond}, nil
 	}
 	read := server.ResourceVersion // our writes below leave the cache behind on this one
 	// A deleted Server goes at once when its machine holds no unwiped tenant data; otherwise its
@@ -235,7 +235,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	}
 	if patchErr == nil {
 		effErr := r.afterWrite(ctx, &server, from, &st, err)
-		r.fresh.Wrote(&server, read) // the status write's version, or the power record's after it
+		r.written.Wrote(&server, read) // the status write's version, or the power record's after it
 		if effErr != nil {
 			return ctrl.Result{}, effErr
 		}

@@ -24,7 +24,7 @@ import (
 
 // SetupWithManager registers the reconciler.
 func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
-	r.fresh = cached.NewFreshness()
+	r.written = cached.NewWrites()
 	return ctrl.NewControllerManagedBy(mgr).
 		Named("server").
 		For(&metalv1alpha1.Server{}, builder.WithPredicates(serverChanged())).

@@ -248,6 +248,8 @@ capi-release: $(KUSTOMIZE) ## Write the Cluster API provider's clusterctl reposi
 PROBE_IMAGE_DIR ?= $(LOCALBIN)/probe
 # The lab and the VM tests boot the probe from here (test/lab.ProbeDir).
 export IRONFLEET_PROBE_DIR := $(PROBE_IMAGE_DIR)
+# internal/ociimage/cmd/build-images compares its own build of every image with make's, here.
+export IRONFLEET_IMAGES_DIR := $(IMAGES_DIR)
 PROBE_VERSION ?= $(VERSION)
 
 .PHONY: probe-image

@@ -53,9 +53,6 @@ func Setup(mgr ctrl.Manager, deps Dependencies) error {
 		&maintenance.Reconciler{Client: mgr.GetClient(), Events: rec.Recorder("servermaintenance-controller"),
 			Settings: deps.Settings},
 	}
-	if err := server.IndexBySystemUUID(mgr); err != nil {
-		return fmt.Errorf("indexing servers by system UUID: %w", err)
-	}
 	for _, r := range reconcilers {
 		if err := r.SetupWithManager(mgr); err != nil {
 			return fmt.Errorf("setting up %T: %w", r, err)

@@ -23,8 +23,8 @@ import (
 // indexServerBySystemUUID finds the Servers of a machine by its (usable) system UUID.
 const indexServerBySystemUUID = "spec.systemUUID"
 
-// IndexBySystemUUID registers indexServerBySystemUUID.
-func IndexBySystemUUID(mgr ctrl.Manager) error {
+// indexBySystemUUID registers indexServerBySystemUUID.
+func indexBySystemUUID(mgr ctrl.Manager) error {
 	return mgr.GetFieldIndexer().IndexField(context.Background(), &metalv1alpha1.Server{}, indexServerBySystemUUID, func(o client.Object) []string {
 		if u := identity.Normalize(o.(*metalv1alpha1.Server).Spec.SystemUUID); identity.Usable(u) {
 			return []string{u}

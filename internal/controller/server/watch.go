@@ -1,6 +1,8 @@
 package server
 
 import (
+	"fmt"
+
 	"github.com/ironfleet/ironfleet/internal/controller/cached"
 
 	"context"
@@ -25,6 +27,9 @@ import (
 // SetupWithManager registers the reconciler.
 func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 	r.written = cached.NewWrites()
+	if err := indexBySystemUUID(mgr); err != nil {
+		return fmt.Errorf("indexing servers by system UUID: %w", err)
+	}
 	return ctrl.NewControllerManagedBy(mgr).
 		Named("server").
 		For(&metalv1alpha1.Server{}, builder.WithPredicates(serverChanged())).

@@ -20,7 +20,10 @@ import (
 )
 
 // TestImagesAreReproducible builds every image twice, as make images and make catalog do, and
-// gets the same digests: the same sources give the same images.
+// gets the same digests: the same sources give the same images. Under make test the first
+// build is make's own (IRONFLEET_IMAGES_DIR, built from this tree just before the tests, with
+// the references its images.json names), and the test builds each image once more; run alone,
+// it builds both.
 func TestImagesAreReproducible(t *testing.T) {
 	root, err := filepath.Abs("../../../..")
 	require.NoError(t, err)
@@ -34,12 +37,28 @@ func TestImagesAreReproducible(t *testing.T) {
 
 	opm, probeBin, olmDir := tool(t, "opm-*"), tool(t, "grpc_health_probe-*"), tool(t, "olm-*")
 
+	refs := map[string]string{
+		"manager": "example.dev/ironfleet/manager:v0.0.1", "capi-provider": "example.dev/ironfleet/capi-provider:v0.0.1",
+		"boot-service": "example.dev/ironfleet/boot-service:v0.0.1", "bundle": "example.dev/ironfleet/bundle:v0.0.1",
+		"catalog": "example.dev/ironfleet/catalog:v0.0.1", "pause": "example.dev/ironfleet/pause:v0.0.1", "olm": "example.dev/ironfleet/olm:v0.0.1",
+	}
+	var made map[string]ociimage.Written
+	if dir := os.Getenv("IRONFLEET_IMAGES_DIR"); dir != "" { // set by the Makefile
+		data, err := os.ReadFile(filepath.Join(dir, "images.json"))
+		require.NoError(t, err, "make images, test-images and catalog write images.json (make test runs them first)")
+		require.NoError(t, json.Unmarshal(data, &made))
+		require.Len(t, made, len(refs), "make's images.json names every image")
+		for image := range refs {
+			require.Contains(t, made, image, "make's images.json")
+			refs[image] = made[image].Ref
+		}
+	}
 	build := func() map[string]ociimage.Written {
 		out := t.TempDir()
 		require.NoError(t, run([]string{"-out", out, "-probe-dir", probe, "-images", "manager,capi-provider,boot-service,bundle,pause,olm,catalog",
-			"-manager-ref", "example.dev/ironfleet/manager:v0.0.1", "-capi-provider-ref", "example.dev/ironfleet/capi-provider:v0.0.1", "-boot-service-ref", "example.dev/ironfleet/boot-service:v0.0.1",
-			"-bundle-ref", "example.dev/ironfleet/bundle:v0.0.1", "-catalog-ref", "example.dev/ironfleet/catalog:v0.0.1",
-			"-pause-ref", "example.dev/ironfleet/pause:v0.0.1", "-olm-ref", "example.dev/ironfleet/olm:v0.0.1", "-olm-dir", olmDir,
+			"-manager-ref", refs["manager"], "-capi-provider-ref", refs["capi-provider"], "-boot-service-ref", refs["boot-service"],
+			"-bundle-ref", refs["bundle"], "-catalog-ref", refs["catalog"],
+			"-pause-ref", refs["pause"], "-olm-ref", refs["olm"], "-olm-dir", olmDir,
 			"-opm", opm, "-grpc-health-probe", probeBin}))
 		data, err := os.ReadFile(filepath.Join(out, "images.json"))
 		require.NoError(t, err)
@@ -47,7 +66,11 @@ func TestImagesAreReproducible(t *testing.T) {
 		require.NoError(t, json.Unmarshal(data, &written))
 		return written
 	}
-	first, second := build(), build()
+	first := made
+	if first == nil {
+		first = build()
+	}
+	second := build()
 	require.Len(t, first, 7)
 	for image, w := range first {
 		assert.Equal(t, w.Digest, second[image].Digest, "%s: the same digest twice", image)

@@ -78,8 +78,9 @@ func ended(sbc *metalv1alpha1.ServerBootConfiguration) bool {
 // decision is what admit does with one request.
 type decision struct {
 	record metalv1alpha1.BootSecrets
-	cond   *metav1.Condition // set with the record
-	write  bool
+	// cond is the IgnitionServed condition (its status, reason and message), set with the record.
+	cond  *metav1.Condition
+	write bool
 	// refuse says why the request is refused ("": admitted); end, that the boot ends with it.
 	refuse string
 	end    bool
@@ -98,7 +99,7 @@ func decide(sbc *metalv1alpha1.ServerBootConfiguration, leased []netip.Addr, add
 	endWith := func(reason, message string) decision {
 		rec.Ended = true
 		d.write, d.refuse, d.end = true, message, true
-		d.cond = &metav1.Condition{Type: metalv1alpha1.ConditionIgnitionServed, Status: metav1.ConditionFalse, Reason: reason, Message: message}
+		d.cond = &metav1.Condition{Status: metav1.ConditionFalse, Reason: reason, Message: message}
 		return d
 	}
 	if kind != fetchMedia { // the ISO is the BMC's to fetch, not the host's
@@ -121,7 +122,7 @@ func decide(sbc *metalv1alpha1.ServerBootConfiguration, leased []netip.Addr, add
 	case rec.IgnitionServedTo == "":
 		at := metav1.NewTime(now)
 		rec.IgnitionServedTo, rec.IgnitionServedAt, d.write = a, &at, true
-		d.cond = &metav1.Condition{Type: metalv1alpha1.ConditionIgnitionServed, Status: metav1.ConditionTrue, Reason: metalv1alpha1.ReasonIgnitionServedOnce,
+		d.cond = &metav1.Condition{Status: metav1.ConditionTrue, Reason: metalv1alpha1.ReasonIgnitionServedOnce,
 			Message: fmt.Sprintf("the %s was served to %s; it is served to no one again", kind, a)}
 	case kind == fetchMedia && rec.IgnitionServedTo == a:
 		// The BMC reads the ISO in ranges, many times over.
@@ -185,9 +186,8 @@ func (s *Service) admit(ctx context.Context, w http.ResponseWriter, r *http.Requ
 		updated := sbc.DeepCopy()
 		updated.Status.Secrets = &d.record
 		if d.cond != nil {
-			c := *d.cond
-			c.ObservedGeneration = sbc.Generation
-			meta.SetStatusCondition(&updated.Status.Conditions, c)
+			meta.SetStatusCondition(&updated.Status.Conditions, metav1.Condition{Type: metalv1alpha1.ConditionIgnitionServed,
+				Status: d.cond.Status, Reason: d.cond.Reason, Message: d.cond.Message, ObservedGeneration: sbc.Generation})
 		}
 		err := s.client.Status().Patch(ctx, updated, client.MergeFromWithOptions(sbc, client.MergeFromWithOptimisticLock{}))
 		if err == nil {

@@ -25,6 +25,7 @@ import (
 
 	infrav1 "github.com/ironfleet/ironfleet/apis/infrastructure/v1alpha1"
 	metalv1alpha1 "github.com/ironfleet/ironfleet/apis/metal/v1alpha1"
+	"github.com/ironfleet/ironfleet/internal/controller/status"
 )
 
 // ClusterReconciler makes an IronfleetCluster ready once its control plane endpoint is valid,
@@ -50,11 +51,11 @@ func (r *ClusterReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ct
 		return ctrl.Result{}, fmt.Errorf("reading the owner Cluster: %w", err)
 	}
 	if cluster != nil && annotations.IsPaused(cluster, &ic) || annotations.HasPaused(&ic) {
-		setCondition(&ic.Status.Conditions, ic.Generation, infrav1.ConditionPaused, metav1.ConditionTrue, infrav1.ReasonPaused,
+		status.SetCondition(&ic.Status.Conditions, ic.Generation, infrav1.ConditionPaused, metav1.ConditionTrue, infrav1.ReasonPaused,
 			"reconciliation is paused (the Cluster's spec.paused or the cluster.x-k8s.io/paused annotation)")
 		return ctrl.Result{}, r.finish(ctx, &ic, original)
 	}
-	setCondition(&ic.Status.Conditions, ic.Generation, infrav1.ConditionPaused, metav1.ConditionFalse, infrav1.ReasonNotPaused, "")
+	status.SetCondition(&ic.Status.Conditions, ic.Generation, infrav1.ConditionPaused, metav1.ConditionFalse, infrav1.ReasonNotPaused, "")
 	if !ic.DeletionTimestamp.IsZero() {
 		return ctrl.Result{}, nil // nothing of the cluster's own to clean up: machines release their servers
 	}
@@ -65,11 +66,11 @@ func (r *ClusterReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ct
 	}
 	ic.Status.FailureDomains = domains
 	if problem := endpointProblem(ic.Spec.ControlPlaneEndpoint); problem != "" {
-		setCondition(&ic.Status.Conditions, ic.Generation, infrav1.ConditionReady, metav1.ConditionFalse, infrav1.ClusterReasonControlPlaneEndpointMissing,
+		status.SetCondition(&ic.Status.Conditions, ic.Generation, infrav1.ConditionReady, metav1.ConditionFalse, infrav1.ClusterReasonControlPlaneEndpointMissing,
 			problem+": set it to the VIP or DNS name in front of the control plane")
 	} else {
 		ic.Status.Initialization.Provisioned = ptr.To(true)
-		setCondition(&ic.Status.Conditions, ic.Generation, infrav1.ConditionReady, metav1.ConditionTrue, infrav1.ClusterReasonProvisioned,
+		status.SetCondition(&ic.Status.Conditions, ic.Generation, infrav1.ConditionReady, metav1.ConditionTrue, infrav1.ClusterReasonProvisioned,
 			fmt.Sprintf("control plane endpoint %s, %d failure domains", ic.Spec.ControlPlaneEndpoint.String(), len(domains)))
 	}
 	return ctrl.Result{}, r.finish(ctx, &ic, original)

@@ -6,17 +6,5 @@
 // docs/capi.md is the user's guide.
 package capi
 
-import (
-	"k8s.io/apimachinery/pkg/api/meta"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-)
-
 // bootstrapSecretSuffix names a machine's copy of its bootstrap data, in the claim's form.
 const bootstrapSecretSuffix = "-bootstrap-data"
-
-// setCondition sets a condition stamped with the generation observed.
-func setCondition(conds *[]metav1.Condition, generation int64, condType string, status metav1.ConditionStatus, reason, message string) {
-	meta.SetStatusCondition(conds, metav1.Condition{
-		Type: condType, Status: status, Reason: reason, Message: message, ObservedGeneration: generation,
-	})
-}

@@ -24,6 +24,7 @@ import (
 
 	infrav1 "github.com/ironfleet/ironfleet/apis/infrastructure/v1alpha1"
 	metalv1alpha1 "github.com/ironfleet/ironfleet/apis/metal/v1alpha1"
+	"github.com/ironfleet/ironfleet/internal/controller/status"
 )
 
 // MachineReconciler gives each IronfleetMachine a server: a ServerClaim of its name with the
@@ -66,11 +67,11 @@ func (r *MachineReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ct
 	// Paused first, deletion included: clusterctl move pauses the Cluster, then deletes the
 	// source's objects; deleting the claim then would release a running node's server.
 	if paused := cluster != nil && annotations.IsPaused(cluster, &m) || annotations.HasPaused(&m); paused {
-		setCondition(&m.Status.Conditions, m.Generation, infrav1.ConditionPaused, metav1.ConditionTrue, infrav1.ReasonPaused,
+		status.SetCondition(&m.Status.Conditions, m.Generation, infrav1.ConditionPaused, metav1.ConditionTrue, infrav1.ReasonPaused,
 			"reconciliation is paused (the Cluster's spec.paused or the cluster.x-k8s.io/paused annotation)")
 		return r.finish(ctx, &m, original, ctrl.Result{}, nil)
 	}
-	setCondition(&m.Status.Conditions, m.Generation, infrav1.ConditionPaused, metav1.ConditionFalse, infrav1.ReasonNotPaused, "")
+	status.SetCondition(&m.Status.Conditions, m.Generation, infrav1.ConditionPaused, metav1.ConditionFalse, infrav1.ReasonNotPaused, "")
 
 	if !m.DeletionTimestamp.IsZero() {
 		return r.delete(ctx, &m, original)
@@ -90,7 +91,7 @@ func (r *MachineReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ct
 // condition's reason.
 func (r *MachineReconciler) reconcile(ctx context.Context, m *infrav1.IronfleetMachine, machine *clusterv1.Machine, cluster *clusterv1.Cluster) (ctrl.Result, error) {
 	wait := func(reason, format string, args ...any) (ctrl.Result, error) {
-		setCondition(&m.Status.Conditions, m.Generation, infrav1.ConditionReady, metav1.ConditionFalse, reason, fmt.Sprintf(format, args...))
+		setMachineReady(m, reason, fmt.Sprintf(format, args...))
 		return ctrl.Result{}, nil
 	}
 	switch {
@@ -264,7 +265,7 @@ func (r *MachineReconciler) failureDomainLabel(ctx context.Context, cluster *clu
 // the server runs the image; then providerID, addresses and failure domain.
 func (r *MachineReconciler) observeClaim(ctx context.Context, m *infrav1.IronfleetMachine, claim *metalv1alpha1.ServerClaim, failureDomainLabel string) (ctrl.Result, error) {
 	notReady := func(reason, message string) (ctrl.Result, error) {
-		setCondition(&m.Status.Conditions, m.Generation, infrav1.ConditionReady, metav1.ConditionFalse, reason, message)
+		setMachineReady(m, reason, message)
 		return ctrl.Result{}, nil
 	}
 	if claim.Status.Phase != metalv1alpha1.ClaimPhaseBound || claim.Status.ServerRef == nil {
@@ -301,7 +302,7 @@ func (r *MachineReconciler) observeClaim(ctx context.Context, m *infrav1.Ironfle
 	m.Status.Addresses = addresses(m.Name, &s)
 	m.Status.FailureDomain = s.Labels[failureDomainLabel]
 	m.Status.Initialization.Provisioned = ptr.To(true)
-	setCondition(&m.Status.Conditions, m.Generation, infrav1.ConditionReady, metav1.ConditionTrue, infrav1.MachineReasonProvisioned,
+	setMachineReady(m, infrav1.MachineReasonProvisioned,
 		fmt.Sprintf("server %s runs image %s with the Machine's bootstrap data", server, m.Spec.Image))
 	return ctrl.Result{}, nil
 }
@@ -339,7 +340,7 @@ func (r *MachineReconciler) delete(ctx context.Context, m, original *infrav1.Iro
 			}
 			r.Events.Eventf(m, &claim, corev1.EventTypeNormal, infrav1.MachineReasonDeleting, "Release", "ServerClaim %s deleted: its server is wiped and returned to the pool", claim.Name)
 		}
-		setCondition(&m.Status.Conditions, m.Generation, infrav1.ConditionReady, metav1.ConditionFalse, infrav1.MachineReasonDeleting,
+		setMachineReady(m, infrav1.MachineReasonDeleting,
 			fmt.Sprintf("waiting for ServerClaim %s to release its server", claim.Name))
 		// The claim's deletion wakes this machine (the claim watch).
 		return r.finish(ctx, m, original, ctrl.Result{}, nil)
@@ -378,4 +379,12 @@ func (r *MachineReconciler) finish(ctx context.Context, m, original *infrav1.Iro
 // ownLabels mark a claim or Secret as a machine's, and of which cluster.
 func ownLabels(m *infrav1.IronfleetMachine, clusterName string) map[string]string {
 	return map[string]string{infrav1.LabelMachine: m.Name, clusterv1.ClusterNameLabel: clusterName}
+}
+
+// setMachineReady is the one place the machine's Ready condition is set: True once its server
+// runs the image with the Machine's bootstrap data (Provisioned); False with what it waits for
+// (a prerequisite, the claim's progress) or that it is being deleted.
+func setMachineReady(m *infrav1.IronfleetMachine, reason, message string) {
+	status.SetCondition(&m.Status.Conditions, m.Generation, infrav1.ConditionReady,
+		status.BoolStatus(reason == infrav1.MachineReasonProvisioned), reason, message)
 }

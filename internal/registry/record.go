@@ -30,11 +30,11 @@ func recordReport(server *metalv1alpha1.Server, inv *metalv1alpha1.Inventory, re
 	switch {
 	case len(diffs) == 0:
 		if cond == nil || cond.Status != metav1.ConditionTrue {
-			setCondition(server, metalv1alpha1.ConditionHardwareRecord, metav1.ConditionTrue, metalv1alpha1.ReasonHardwareMatches,
+			SetHardwareRecord(server, metalv1alpha1.ReasonHardwareMatches,
 				fmt.Sprintf("the probe's report of %s lists the recorded disks and NICs", received.UTC().Format(time.RFC3339)))
 		}
 	case !takesInventory(server, diffs):
-		setCondition(server, metalv1alpha1.ConditionHardwareRecord, metav1.ConditionFalse, metalv1alpha1.ReasonHardwareChanged,
+		SetHardwareRecord(server, metalv1alpha1.ReasonHardwareChanged,
 			fmt.Sprintf("the probe's report of %s lists other hardware than the server's record (its discovery's), which stands: %s",
 				received.UTC().Format(time.RFC3339), hwrecord.Summary(diffs)))
 	}

@@ -316,37 +316,12 @@ func (s *Server) postBootState(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusBadRequest, "state %q is not a CamelCase word", truncate(st.State, 32))
 		return
 	}
-	status := metav1.ConditionTrue
-	if st.State == "Failed" {
-		status = metav1.ConditionFalse
-	}
 	if !s.store(r.Context(), w, auth, "boot state", func(server *metalv1alpha1.Server) {
-		setProbeCondition(server, status, st.State, truncate(st.Message, 1024))
+		SetProbeCondition(server, st.State, truncate(st.Message, 1024))
 	}) {
 		return
 	}
 	w.WriteHeader(http.StatusNoContent)
-}
-
-func setProbeCondition(server *metalv1alpha1.Server, status metav1.ConditionStatus, reason, message string) {
-	setCondition(server, metalv1alpha1.ConditionProbe, status, reason, message)
-}
-
-func setCondition(server *metalv1alpha1.Server, typ string, status metav1.ConditionStatus, reason, message string) {
-	cond := metav1.Condition{Type: typ, Status: status, Reason: reason, Message: message, ObservedGeneration: server.Generation}
-	for i := range server.Status.Conditions {
-		if server.Status.Conditions[i].Type == typ {
-			if server.Status.Conditions[i].Status != status {
-				cond.LastTransitionTime = metav1.Now()
-			} else {
-				cond.LastTransitionTime = server.Status.Conditions[i].LastTransitionTime
-			}
-			server.Status.Conditions[i] = cond
-			return
-		}
-	}
-	cond.LastTransitionTime = metav1.Now()
-	server.Status.Conditions = append(server.Status.Conditions, cond)
 }
 
 func truncate(s string, n int) string {

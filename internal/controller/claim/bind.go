@@ -2,7 +2,6 @@ package claim
 
 import (
 	"github.com/ironfleet/ironfleet/internal/controller/cached"
-	"github.com/ironfleet/ironfleet/internal/controller/status"
 
 	"bytes"
 	"cmp"
@@ -13,7 +12,6 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -78,7 +76,7 @@ func (r *Reconciler) bind(ctx context.Context, claim *metalv1alpha1.ServerClaim)
 	}
 	if err := r.Client.Patch(ctx, server, patch); err != nil {
 		if apierrors.IsConflict(err) || apierrors.IsNotFound(err) || r.takenFirst(ctx, claim, pick, err) {
-			status.SetCondition(&claim.Status.Conditions, claim.Generation, metalv1alpha1.ConditionBound, metav1.ConditionFalse, metalv1alpha1.ReasonBindConflict,
+			setBound(claim, metalv1alpha1.ReasonBindConflict,
 				"server "+pick.Name+" was taken first; trying another")
 			claim.Status.ServerRef = nil
 			return nil, "", errRetryBindAfter(ctx, r.Client, claim)

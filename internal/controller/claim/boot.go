@@ -1,8 +1,6 @@
 package claim
 
 import (
-	"github.com/ironfleet/ironfleet/internal/controller/status"
-
 	"cmp"
 	"context"
 	"errors"
@@ -46,15 +44,15 @@ func (r *Reconciler) provision(ctx context.Context, claim *metalv1alpha1.ServerC
 	}
 	switch {
 	case server.Status.State != metalv1alpha1.ServerStateReserved:
-		status.SetCondition(&claim.Status.Conditions, claim.Generation, metalv1alpha1.ConditionReady, metav1.ConditionFalse, metalv1alpha1.ReasonWaitingForServer,
+		setReady(claim, metalv1alpha1.ReasonWaitingForServer,
 			waitingForServerMessage(server))
 	case claim.Spec.Image != "" && installsImages(r.BootOperator):
 		showInstall(claim, server, power)
 	case meta.IsStatusConditionTrue(server.Status.Conditions, metalv1alpha1.ConditionProvisioned) || claim.Spec.Image == "":
-		status.SetCondition(&claim.Status.Conditions, claim.Generation, metalv1alpha1.ConditionReady, metav1.ConditionTrue, metalv1alpha1.ReasonServerReady,
+		setReady(claim, metalv1alpha1.ReasonServerReady,
 			fmt.Sprintf("server %s is reserved for this claim, power %s", server.Name, power))
 	default:
-		status.SetCondition(&claim.Status.Conditions, claim.Generation, metalv1alpha1.ConditionReady, metav1.ConditionFalse, metalv1alpha1.ReasonProvisioning,
+		setReady(claim, metalv1alpha1.ReasonProvisioning,
 			"waiting for the boot service to serve "+claim.Spec.Image)
 	}
 	return nil
@@ -94,20 +92,20 @@ func showInstall(claim *metalv1alpha1.ServerClaim, server *metalv1alpha1.Server,
 	if prov == nil {
 		prov = &metav1.Condition{Status: metav1.ConditionFalse, Reason: metalv1alpha1.ReasonInstalling, Message: "waiting for the server to start installing " + claim.Spec.Image}
 	}
-	status.SetCondition(&claim.Status.Conditions, claim.Generation, metalv1alpha1.ConditionProvisioned, prov.Status, prov.Reason, prov.Message)
+	setProvisioned(claim, prov)
 	claim.Status.InstallProgress = ""
 	if prov.Status == metav1.ConditionTrue {
 		if last := server.Status.LastInstall; last != nil && last.Bytes > 0 {
 			claim.Status.InstallProgress = metalv1alpha1.HumanBytes(last.Bytes) + " written"
 		}
-		status.SetCondition(&claim.Status.Conditions, claim.Generation, metalv1alpha1.ConditionReady, metav1.ConditionTrue, metalv1alpha1.ReasonServerReady,
+		setReady(claim, metalv1alpha1.ReasonServerReady,
 			fmt.Sprintf("server %s is reserved for this claim with %s installed, power %s", server.Name, claim.Spec.Image, power))
 		return
 	}
 	if probe := meta.FindStatusCondition(server.Status.Conditions, metalv1alpha1.ConditionProbe); probe != nil && probe.Reason == metalv1alpha1.ReasonInstalling && prov.Reason == metalv1alpha1.ReasonInstalling {
 		claim.Status.InstallProgress = probe.Message
 	}
-	status.SetCondition(&claim.Status.Conditions, claim.Generation, metalv1alpha1.ConditionReady, metav1.ConditionFalse, prov.Reason, prov.Message)
+	setReady(claim, prov.Reason, prov.Message)
 }
 
 func sameRef(a, b *metalv1alpha1.ObjectReference) bool {

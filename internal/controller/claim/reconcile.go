@@ -156,7 +156,7 @@ func (r *Reconciler) pending(ctx context.Context, claim *metalv1alpha1.ServerCla
 		// the wrong form): the claim says so, and a fix of its spec wakes it.
 		if s := claim.Spec.ServerSelector; s != nil {
 			if _, err := metav1.LabelSelectorAsSelector(s.LabelSelector()); err != nil {
-				status.SetCondition(&claim.Status.Conditions, claim.Generation, metalv1alpha1.ConditionBound, metav1.ConditionFalse, metalv1alpha1.ClaimReasonInvalidServerSelector,
+				setBound(claim, metalv1alpha1.ClaimReasonInvalidServerSelector,
 					"spec.serverSelector is invalid: "+err.Error()+"; the claim binds once it is fixed")
 				return claimStep{}, nil
 			}
@@ -167,7 +167,7 @@ func (r *Reconciler) pending(ctx context.Context, claim *metalv1alpha1.ServerCla
 		}
 		if server == nil {
 			claim.Status.ServerRef = nil
-			status.SetCondition(&claim.Status.Conditions, claim.Generation, metalv1alpha1.ConditionBound, metav1.ConditionFalse, metalv1alpha1.ClaimReasonNoMatchingServer, why)
+			setBound(claim, metalv1alpha1.ClaimReasonNoMatchingServer, why)
 			return claimStep{}, probeboot.DropStrayClaimBoot(ctx, r.Client, claim)
 		}
 	}
@@ -176,7 +176,7 @@ func (r *Reconciler) pending(ctx context.Context, claim *metalv1alpha1.ServerCla
 		now := metav1.Now()
 		claim.Status.BoundAt = &now
 	}
-	status.SetCondition(&claim.Status.Conditions, claim.Generation, metalv1alpha1.ConditionBound, metav1.ConditionTrue, metalv1alpha1.ClaimReasonBound, "bound to server "+server.Name)
+	setBound(claim, metalv1alpha1.ClaimReasonBound, "bound to server "+server.Name)
 	return claimStep{event: fsm.ClaimEventServerBound}, r.provision(ctx, claim, server)
 }
 
@@ -193,10 +193,10 @@ func (r *Reconciler) bound(ctx context.Context, claim *metalv1alpha1.ServerClaim
 			lost = "server " + ref.Name
 		}
 		claim.Status.ServerRef, claim.Status.BoundAt, claim.Status.InstallProgress = nil, nil, ""
-		status.SetCondition(&claim.Status.Conditions, claim.Generation, metalv1alpha1.ConditionBound, metav1.ConditionFalse, metalv1alpha1.ReasonServerLost,
+		setBound(claim, metalv1alpha1.ReasonServerLost,
 			lost+" no longer holds this claim (deleted, or its claim reference cleared); it binds again as soon as a server matches")
-		status.SetCondition(&claim.Status.Conditions, claim.Generation, metalv1alpha1.ConditionReady, metav1.ConditionFalse, metalv1alpha1.ReasonServerLost, lost+" was lost")
-		meta.RemoveStatusCondition(&claim.Status.Conditions, metalv1alpha1.ConditionProvisioned)
+		setReady(claim, metalv1alpha1.ReasonServerLost, lost+" was lost")
+		setProvisioned(claim, nil)
 		// Pending, the claim binds at its next reconcile: its own status write does not wake
 		// it, and a server that is bindable already sends no news.
 		return claimStep{event: fsm.ClaimEventServerLost, requeueAfter: retryJitter()}, probeboot.DropStrayClaimBoot(ctx, r.Client, claim)
@@ -219,7 +219,7 @@ func (r *Reconciler) releasing(ctx context.Context, claim *metalv1alpha1.ServerC
 			return ctrl.Result{}, err
 		}
 		claim.Status.Phase = to
-		status.SetCondition(&claim.Status.Conditions, claim.Generation, metalv1alpha1.ConditionBound, metav1.ConditionFalse, metalv1alpha1.ClaimReasonReleasing,
+		setBound(claim, metalv1alpha1.ClaimReasonReleasing,
 			"the claim is being deleted: its server is released")
 		if original.Status.Phase == metalv1alpha1.ClaimPhaseBound {
 			if err := r.Client.Status().Patch(ctx, claim, client.MergeFrom(original)); err != nil {
@@ -235,7 +235,7 @@ func (r *Reconciler) releasing(ctx context.Context, claim *metalv1alpha1.ServerC
 		r.written.Going(claim, read)
 		return ctrl.Result{}, nil
 	}
-	status.SetCondition(&claim.Status.Conditions, claim.Generation, metalv1alpha1.ConditionBound, metav1.ConditionFalse, metalv1alpha1.ClaimReasonReleasing,
+	setBound(claim, metalv1alpha1.ClaimReasonReleasing,
 		fmt.Sprintf("the claim is being deleted; releasing its server failed, and is retried: %v", err))
 	return status.Finish(ctx, r.Client, claim, original, ctrl.Result{}, err)
 }

@@ -1,8 +1,6 @@
 package server
 
 import (
-	"github.com/ironfleet/ironfleet/internal/controller/status"
-
 	"cmp"
 	"context"
 	"fmt"
@@ -10,7 +8,6 @@ import (
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	metalv1alpha1 "github.com/ironfleet/ironfleet/apis/metal/v1alpha1"
@@ -28,7 +25,7 @@ func (r *Reconciler) available(server *metalv1alpha1.Server) step {
 	ref := server.Spec.ServerClaimRef
 	return step{event: fsm.EventClaim, reason: metalv1alpha1.ReasonClaimed, message: fmt.Sprintf("bound to claim %s/%s", ref.Namespace, ref.Name),
 		apply: func(s *metalv1alpha1.Server) {
-			meta.RemoveStatusCondition(&s.Status.Conditions, metalv1alpha1.ConditionProvisioned)
+			setProvisioned(s, "", "")
 			forgetPower(s)
 			// The last probe boot (a wipe's, a discovery's) is not this claim's install: an
 			// earlier tenant's install of the same image reported in the same second must not
@@ -143,12 +140,12 @@ func (r *Reconciler) provision(ctx context.Context, server *metalv1alpha1.Server
 	power := cmp.Or(server.Spec.Power, metalv1alpha1.PowerOn)
 	powerMessage := fmt.Sprintf("power %s for the claim", power)
 	eff.done = func(s *metalv1alpha1.Server) {
-		status.SetCondition(&s.Status.Conditions, s.Generation, metalv1alpha1.ConditionProvisioned, metav1.ConditionTrue, metalv1alpha1.ReasonImageBooted,
+		setProvisioned(s, metalv1alpha1.ReasonImageBooted,
 			fmt.Sprintf("PXE once into %s (%s); later boots are from disk", sbc.Name, sbc.Spec.Image))
 		powerSent(s, power, powerMessage)
 	}
 	return step{effect: eff, apply: func(s *metalv1alpha1.Server) {
-		status.SetCondition(&s.Status.Conditions, s.Generation, metalv1alpha1.ConditionProvisioned, metav1.ConditionFalse, metalv1alpha1.ReasonImageBooting,
+		setProvisioned(s, metalv1alpha1.ReasonImageBooting,
 			fmt.Sprintf("PXE once into %s (%s) requested", sbc.Name, sbc.Spec.Image))
 		requestPower(s, power, powerMessage)
 	}}, nil
@@ -165,8 +162,8 @@ func (r *Reconciler) release(server *metalv1alpha1.Server) step {
 			s.Status.LastProbeBootTime = nil
 			// The last wipe was before this tenant: only one reported from now on counts.
 			s.Status.LastWipe = nil
-			status.SetCondition(&s.Status.Conditions, s.Generation, metalv1alpha1.ConditionCleaned, metav1.ConditionFalse, metalv1alpha1.ReasonReleased, "released by its claim; not wiped yet")
-			meta.RemoveStatusCondition(&s.Status.Conditions, metalv1alpha1.ConditionProvisioned)
+			setCleaned(s, metalv1alpha1.ReasonReleased, "released by its claim; not wiped yet")
+			setProvisioned(s, "", "")
 			forgetPower(s)
 		}}
 }

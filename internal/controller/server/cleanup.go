@@ -2,7 +2,6 @@ package server
 
 import (
 	"github.com/ironfleet/ironfleet/internal/controller/bmcaccess"
-	"github.com/ironfleet/ironfleet/internal/controller/status"
 
 	"cmp"
 	"context"
@@ -51,7 +50,7 @@ func (r *Reconciler) cleanup(ctx context.Context, server *metalv1alpha1.Server) 
 		}
 		if failed != "" {
 			return step{event: fsm.EventFail, reason: reason, message: failed, effect: setPower(server.Spec.SystemURI, bmc.PowerOff), apply: func(s *metalv1alpha1.Server) {
-				status.SetCondition(&s.Status.Conditions, s.Generation, metalv1alpha1.ConditionCleaned, metav1.ConditionFalse, reason, failed)
+				setCleaned(s, reason, failed)
 			}}, nil
 		}
 		const off = "powered off, wiped, back in the pool"
@@ -66,7 +65,7 @@ func (r *Reconciler) cleanup(ctx context.Context, server *metalv1alpha1.Server) 
 }
 
 func markClean(s *metalv1alpha1.Server) {
-	status.SetCondition(&s.Status.Conditions, s.Generation, metalv1alpha1.ConditionCleaned, metav1.ConditionTrue, metalv1alpha1.ReasonWipeVerified,
+	setCleaned(s, metalv1alpha1.ReasonWipeVerified,
 		fmt.Sprintf("%d disk(s) wiped (%s)%s", len(s.Status.LastWipe.Disks), s.Status.LastWipe.Policy, excludedNote(s)))
 	s.Status.CleanupAttempts = 0
 }

@@ -2,7 +2,7 @@ package server
 
 import (
 	"github.com/ironfleet/ironfleet/internal/controller/bmcaccess"
-	"github.com/ironfleet/ironfleet/internal/controller/status"
+	"github.com/ironfleet/ironfleet/internal/registry"
 
 	"context"
 	"fmt"
@@ -145,7 +145,7 @@ func (r *Reconciler) discovery(ctx context.Context, server *metalv1alpha1.Server
 		return step{event: fsm.EventDiscoveryTimedOut, reason: metalv1alpha1.ReasonProbeBootEnded, effect: setPower(server.Spec.SystemURI, bmc.PowerOff),
 			message: fmt.Sprintf("%s (attempt %d of %d)", why, server.Status.DiscoveryAttempts, r.Discovery.Attempts),
 			apply: func(s *metalv1alpha1.Server) {
-				status.SetCondition(&s.Status.Conditions, s.Generation, metalv1alpha1.ConditionDiscovered, metav1.ConditionFalse, metalv1alpha1.ReasonProbeBootEnded, why)
+				setDiscovered(s, metalv1alpha1.ReasonProbeBootEnded, why)
 			}}, nil
 	}
 	started := enteredAt(server)
@@ -170,7 +170,7 @@ func (r *Reconciler) discovery(ctx context.Context, server *metalv1alpha1.Server
 		if failed != "" {
 			return step{event: fsm.EventFail, reason: reason, message: failed, effect: setPower(server.Spec.SystemURI, bmc.PowerOff),
 				apply: func(s *metalv1alpha1.Server) {
-					status.SetCondition(&s.Status.Conditions, s.Generation, metalv1alpha1.ConditionCleaned, metav1.ConditionFalse, reason, failed)
+					setCleaned(s, reason, failed)
 				}}, nil
 		}
 		inv := server.Status.Inventory
@@ -179,7 +179,7 @@ func (r *Reconciler) discovery(ctx context.Context, server *metalv1alpha1.Server
 			message: fmt.Sprintf("probe reported %d CPU cores, %v memory, %d disks, %d NICs", inv.CPU.Cores, inv.Memory.Total.String(), len(inv.Storage), len(inv.NetworkInterfaces)),
 			apply: func(s *metalv1alpha1.Server) {
 				s.Status.DiscoveryAttempts = 0
-				status.SetCondition(&s.Status.Conditions, s.Generation, metalv1alpha1.ConditionDiscovered, metav1.ConditionTrue, metalv1alpha1.ReasonReportReceived, "inventory from the in-band probe")
+				setDiscovered(s, metalv1alpha1.ReasonReportReceived, "inventory from the in-band probe")
 				recordHardware(s)
 				if wiped {
 					markClean(s)
@@ -205,7 +205,7 @@ func (r *Reconciler) discovery(ctx context.Context, server *metalv1alpha1.Server
 	return step{event: fsm.EventDiscoveryTimedOut, reason: metalv1alpha1.ReasonDiscoveryTimedOut, effect: setPower(server.Spec.SystemURI, bmc.PowerOff),
 		message: fmt.Sprintf("no report within %v (attempt %d of %d)", r.Discovery.Timeout, server.Status.DiscoveryAttempts, r.Discovery.Attempts),
 		apply: func(s *metalv1alpha1.Server) {
-			status.SetCondition(&s.Status.Conditions, s.Generation, metalv1alpha1.ConditionDiscovered, metav1.ConditionFalse, metalv1alpha1.ReasonDiscoveryTimedOut, "the probe did not report in time")
+			setDiscovered(s, metalv1alpha1.ReasonDiscoveryTimedOut, "the probe did not report in time")
 		}}, nil
 }
 
@@ -304,6 +304,6 @@ func recordHardware(s *metalv1alpha1.Server) {
 	if inv.ReportedAt != nil {
 		at = inv.ReportedAt.UTC().Format(time.RFC3339)
 	}
-	status.SetCondition(&s.Status.Conditions, s.Generation, metalv1alpha1.ConditionHardwareRecord, metav1.ConditionTrue, metalv1alpha1.ReasonHardwareRecorded,
+	registry.SetHardwareRecord(s, metalv1alpha1.ReasonHardwareRecorded,
 		fmt.Sprintf("%d disk(s) and %d NIC(s) recorded from the probe's report of %s: later reports are compared with them, and wipes judged against the disks", len(inv.Storage), len(inv.NetworkInterfaces), at))
 }

@@ -1,8 +1,6 @@
 package server
 
 import (
-	"github.com/ironfleet/ironfleet/internal/controller/status"
-
 	"cmp"
 	"context"
 	"errors"
@@ -20,6 +18,7 @@ import (
 	"github.com/ironfleet/ironfleet/internal/bmc"
 	"github.com/ironfleet/ironfleet/internal/ignition"
 	"github.com/ironfleet/ironfleet/internal/probeboot"
+	"github.com/ironfleet/ironfleet/internal/registry"
 )
 
 // Installing a claim's image (Ironfleet's boot operator):
@@ -183,7 +182,7 @@ func (r *Reconciler) reprovision(server *metalv1alpha1.Server, message string) s
 		apply: func(s *metalv1alpha1.Server) {
 			s.Status.ProvisionAttempts = 0
 			s.Status.LastProbeBootTime = nil
-			status.SetCondition(&s.Status.Conditions, s.Generation, metalv1alpha1.ConditionProvisioned, metav1.ConditionFalse, metalv1alpha1.ReasonReprovisioning, message)
+			setProvisioned(s, metalv1alpha1.ReasonReprovisioning, message)
 			requestPower(s, metalv1alpha1.PowerOff, off)
 		}}
 }
@@ -194,7 +193,7 @@ func (r *Reconciler) installFailed(server *metalv1alpha1.Server, reason, message
 	r.Events.Eventf(server, nil, corev1.EventTypeWarning, reason, "Install", "%s", message)
 	return step{reason: reason, message: message, effect: sendPower(server.Spec.SystemURI, metalv1alpha1.PowerOff, off),
 		apply: func(s *metalv1alpha1.Server) {
-			status.SetCondition(&s.Status.Conditions, s.Generation, metalv1alpha1.ConditionProvisioned, metav1.ConditionFalse, reason, message)
+			setProvisioned(s, reason, message)
 			requestPower(s, metalv1alpha1.PowerOff, off)
 		}}
 }
@@ -222,7 +221,7 @@ func (r *Reconciler) bootFromDisk(server *metalv1alpha1.Server, claim *metalv1al
 	return step{reason: metalv1alpha1.ReasonInstalled, message: message, effect: eff, apply: func(s *metalv1alpha1.Server) {
 		s.Status.ProvisionAttempts = 0
 		s.Status.LastProbeBootTime = nil
-		status.SetCondition(&s.Status.Conditions, s.Generation, metalv1alpha1.ConditionProvisioned, metav1.ConditionTrue, metalv1alpha1.ReasonInstalled, message)
+		setProvisioned(s, metalv1alpha1.ReasonInstalled, message)
 		requestPower(s, power, powerMessage)
 	}}
 }
@@ -240,7 +239,7 @@ func (r *Reconciler) bootInstall(ctx context.Context, server *metalv1alpha1.Serv
 	var unreadable *userDataError
 	if errors.As(err, &unreadable) {
 		return step{reason: metalv1alpha1.ReasonIgnitionUnreadable, message: unreadable.Error(), requeueAfter: 30 * time.Second, apply: func(s *metalv1alpha1.Server) {
-			status.SetCondition(&s.Status.Conditions, s.Generation, metalv1alpha1.ConditionProvisioned, metav1.ConditionFalse, metalv1alpha1.ReasonIgnitionUnreadable, unreadable.Error())
+			setProvisioned(s, metalv1alpha1.ReasonIgnitionUnreadable, unreadable.Error())
 		}}, false, nil
 	}
 	if err != nil {
@@ -266,8 +265,8 @@ func (r *Reconciler) bootInstall(ctx context.Context, server *metalv1alpha1.Serv
 			now := metav1.NewTime(r.now())
 			s.Status.LastProbeBootTime = &now
 			s.Status.ProvisionAttempts = n
-			status.SetCondition(&s.Status.Conditions, s.Generation, metalv1alpha1.ConditionProvisioned, metav1.ConditionFalse, metalv1alpha1.ReasonInstalling, message)
-			meta.RemoveStatusCondition(&s.Status.Conditions, metalv1alpha1.ConditionProbe)
+			setProvisioned(s, metalv1alpha1.ReasonInstalling, message)
+			registry.SetProbeCondition(s, "", "") // this boot's probe has not reported yet
 		}}, false, nil
 }
 
@@ -281,7 +280,7 @@ func (r *Reconciler) installWaitsForBootService(sbc *metalv1alpha1.ServerBootCon
 		return st
 	}
 	st.apply = func(s *metalv1alpha1.Server) {
-		status.SetCondition(&s.Status.Conditions, s.Generation, metalv1alpha1.ConditionProvisioned, metav1.ConditionFalse, metalv1alpha1.ReasonWaitingForBootService, st.message)
+		setProvisioned(s, metalv1alpha1.ReasonWaitingForBootService, st.message)
 	}
 	return st
 }

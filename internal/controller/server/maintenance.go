@@ -1,8 +1,6 @@
 package server
 
 import (
-	"github.com/ironfleet/ironfleet/internal/controller/status"
-
 	"cmp"
 	"context"
 	"fmt"
@@ -36,13 +34,12 @@ func (r *Reconciler) startMaintenance(ctx context.Context, server *metalv1alpha1
 			// server installs afresh, with every attempt.
 			s.Status.ProvisionAttempts = 0
 			if c := meta.FindStatusCondition(s.Status.Conditions, metalv1alpha1.ConditionProvisioned); c != nil && c.Status != metav1.ConditionTrue {
-				status.SetCondition(&s.Status.Conditions, s.Generation, metalv1alpha1.ConditionProvisioned, metav1.ConditionFalse, metalv1alpha1.ReasonInstallInterrupted,
+				setProvisioned(s, metalv1alpha1.ReasonInstallInterrupted,
 					fmt.Sprintf("the install was stopped by ServerMaintenance %s/%s; it starts again when the maintenance ends", ref.Namespace, ref.Name))
 			}
-			status.SetCondition(&s.Status.Conditions, s.Generation, metalv1alpha1.ConditionInMaintenance, metav1.ConditionTrue, metalv1alpha1.ReasonMaintenanceStarted,
-				fmt.Sprintf("held by %s/%s", ref.Namespace, ref.Name))
+			setInMaintenance(s, ref)
 			if fromTenant {
-				status.SetCondition(&s.Status.Conditions, s.Generation, metalv1alpha1.ConditionCleaned, metav1.ConditionFalse, metalv1alpha1.ReasonTakenFromTenant,
+				setCleaned(s, metalv1alpha1.ReasonTakenFromTenant,
 					"taken into maintenance from its claim; wiped before it is pooled again")
 				s.Status.LastWipe = nil // before the tenant: it does not count
 			}
@@ -78,13 +75,13 @@ func (r *Reconciler) endMaintenance(server *metalv1alpha1.Server) step {
 	}
 	return step{event: fsm.EventEndMaintenance, reason: metalv1alpha1.ReasonMaintenanceEnded, message: "maintenance ended; " + where,
 		apply: func(s *metalv1alpha1.Server) {
-			meta.RemoveStatusCondition(&s.Status.Conditions, metalv1alpha1.ConditionInMaintenance)
+			setInMaintenance(s, nil)
 			// The claim's power is requested afresh once the server is Reserved again.
 			forgetPower(s)
 			if s.Spec.ServerClaimRef == nil {
 				// Its claim went while it was in maintenance: the image it booted was that
 				// claim's, and the next claim's must be booted, not taken as done.
-				meta.RemoveStatusCondition(&s.Status.Conditions, metalv1alpha1.ConditionProvisioned)
+				setProvisioned(s, "", "")
 			}
 		}}
 }

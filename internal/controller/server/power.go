@@ -70,13 +70,8 @@ func movePower(s *metalv1alpha1.Server, event fsm.PowerEvent, at time.Time) erro
 		d.Since = metav1.NewTime(at)
 	}
 	d.State = to
-	setPowered(s)
+	setPowered(s, nil)
 	return nil
-}
-
-func setPowered(s *metalv1alpha1.Server) {
-	d := s.Status.PowerDelivery
-	status.SetCondition(&s.Status.Conditions, d.Generation, metalv1alpha1.ConditionPowered, poweredStatus(d), poweredReason(d), poweredMessage(d))
 }
 
 // requestPower records a forced power request (On, ForceOff), not sent yet, in status.
@@ -103,7 +98,7 @@ func request(s *metalv1alpha1.Server, want metalv1alpha1.Power, graceful bool, m
 // forgetPower drops the last request: the next state asks for its own power.
 func forgetPower(s *metalv1alpha1.Server) {
 	s.Status.PowerDelivery = nil
-	meta.RemoveStatusCondition(&s.Status.Conditions, metalv1alpha1.ConditionPowered)
+	setPowered(s, nil)
 }
 
 // sendPower is the BMC call that delivers a forced power request, and marks it sent once it has
@@ -225,8 +220,7 @@ func showUnsentPower(server *metalv1alpha1.Server, err error) {
 	if d == nil || d.State != metalv1alpha1.PowerRequested {
 		return
 	}
-	status.SetCondition(&server.Status.Conditions, d.Generation, metalv1alpha1.ConditionPowered, metav1.ConditionFalse, poweredReason(d),
-		fmt.Sprintf("%s; the BMC call to send it failed (%v): retried with backoff", poweredMessage(d), err))
+	setPowered(server, err)
 }
 
 // powerObserveDelay is how soon a requested power change is looked at again.
@@ -284,7 +278,7 @@ func (r *Reconciler) observePower(ctx context.Context, server *metalv1alpha1.Ser
 	case d.State == metalv1alpha1.PowerShuttingDown && waited >= timeouts.GracefulShutdown:
 		_ = movePower(server, fsm.PowerEventEscalate, r.now())
 		d.Graceful, d.Attempts = false, 0
-		setPowered(server)
+		setPowered(server, nil)
 		r.Events.Eventf(server, nil, corev1.EventTypeWarning, metalv1alpha1.ReasonGracefulShutdownIgnored, "ForceOff",
 			"the OS did not shut down within %s of GracefulShutdown (the BMC reports %s): forcing the power off", timeouts.GracefulShutdown, now)
 		return 0 // the state's handler sends the ForceOff in this reconcile

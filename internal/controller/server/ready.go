@@ -1,13 +1,10 @@
 package server
 
 import (
-	"github.com/ironfleet/ironfleet/internal/controller/status"
-
 	"cmp"
 	"fmt"
 
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	metalv1alpha1 "github.com/ironfleet/ironfleet/apis/metal/v1alpha1"
 )
@@ -18,14 +15,14 @@ import (
 func showReady(server *metalv1alpha1.Server, st step, err error) {
 	switch {
 	case err != nil:
-		status.SetCondition(&server.Status.Conditions, server.Generation, metalv1alpha1.ConditionReady, metav1.ConditionFalse, reasonOf(err), err.Error())
+		setReady(server, true, reasonOf(err), err.Error())
 	case st.event != "":
 	case !settled(server.Status.State):
 		if st.reason != "" {
-			status.SetCondition(&server.Status.Conditions, server.Generation, metalv1alpha1.ConditionReady, metav1.ConditionFalse, st.reason, st.message)
+			setReady(server, false, st.reason, st.message)
 		}
 	case !apimeta.IsStatusConditionTrue(server.Status.Conditions, metalv1alpha1.ConditionReady):
-		status.SetCondition(&server.Status.Conditions, server.Generation, metalv1alpha1.ConditionReady, metav1.ConditionTrue, cmp.Or(server.Status.LastTransitionReason, string(server.Status.State)), restingMessage(server))
+		setReady(server, false, cmp.Or(server.Status.LastTransitionReason, string(server.Status.State)), restingMessage(server))
 	}
 }
 

@@ -296,7 +296,9 @@ func (s *reasonsDocSources) collectConsts(fset *token.FileSet, f reasonsDocFile)
 
 // reasonArgument is which argument of a call is a reason: Eventf(regarding, related, type,
 // reason, action, note, ...) of events.EventRecorder; status.SetCondition(conds, generation, type,
-// status, reason, message); wait(reason, message, after) of the server reconciler;
+// status, reason, message); the Server's condition functions (setReady(server, failed, reason,
+// message), setDiscovered, setProvisioned, setCleaned and registry.SetHardwareRecord(server,
+// reason, message)), and the claim's (setBound, setReady(claim, reason, message)); wait(reason, message, after) of the server reconciler;
 // notReady(reason, format, ...) of the boot service; bmc.Errorf and bmc.Classify(reason, ...).
 func reasonArgument(f reasonsDocFile, call *ast.CallExpr) int {
 	switch fun := call.Fun.(type) {
@@ -304,6 +306,13 @@ func reasonArgument(f reasonsDocFile, call *ast.CallExpr) int {
 		switch fun.Name {
 		case "setCondition":
 			return 4
+		case "setDiscovered", "setProvisioned", "setCleaned", "setBound":
+			return 1
+		case "setReady":
+			if strings.HasSuffix(f.pkg, "/internal/controller/server") {
+				return 2 // setReady(server, failed, reason, message)
+			}
+			return 1
 		case "wait", "notReady":
 			return 0
 		case "Errorf", "Classify":
@@ -316,6 +325,10 @@ func reasonArgument(f reasonsDocFile, call *ast.CallExpr) int {
 		case "SetCondition":
 			if x, ok := fun.X.(*ast.Ident); ok && strings.HasSuffix(f.imports[x.Name], "/internal/controller/status") {
 				return 4
+			}
+		case "SetHardwareRecord":
+			if x, ok := fun.X.(*ast.Ident); ok && strings.HasSuffix(f.imports[x.Name], "/internal/registry") {
+				return 1
 			}
 		case "Eventf":
 			if len(call.Args) >= 6 {

@@ -9,6 +9,7 @@ import (
 	"github.com/ironfleet/ironfleet/internal/controller/cached"
 	"github.com/ironfleet/ironfleet/internal/controller/settings"
 	"github.com/ironfleet/ironfleet/internal/controller/status"
+	"github.com/ironfleet/ironfleet/internal/registry"
 
 	"context"
 	"errors"
@@ -415,7 +416,7 @@ func (r *Reconciler) enter(server *metalv1alpha1.Server, to metalv1alpha1.Server
 	server.Status.State = to
 	server.Status.LastTransitionTime = &now
 	server.Status.LastTransitionReason = st.reason
-	status.SetCondition(&server.Status.Conditions, server.Generation, metalv1alpha1.ConditionReady, status.BoolStatus(settled(to)), st.reason, st.message)
+	setReady(server, false, st.reason, st.message)
 }
 
 // settled states are where a server rests until someone acts; the others are on their way
@@ -485,7 +486,7 @@ func (r *Reconciler) errored(server *metalv1alpha1.Server) step {
 			// A person looked at the changed hardware: the next discovery records what it finds
 			// (and, for a dirty server, judges its wipe against that).
 			if hardwareChanged(s) != nil {
-				status.SetCondition(&s.Status.Conditions, s.Generation, metalv1alpha1.ConditionHardwareRecord, metav1.ConditionUnknown, metalv1alpha1.ReasonHardwareChangeAccepted,
+				registry.SetHardwareRecord(s, metalv1alpha1.ReasonHardwareChangeAccepted,
 					"the retry accepts the hardware the next discovery finds as the server's record")
 			}
 		}}

@@ -22,8 +22,8 @@ import (
 // arguments are the conditions and the condition's type (-1: the type is the Type of the
 // metav1.Condition literal given as the argument after the conditions).
 var conditionSetters = map[string]struct{ conds, typ int }{
-	module + "/internal/controller/status.SetCondition": {0, 2},
-	"k8s.io/apimachinery/pkg/api/meta.SetStatusCondition": {0, -1},
+	module + "/internal/controller/status.SetCondition":      {0, 2},
+	"k8s.io/apimachinery/pkg/api/meta.SetStatusCondition":    {0, -1},
 	"k8s.io/apimachinery/pkg/api/meta.RemoveStatusCondition": {0, 1},
 }
 

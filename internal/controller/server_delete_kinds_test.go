@@ -87,6 +87,11 @@ type deletionCase struct {
 // and an event says so.
 func TestDeletionNeverPoolsAnUnwipedMachine(t *testing.T) {
 	ctx := context.Background()
+	// The cases hold a wipe boot while they delete objects, then let it run: with the suite's
+	// 4-second probe timeout a loaded machine spends both attempts while a case is still
+	// deleting, and the server goes to Error instead of being wiped. No case waits for a probe
+	// timeout but one, which waits for the second wipe boot: this operator waits 15 seconds.
+	withDiscoveryTimeout(t, 15*time.Second)
 	var cases []deletionCase
 	add := func(c deletionCase, withRestart bool) {
 		cases = append(cases, c)

@@ -198,7 +198,8 @@ func (mc *machine) pxeBoots(t *testing.T) int {
 // claimed: the wipe's boots reached the machine.
 func (mc *machine) waitWipeBoots(t *testing.T, n int) {
 	t.Helper()
-	eventually(t, 30*time.Second, func() bool { return mc.pxeBoots(t) >= mc.pxeAtClaim+n }, "the machine's BMC network-booted it %d time(s) for the wipe", n)
+	// A second wipe boot comes after the first's probe timeout.
+	eventually(t, 30*time.Second+time.Duration(n)*operatorDeps.Discovery.Timeout, func() bool { return mc.pxeBoots(t) >= mc.pxeAtClaim+n }, "the machine's BMC network-booted it %d time(s) for the wipe", n)
 }
 
 // waitBootAfterAct waits until the machine's BMC network-boots it again after the deletions:

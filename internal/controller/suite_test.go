@@ -317,6 +317,21 @@ func stopOperator() error {
 	return <-managerDone
 }
 
+// withDiscoveryTimeout runs the rest of the test with an operator whose probe boots time out
+// after timeout, and the suite's own operator again after it.
+func withDiscoveryTimeout(t *testing.T, timeout time.Duration) {
+	t.Helper()
+	saved := operatorDeps.Discovery
+	require.NoError(t, stopOperator())
+	operatorDeps.Discovery.Timeout = timeout
+	require.NoError(t, startOperator())
+	t.Cleanup(func() {
+		require.NoError(t, stopOperator())
+		operatorDeps.Discovery = saved
+		require.NoError(t, startOperator())
+	})
+}
+
 // freePort is a TCP port free on the loopback network.
 func freePort() (int, error) {
 	addr, err := lab.FreeLoopbackAddr()

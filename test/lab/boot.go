@@ -236,8 +236,10 @@ func (b *BootService) serverBehind(ctx context.Context, bmcName, systemID, uuid 
 			return nil, err
 		}
 	}
+	// Which server is the system is read from the watched cache: a Server's BMC and system
+	// never change.
 	var servers metalv1alpha1.ServerList
-	if err := b.Client.List(ctx, &servers, client.MatchingLabels{metalv1alpha1.LabelBMC: bmcName}); err != nil {
+	if err := b.watched.List(ctx, &servers, client.MatchingLabels{metalv1alpha1.LabelBMC: bmcName}); err != nil {
 		return nil, err
 	}
 	for i := range servers.Items {
@@ -262,7 +264,7 @@ func (b *BootService) serverByUUID(ctx context.Context, uuid string) (*metalv1al
 		return nil, err
 	}
 	var servers metalv1alpha1.ServerList
-	if err := b.Client.List(ctx, &servers); err != nil {
+	if err := b.watched.List(ctx, &servers); err != nil {
 		return nil, err
 	}
 	for i := range servers.Items {
@@ -274,15 +276,28 @@ func (b *BootService) serverByUUID(ctx context.Context, uuid string) (*metalv1al
 }
 
 // readyBootConfig is the server's Ready boot configuration: what a PXE request is answered with.
+// Its candidates are found in the watched cache (the configurations this boot service marks
+// Ready, so it has seen each one before it is Ready), and each is read again from the API: the
+// request is answered with the configuration as it is. A label-selected LIST from the API would
+// make the apiserver filter every configuration of the fleet on each PXE boot.
 func (b *BootService) readyBootConfig(ctx context.Context, server *metalv1alpha1.Server) (*metalv1alpha1.ServerBootConfiguration, error) {
 	var list metalv1alpha1.ServerBootConfigurationList
-	if err := b.Client.List(ctx, &list, client.MatchingLabels{metalv1alpha1.LabelServer: server.Name}); err != nil {
+	if err := b.watched.List(ctx, &list, client.MatchingLabels{metalv1alpha1.LabelServer: server.Name}); err != nil {
 		return nil, err
 	}
 	for i := range list.Items {
-		sbc := &list.Items[i]
+		if list.Items[i].Spec.ServerRef.Name != server.Name || !list.Items[i].DeletionTimestamp.IsZero() {
+			continue
+		}
+		var sbc metalv1alpha1.ServerBootConfiguration
+		if err := b.Client.Get(ctx, client.ObjectKeyFromObject(&list.Items[i]), &sbc); err != nil {
+			if apierrors.IsNotFound(err) {
+				continue
+			}
+			return nil, err
+		}
 		if sbc.Spec.ServerRef.Name == server.Name && sbc.DeletionTimestamp.IsZero() && sbc.Status.State == metalv1alpha1.BootConfigurationStateReady {
-			return sbc, nil
+			return &sbc, nil
 		}
 	}
 	return nil, fmt.Errorf("server %s PXE-booted but has no Ready boot configuration", server.Name)

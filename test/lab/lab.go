@@ -23,6 +23,7 @@ import (
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	metalv1alpha1 "github.com/ironfleet/ironfleet/apis/metal/v1alpha1"
+	"github.com/ironfleet/ironfleet/internal/controller/cached"
 	"github.com/ironfleet/ironfleet/internal/manager"
 	"github.com/ironfleet/ironfleet/test/bmcsim"
 	"github.com/ironfleet/ironfleet/test/testenv"
@@ -320,9 +321,11 @@ func (l *Lab) startBootService() error {
 }
 
 // newBootManager is a manager for a boot service: of its own, not the operator's, without
-// metrics or probes of its own.
+// metrics or probes of its own. Its cache keeps what the operator's does (no managedFields, a
+// Server's inventory compact): the boot service finds a PXE-booting host's Server there.
 func (l *Lab) newBootManager() (ctrl.Manager, error) {
 	return ctrl.NewManager(l.Env.Config, ctrl.Options{Scheme: l.Env.Scheme, Metrics: metricsserver.Options{BindAddress: "0"}, HealthProbeBindAddress: "0",
+		Cache: cached.Options(),
 		// The classic queue: see controller.Settings.controllerOptions (a shutdown deadlock).
 		Controller: ctrlconfig.Controller{SkipNameValidation: ptr.To(true), UsePriorityQueue: ptr.To(false)}})
 }

@@ -241,12 +241,16 @@ func startLab(ctx context.Context, t *testing.T, cfg config) (*lab.Lab, string, 
 	// publishes the wrapper to them; none runs before the manager starts anyway.
 	runs := &wipeRuns{}
 	probe := l.Boots.Probe
+	// A wipe run is recorded when it starts, which is what the invariant asks about: a probe
+	// that has reported may still be running (its last boot state) when the checks are made.
 	l.Boots.Probe = func(ctx context.Context, ign []byte, host lab.Host) error {
-		start := time.Now()
-		err := probe(ctx, ign, host)
-		if c, perr := ignition.Parse(ign); perr == nil && c.Mode == ignition.ModeWipe {
-			runs.add(wipeRun{UUID: host.UUID, Start: start, End: time.Now(), Err: err})
+		c, perr := ignition.Parse(ign)
+		if perr != nil || c.Mode != ignition.ModeWipe {
+			return probe(ctx, ign, host)
 		}
+		i := runs.add(wipeRun{UUID: host.UUID, Start: time.Now()})
+		err := probe(ctx, ign, host)
+		runs.ended(i, time.Now(), err)
 		return err
 	}
 	_ = l.Boots.Boots()
@@ -259,10 +263,19 @@ type wipeRuns struct {
 	runs []wipeRun
 }
 
-func (w *wipeRuns) add(r wipeRun) {
+// add records a run that started, and returns its index for ended.
+func (w *wipeRuns) add(r wipeRun) int {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	w.runs = append(w.runs, r)
+	return len(w.runs) - 1
+}
+
+// ended records when run i ended, and how.
+func (w *wipeRuns) ended(i int, at time.Time, err error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.runs[i].End, w.runs[i].Err = at, err
 }
 
 func (w *wipeRuns) all() []wipeRun {

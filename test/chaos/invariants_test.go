@@ -417,7 +417,11 @@ func (w *wipeTracker) Verify(runs []wipeRun) []violation {
 		}
 		var seen []string
 		for _, r := range byHost[rel.UUID] {
-			seen = append(seen, fmt.Sprintf("%s–%s err=%v", r.Start.Format("15:04:05.000"), r.End.Format("15:04:05.000"), r.Err))
+			end := "running"
+			if !r.End.IsZero() {
+				end = r.End.Format("15:04:05.000")
+			}
+			seen = append(seen, fmt.Sprintf("%s–%s err=%v", r.Start.Format("15:04:05.000"), end, r.Err))
 		}
 		out = append(out, violation{At: rel.Available, Invariant: invUnwiped, Detail: fmt.Sprintf(
 			"server %s (claim %s/%s deleted at %s): no wipe boot of its host started between that and Available; its wipe boots: [%s]",

@@ -4,17 +4,16 @@
 package controller
 
 import (
-	"github.com/ironfleet/ironfleet/internal/controller/claim"
-	"github.com/ironfleet/ironfleet/internal/controller/enroll"
-	"github.com/ironfleet/ironfleet/internal/controller/maintenance"
-	"github.com/ironfleet/ironfleet/internal/controller/server"
-	"github.com/ironfleet/ironfleet/internal/controller/settings"
-
 	"fmt"
 
 	ctrl "sigs.k8s.io/controller-runtime"
 
 	"github.com/ironfleet/ironfleet/internal/bmc"
+	"github.com/ironfleet/ironfleet/internal/controller/claim"
+	"github.com/ironfleet/ironfleet/internal/controller/enroll"
+	"github.com/ironfleet/ironfleet/internal/controller/maintenance"
+	"github.com/ironfleet/ironfleet/internal/controller/server"
+	"github.com/ironfleet/ironfleet/internal/controller/settings"
 	"github.com/ironfleet/ironfleet/internal/eventrec"
 	"github.com/ironfleet/ironfleet/internal/macdb"
 	"github.com/ironfleet/ironfleet/internal/probeboot"

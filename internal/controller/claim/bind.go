@@ -1,8 +1,6 @@
 package claim
 
 import (
-	"github.com/ironfleet/ironfleet/internal/controller/cached"
-
 	"bytes"
 	"cmp"
 	"context"
@@ -16,6 +14,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	metalv1alpha1 "github.com/ironfleet/ironfleet/apis/metal/v1alpha1"
+	"github.com/ironfleet/ironfleet/internal/controller/cached"
 )
 
 // boundServer is the server that holds this claim, found from the server side (the truth).

@@ -4,10 +4,6 @@
 package claim
 
 import (
-	"github.com/ironfleet/ironfleet/internal/controller/cached"
-	"github.com/ironfleet/ironfleet/internal/controller/settings"
-	"github.com/ironfleet/ironfleet/internal/controller/status"
-
 	"context"
 	"errors"
 	"fmt"
@@ -28,6 +24,9 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	metalv1alpha1 "github.com/ironfleet/ironfleet/apis/metal/v1alpha1"
+	"github.com/ironfleet/ironfleet/internal/controller/cached"
+	"github.com/ironfleet/ironfleet/internal/controller/settings"
+	"github.com/ironfleet/ironfleet/internal/controller/status"
 	"github.com/ironfleet/ironfleet/internal/fsm"
 	"github.com/ironfleet/ironfleet/internal/probeboot"
 )

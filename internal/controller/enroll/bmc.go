@@ -1,11 +1,6 @@
 package enroll
 
 import (
-	"github.com/ironfleet/ironfleet/internal/controller/bmcaccess"
-	"github.com/ironfleet/ironfleet/internal/controller/cached"
-	"github.com/ironfleet/ironfleet/internal/controller/settings"
-	"github.com/ironfleet/ironfleet/internal/controller/status"
-
 	"context"
 	"errors"
 	"fmt"
@@ -32,6 +27,10 @@ import (
 
 	metalv1alpha1 "github.com/ironfleet/ironfleet/apis/metal/v1alpha1"
 	"github.com/ironfleet/ironfleet/internal/bmc"
+	"github.com/ironfleet/ironfleet/internal/controller/bmcaccess"
+	"github.com/ironfleet/ironfleet/internal/controller/cached"
+	"github.com/ironfleet/ironfleet/internal/controller/settings"
+	"github.com/ironfleet/ironfleet/internal/controller/status"
 	"github.com/ironfleet/ironfleet/internal/fsm"
 )
 

@@ -1,8 +1,6 @@
 package enroll
 
 import (
-	"github.com/ironfleet/ironfleet/internal/controller/status"
-
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
@@ -20,6 +18,7 @@ import (
 
 	metalv1alpha1 "github.com/ironfleet/ironfleet/apis/metal/v1alpha1"
 	"github.com/ironfleet/ironfleet/internal/bmc"
+	"github.com/ironfleet/ironfleet/internal/controller/status"
 	"github.com/ironfleet/ironfleet/internal/identity"
 )
 

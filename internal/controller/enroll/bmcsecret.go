@@ -1,8 +1,6 @@
 package enroll
 
 import (
-	"github.com/ironfleet/ironfleet/internal/controller/settings"
-
 	"context"
 	"fmt"
 	"strings"
@@ -18,6 +16,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	metalv1alpha1 "github.com/ironfleet/ironfleet/apis/metal/v1alpha1"
+	"github.com/ironfleet/ironfleet/internal/controller/settings"
 )
 
 // BMCSecretReconciler keeps BMCSecrets in use (BMCSecretFinalizer). It looks BMCs up by the

@@ -5,9 +5,6 @@
 package enroll
 
 import (
-	"github.com/ironfleet/ironfleet/internal/controller/settings"
-	"github.com/ironfleet/ironfleet/internal/controller/status"
-
 	"context"
 	"fmt"
 
@@ -25,6 +22,8 @@ import (
 
 	metalv1alpha1 "github.com/ironfleet/ironfleet/apis/metal/v1alpha1"
 	"github.com/ironfleet/ironfleet/internal/bmc"
+	"github.com/ironfleet/ironfleet/internal/controller/settings"
+	"github.com/ironfleet/ironfleet/internal/controller/status"
 	"github.com/ironfleet/ironfleet/internal/macdb"
 )
 

@@ -1,8 +1,6 @@
 package server
 
 import (
-	"github.com/ironfleet/ironfleet/internal/controller/bmcaccess"
-
 	"cmp"
 	"context"
 	"fmt"
@@ -15,6 +13,7 @@ import (
 
 	metalv1alpha1 "github.com/ironfleet/ironfleet/apis/metal/v1alpha1"
 	"github.com/ironfleet/ironfleet/internal/bmc"
+	"github.com/ironfleet/ironfleet/internal/controller/bmcaccess"
 	"github.com/ironfleet/ironfleet/internal/fsm"
 	"github.com/ironfleet/ironfleet/internal/hwrecord"
 	"github.com/ironfleet/ironfleet/internal/probeboot"

@@ -1,9 +1,6 @@
 package server
 
 import (
-	"github.com/ironfleet/ironfleet/internal/controller/bmcaccess"
-	"github.com/ironfleet/ironfleet/internal/registry"
-
 	"context"
 	"fmt"
 	"time"
@@ -15,9 +12,11 @@ import (
 
 	metalv1alpha1 "github.com/ironfleet/ironfleet/apis/metal/v1alpha1"
 	"github.com/ironfleet/ironfleet/internal/bmc"
+	"github.com/ironfleet/ironfleet/internal/controller/bmcaccess"
 	"github.com/ironfleet/ironfleet/internal/fsm"
 	"github.com/ironfleet/ironfleet/internal/identity"
 	"github.com/ironfleet/ironfleet/internal/probeboot"
+	"github.com/ironfleet/ironfleet/internal/registry"
 )
 
 // indexServerBySystemUUID finds the Servers of a machine by its (usable) system UUID.

@@ -1,8 +1,6 @@
 package server
 
 import (
-	"github.com/ironfleet/ironfleet/internal/controller/bmcaccess"
-
 	"cmp"
 	"context"
 	"errors"
@@ -16,6 +14,7 @@ import (
 
 	metalv1alpha1 "github.com/ironfleet/ironfleet/apis/metal/v1alpha1"
 	"github.com/ironfleet/ironfleet/internal/bmc"
+	"github.com/ironfleet/ironfleet/internal/controller/bmcaccess"
 	"github.com/ironfleet/ironfleet/internal/probeboot"
 )
 

@@ -5,12 +5,6 @@
 package server
 
 import (
-	"github.com/ironfleet/ironfleet/internal/controller/bmcaccess"
-	"github.com/ironfleet/ironfleet/internal/controller/cached"
-	"github.com/ironfleet/ironfleet/internal/controller/settings"
-	"github.com/ironfleet/ironfleet/internal/controller/status"
-	"github.com/ironfleet/ironfleet/internal/registry"
-
 	"context"
 	"errors"
 	"fmt"
@@ -30,8 +24,13 @@ import (
 
 	metalv1alpha1 "github.com/ironfleet/ironfleet/apis/metal/v1alpha1"
 	"github.com/ironfleet/ironfleet/internal/bmc"
+	"github.com/ironfleet/ironfleet/internal/controller/bmcaccess"
+	"github.com/ironfleet/ironfleet/internal/controller/cached"
+	"github.com/ironfleet/ironfleet/internal/controller/settings"
+	"github.com/ironfleet/ironfleet/internal/controller/status"
 	"github.com/ironfleet/ironfleet/internal/fsm"
 	"github.com/ironfleet/ironfleet/internal/probeboot"
+	"github.com/ironfleet/ironfleet/internal/registry"
 )
 
 // DiscoverySettings bound discovery.

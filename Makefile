@@ -183,7 +183,7 @@ chaos: envtest ## Crash consistency, longer than make test's: CHAOS_KILLS (100) 
 BENCH_SERVERS ?= 1000
 
 .PHONY: bench
-bench: envtest vm-deps probe-image tenant-image ## Scale benchmark: BENCH_SERVERS (1000) servers through enrollment, claims, release and 5 idle minutes, each phase against its plain and object-model floors, then 100 claims one at a time; then real VMs' power-on → report (BENCH_VMS, 2), and a VM's claim → OS booted from disk (the 64 MiB tenant image, raw/gz/zst/xz); writes docs/bench/ (the scale figures only at 1000 or 10000 from a clean tree, else a scratch directory).
+bench: envtest vm-deps probe-image tenant-image ## Scale benchmark: BENCH_SERVERS (1000) servers through enrollment, claims, release and 5 idle minutes, each phase against its plain and object-model floors, then 100 claims one at a time; then real VMs' power-on → report (BENCH_VMS, 2), and a VM's claim → OS booted from disk (the 64 MiB tenant image, raw/gz/zst/xz); writes docs/bench/ from a clean tree (the scale figures only at 1000 or 10000, the boot figures only with 2 VMs), else a scratch directory (BENCH_OUT overrides).
 	IRONFLEET_BENCH=1 BENCH_SERVERS=$(BENCH_SERVERS) go test -count=1 -run '^TestBench$$' -timeout 4h -v ./test/bench/
 	IRONFLEET_BENCH=1 go test -count=1 -run '^TestBenchBoot$$' -timeout 30m -v ./test/bench/
 	IRONFLEET_BENCH=1 go test -count=1 -run '^TestBenchInstall$$' -timeout 60m -v ./test/bench/

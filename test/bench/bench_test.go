@@ -75,14 +75,15 @@ func configFromEnv(t *testing.T, root string) config {
 	return c
 }
 
-// outputDir is where a run's figures go: BENCH_OUT when set; docs/bench for a run at a size
-// docs/bench reports (1,000 or 10,000) from a clean tree; otherwise a scratch directory, so that
-// a small or dirty run never replaces the figures people read and commit.
-func outputDir(root string, n int, commit, benchOut string) string {
+// outputDir is where a run's figures go: BENCH_OUT when set; docs/bench for a run of the shape
+// docs/bench reports (reported: the scale run at 1,000 or 10,000, the boot run with its two VMs,
+// the install run) from a clean tree; otherwise a scratch directory, so that a small, odd or
+// dirty run never replaces the figures people read and commit.
+func outputDir(root string, reported bool, commit, benchOut string) string {
 	switch {
 	case benchOut != "":
 		return benchOut
-	case (n == scalingFrom || n == scalingTo) && !strings.HasSuffix(commit, "-dirty"):
+	case reported && !strings.HasSuffix(commit, "-dirty"):
 		return filepath.Join(root, "docs", "bench")
 	default:
 		return filepath.Join(os.TempDir(), "ironfleet-bench")
@@ -156,7 +157,7 @@ func TestBench(t *testing.T) {
 			ResyncPeriod: cfg.resync.String(), IdleWindow: cfg.idle.String(), BMCs: len(l.BMCs), LabGOGC: cfg.labGOGC, LabMemoryLimitMiB: labMemoryLimitMiB, ManagerFlags: l.ManagerOptions.Args()},
 	}
 
-	cfg.out = outputDir(root, n, res.Commit, cfg.out)
+	cfg.out = outputDir(root, n == scalingFrom || n == scalingTo, res.Commit, cfg.out)
 	logf("figures go to %s", cfg.out)
 
 	// After each phase the figures so far are written, with the manager's cost up to then and

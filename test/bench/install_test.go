@@ -144,5 +144,8 @@ func TestBenchInstall(t *testing.T) {
 	}
 	out, err := json.MarshalIndent(r, "", "  ")
 	require.NoError(t, err)
-	require.NoError(t, os.WriteFile(filepath.Join(root, "docs", "bench", "install.json"), append(out, '\n'), 0o644))
+	dir := outputDir(root, true, r.Commit, os.Getenv("BENCH_OUT"))
+	require.NoError(t, os.MkdirAll(dir, 0o755))
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "install.json"), append(out, '\n'), 0o644))
+	fmt.Printf("bench: figures in %s\n", filepath.Join(dir, "install.json"))
 }

@@ -132,9 +132,8 @@ func TestEveryListIsCountedPerServerHoweverFew(t *testing.T) {
 func TestSmallOrDirtyRunsNeverWriteDocsBench(t *testing.T) {
 	docs := filepath.Join("/repo", "docs", "bench")
 	scratch := filepath.Join(os.TempDir(), "ironfleet-bench")
-	assert.Equal(t, docs, outputDir("/repo", 1000, "abc", ""))
-	assert.Equal(t, docs, outputDir("/repo", 10000, "abc", ""))
-	assert.Equal(t, scratch, outputDir("/repo", 1000, "abc-dirty", ""), "a dirty tree's figures are no commit's")
-	assert.Equal(t, scratch, outputDir("/repo", 40, "abc", ""), "a small run")
-	assert.Equal(t, "/elsewhere", outputDir("/repo", 40, "abc-dirty", "/elsewhere"), "BENCH_OUT says where")
+	assert.Equal(t, docs, outputDir("/repo", true, "abc", ""))
+	assert.Equal(t, scratch, outputDir("/repo", true, "abc-dirty", ""), "a dirty tree's figures are no commit's")
+	assert.Equal(t, scratch, outputDir("/repo", false, "abc", ""), "a small run")
+	assert.Equal(t, "/elsewhere", outputDir("/repo", false, "abc-dirty", "/elsewhere"), "BENCH_OUT says where")
 }

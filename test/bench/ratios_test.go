@@ -3,6 +3,7 @@ package bench
 import (
 	"encoding/json"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"testing"
 	"time"
@@ -136,4 +137,29 @@ func TestSmallOrDirtyRunsNeverWriteDocsBench(t *testing.T) {
 	assert.Equal(t, scratch, outputDir("/repo", true, "abc-dirty", ""), "a dirty tree's figures are no commit's")
 	assert.Equal(t, scratch, outputDir("/repo", false, "abc", ""), "a small run")
 	assert.Equal(t, "/elsewhere", outputDir("/repo", false, "abc-dirty", "/elsewhere"), "BENCH_OUT says where")
+}
+
+// TestFiguresInDocsBenchDoNotDirtyTheTree: make bench writes its figures into docs/bench one
+// benchmark after another; the next one's commit is still clean. A change anywhere else is not.
+func TestFiguresInDocsBenchDoNotDirtyTheTree(t *testing.T) {
+	repo := t.TempDir()
+	git := func(args ...string) {
+		t.Helper()
+		cmd := exec.Command("git", append([]string{"-C", repo, "-c", "user.name=t", "-c", "user.email=t@t"}, args...)...)
+		out, err := cmd.CombinedOutput()
+		require.NoError(t, err, "git %v: %s", args, out)
+	}
+	git("init", "-q")
+	require.NoError(t, os.MkdirAll(filepath.Join(repo, "docs", "bench"), 0o755))
+	require.NoError(t, os.WriteFile(filepath.Join(repo, "docs", "bench", "boot.json"), []byte("{}\n"), 0o644))
+	require.NoError(t, os.WriteFile(filepath.Join(repo, "main.go"), []byte("package main\n"), 0o644))
+	git("add", ".")
+	git("commit", "-q", "-m", "one")
+	clean := commit(repo)
+	require.Len(t, clean, 12)
+
+	require.NoError(t, os.WriteFile(filepath.Join(repo, "docs", "bench", "boot.json"), []byte(`{"new":1}`+"\n"), 0o644))
+	assert.Equal(t, clean, commit(repo), "new figures in docs/bench")
+	require.NoError(t, os.WriteFile(filepath.Join(repo, "main.go"), []byte("package main // changed\n"), 0o644))
+	assert.Equal(t, clean+"-dirty", commit(repo), "a change of the code")
 }

@@ -28,6 +28,22 @@ var cipherSuites = []types.CipherSuiteID{types.CipherSuiteID17, types.CipherSuit
 
 const closeTimeout = 2 * time.Second
 
+// A session's life. go-ipmi v0.9.1 starts a keepalive goroutine at every login: each
+// client.DefaultKeepAliveIntervalSec (30 s, a constant) it sends Get Session Info, with a
+// context that is never cancelled and outside our lock. When the session is closed while that
+// exchange is under way, go-ipmi's UDP client has already set its socket to nil and the
+// exchange writes to it: a nil-pointer panic in go-ipmi's goroutine, which kills the whole
+// process (the manager; it happened in test/e2e). So no session lives to see its keepalive
+// fire: calls that begin within defaultSessionReuse of its login use it, later ones log in
+// anew; every call on it ends by defaultSessionEnd (its context's deadline); and a timer logs
+// it out then if no call did sooner. keepaliveMargin is left before the first tick, for the
+// keepalive goroutine to see the session closed before its ticker fires.
+const (
+	defaultSessionReuse = 10 * time.Second
+	defaultSessionEnd   = 25 * time.Second
+	keepaliveMargin     = 5 * time.Second
+)
+
 // IPMI 2.0's limits: user names of 16 bytes (go-ipmi refuses longer ones), passwords of 20
 // (go-ipmi does not check).
 const (
@@ -51,6 +67,10 @@ type Options struct {
 	Retries int
 	// CallTimeout bounds each bmc.Client call whose context has no deadline (default 20s).
 	CallTimeout time.Duration
+
+	// sessionReuse and sessionEnd are defaultSessionReuse and defaultSessionEnd unless a test
+	// shortens them.
+	sessionReuse, sessionEnd time.Duration
 }
 
 func (o Options) withDefaults() Options {
@@ -62,6 +82,12 @@ func (o Options) withDefaults() Options {
 	}
 	if o.CallTimeout <= 0 {
 		o.CallTimeout = 20 * time.Second
+	}
+	if o.sessionReuse <= 0 {
+		o.sessionReuse = defaultSessionReuse
+	}
+	if o.sessionEnd <= 0 {
+		o.sessionEnd = defaultSessionEnd
 	}
 	return o
 }
@@ -93,12 +119,35 @@ var _ bmc.Client = (*Client)(nil)
 type session struct {
 	ipmi *client.Client
 	once sync.Once
+	// reuseUntil: calls that begin before it may use the session. endBy: every call on it
+	// ends by then, and it is logged out then at the latest (by timer). Both count from
+	// before the login, so from before go-ipmi started the keepalive.
+	reuseUntil, endBy time.Time
+	timer             *time.Timer
 }
 
 // close logs out (bounded by ctx) and closes the socket; later calls do nothing. go-ipmi's own
 // Close panics when called twice.
 func (s *session) close(ctx context.Context) {
-	s.once.Do(func() { _ = s.ipmi.Close(ctx) })
+	s.once.Do(func() {
+		if s.timer != nil {
+			s.timer.Stop()
+		}
+		_ = s.ipmi.Close(ctx)
+	})
+}
+
+// end logs s out when its life is over, unless a call has already replaced or closed it.
+func (c *Client) end(s *session) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.sess != s {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), closeTimeout)
+	defer cancel()
+	s.close(ctx)
+	c.sess = nil
 }
 
 // Connector returns a bmc.Connector that opens an RMCP+ session at once, so wrong credentials
@@ -177,12 +226,15 @@ func (c *Client) connectLocked(ctx context.Context) error {
 	}
 	ic.WithTimeout(c.opts.Timeout).WithRetry(c.opts.Retries).WithMaxPrivilegeLevel(c.privilege)
 	s := &session{ipmi: ic}
+	start := time.Now()
 	// One socket for both attempts, as go-ipmi's own suite loop does: after a refused Open
 	// Session the client is still before any session.
 	var errs []error
 	for _, suite := range cipherSuites {
 		err := ic.WithCipherSuiteID(suite).Connect(ctx)
 		if err == nil {
+			s.reuseUntil, s.endBy = start.Add(c.opts.sessionReuse), start.Add(c.opts.sessionEnd)
+			s.timer = time.AfterFunc(time.Until(s.endBy), func() { c.end(s) })
 			c.sess = s
 			return nil
 		}
@@ -230,6 +282,9 @@ func (c *Client) do(ctx context.Context, what string, op func(ctx context.Contex
 	if c.closed {
 		return errClientReplaced(what)
 	}
+	if c.sess != nil && !time.Now().Before(c.sess.reuseUntil) {
+		c.dropSessionLocked(ctx) // too old to outlive this call safely: see defaultSessionEnd
+	}
 	fresh := false
 	if c.sess == nil {
 		if err := c.connectLocked(ctx); err != nil {
@@ -237,7 +292,7 @@ func (c *Client) do(ctx context.Context, what string, op func(ctx context.Contex
 		}
 		fresh = true
 	}
-	err := op(ctx, c.sess.ipmi)
+	err := c.runLocked(ctx, op)
 	if err == nil {
 		return nil
 	}
@@ -249,10 +304,18 @@ func (c *Client) do(ctx context.Context, what string, op func(ctx context.Contex
 		return bmc.Classify(metalv1alpha1.BMCReasonUnreachable,
 			fmt.Errorf("%s: BMC stopped answering on its session and logging in again failed: %w", what, cerr))
 	}
-	if err := op(ctx, c.sess.ipmi); err != nil {
+	if err := c.runLocked(ctx, op); err != nil {
 		return c.classifyCommand(what, err)
 	}
 	return nil
+}
+
+// runLocked runs op on the current session, ending it by the session's end: a call cut short
+// there reads as no answer, and do reruns it once on a new session.
+func (c *Client) runLocked(ctx context.Context, op func(ctx context.Context, ic *client.Client) error) error {
+	ctx, cancel := context.WithDeadline(ctx, c.sess.endBy)
+	defer cancel()
+	return op(ctx, c.sess.ipmi)
 }
 
 // errClientReplaced is what a closed client answers: bmc.Cache closes a client when it replaces

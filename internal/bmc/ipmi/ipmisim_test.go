@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/bougou/go-ipmi/pkg/client"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
@@ -215,4 +216,43 @@ func TestSimRestartMidSession(t *testing.T) {
 	state, err := c.PowerState(ctx, SystemURI)
 	require.NoError(t, err, "the session is re-established")
 	assert.Equal(t, metalv1alpha1.PowerStateOn, state)
+}
+
+// TestSimSessionEndsBeforeGoIPMIsKeepalive: no session lives to see go-ipmi's keepalive fire
+// (see defaultSessionEnd). An idle session is logged out at its end without any call; the next
+// call logs in anew; a call after the reuse window logs in anew too. Each works.
+func TestSimSessionEndsBeforeGoIPMIsKeepalive(t *testing.T) {
+	keepalive := time.Duration(client.DefaultKeepAliveIntervalSec) * time.Second
+	assert.LessOrEqual(t, defaultSessionEnd+keepaliveMargin, keepalive, "a session ends before go-ipmi's keepalive first fires")
+	assert.Less(t, defaultSessionReuse, defaultSessionEnd)
+
+	sim := startSim(t)
+	proxy := newProxy(t, sim.Addr())
+	c := dialSim(t, proxy.Addr(), Options{Timeout: 300 * time.Millisecond, sessionReuse: 300 * time.Millisecond, sessionEnd: 2 * time.Second})
+	ctx := testContext(t)
+	perLogin := len(openSessionProposals(t, proxy.Requests())) // suite 17 refused, then 3
+	require.Positive(t, perLogin)
+	sent := len(proxy.Requests())
+
+	current := func() *session {
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		return c.sess
+	}
+	require.Eventually(t, func() bool { return current() == nil }, 10*time.Second, 20*time.Millisecond,
+		"the idle session is logged out at its end")
+	assert.Greater(t, len(proxy.Requests()), sent, "the logout went to the BMC")
+
+	state, err := c.PowerState(ctx, SystemURI)
+	require.NoError(t, err)
+	assert.Equal(t, metalv1alpha1.PowerStateOff, state)
+	assert.Len(t, openSessionProposals(t, proxy.Requests()), 2*perLogin, "logged in anew")
+
+	s := current()
+	require.NotNil(t, s)
+	require.Eventually(t, func() bool { return time.Now().After(s.reuseUntil) }, 10*time.Second, 20*time.Millisecond)
+	_, err = c.PowerState(ctx, SystemURI)
+	require.NoError(t, err)
+	assert.Len(t, openSessionProposals(t, proxy.Requests()), 3*perLogin, "a call after the reuse window logs in anew")
+	assert.NotSame(t, s, current())
 }

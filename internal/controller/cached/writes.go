@@ -1,11 +1,15 @@
 package cached
 
 import (
+	"context"
 	"slices"
 	"sync"
+	"time"
 
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/util/resourceversion"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 )
 
 // Writes remembers, for each object a reconciler wrote, what the cache must show before a
@@ -107,4 +111,27 @@ func (w *Writes) Forget(key client.ObjectKey) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	delete(w.written, key)
+}
+
+// CatchUpIf is what a reconcile returns that waits, when behind, for the cache to show its own
+// last write: a short requeue. Not behind, it is the empty result.
+func CatchUpIf(behind bool) reconcile.Result {
+	if !behind {
+		return reconcile.Result{}
+	}
+	return reconcile.Result{RequeueAfter: 20 * time.Millisecond}
+}
+
+// Get reads the object a reconcile is for from the cache c, and says whether the cache is
+// behind the reconciler's own last write of it (return CatchUpIf(behind) then). An object that
+// is gone is forgotten, and its NotFound error returned for the caller to act on; behind is
+// false whenever err is set.
+func (w *Writes) Get(ctx context.Context, c client.Reader, key client.ObjectKey, obj client.Object) (behind bool, err error) {
+	if err := c.Get(ctx, key, obj); err != nil {
+		if apierrors.IsNotFound(err) {
+			w.Forget(key)
+		}
+		return false, err
+	}
+	return w.Behind(obj), nil
 }

@@ -1,9 +1,13 @@
 package cached
 
 import (
+	"context"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -82,4 +86,41 @@ func TestWritesOfAnObjectGoing(t *testing.T) {
 	none.Going(claimAt("2"), "1")
 	none.Forget(client.ObjectKey{})
 	assert.False(t, none.Behind(claimAt("1")), "a nil one never waits")
+}
+
+// oneServer is a client.Reader holding one Server, or none.
+type oneServer struct{ s *m.Server }
+
+func (r oneServer) Get(_ context.Context, key client.ObjectKey, obj client.Object, _ ...client.GetOption) error {
+	if r.s == nil || key.Name != r.s.Name {
+		return apierrors.NewNotFound(m.GroupVersion.WithResource("servers").GroupResource(), key.Name)
+	}
+	r.s.DeepCopyInto(obj.(*m.Server))
+	return nil
+}
+
+func (oneServer) List(context.Context, client.ObjectList, ...client.ListOption) error { return nil }
+
+func TestGetSaysBehindAndForgetsWhatIsGone(t *testing.T) {
+	ctx := context.Background()
+	key := client.ObjectKey{Name: "s1"}
+	w := NewWrites()
+	w.Wrote(serverAt("12"), "10")
+	var s m.Server
+	behind, err := w.Get(ctx, oneServer{serverAt("10")}, key, &s)
+	require.NoError(t, err)
+	assert.True(t, behind)
+	assert.Equal(t, "10", s.ResourceVersion, "read into obj")
+	assert.Equal(t, 20*time.Millisecond, CatchUpIf(behind).RequeueAfter)
+
+	behind, err = w.Get(ctx, oneServer{serverAt("12")}, key, &s)
+	require.NoError(t, err)
+	assert.False(t, behind)
+	assert.Zero(t, CatchUpIf(behind))
+
+	w.Wrote(serverAt("14"), "12")
+	behind, err = w.Get(ctx, oneServer{}, key, &s)
+	assert.True(t, apierrors.IsNotFound(err), "%v", err)
+	assert.False(t, behind)
+	assert.Empty(t, w.written, "a gone object is forgotten")
 }

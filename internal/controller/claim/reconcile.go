@@ -72,15 +72,12 @@ type Reconciler struct {
 // Reconcile binds, provisions or releases one claim.
 func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
 	var claim metalv1alpha1.ServerClaim
-	if err := r.Client.Get(ctx, req.NamespacedName, &claim); err != nil {
-		if apierrors.IsNotFound(err) {
-			r.written.Forget(req.NamespacedName)
-			return ctrl.Result{}, probeboot.DropOrphanClaimBoot(ctx, r.Client, r.APIReader, req.NamespacedName, nil)
-		}
-		return ctrl.Result{}, err
+	behind, err := r.written.Get(ctx, r.Client, req.NamespacedName, &claim)
+	if apierrors.IsNotFound(err) {
+		return ctrl.Result{}, probeboot.DropOrphanClaimBoot(ctx, r.Client, r.APIReader, req.NamespacedName, nil)
 	}
-	if r.written.Behind(&claim) {
-		return ctrl.Result{RequeueAfter: 20 * time.Millisecond}, nil
+	if err != nil || behind {
+		return cached.CatchUpIf(behind), err
 	}
 	if err := probeboot.DropOrphanClaimBoot(ctx, r.Client, r.APIReader, req.NamespacedName, &claim); err != nil {
 		return ctrl.Result{}, err
@@ -100,7 +97,6 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		claim.Status.Phase = fsm.Claim.Initial
 	}
 	var st claimStep
-	var err error
 	switch claim.Status.Phase {
 	case metalv1alpha1.ClaimPhaseBound:
 		st, err = r.bound(ctx, &claim)

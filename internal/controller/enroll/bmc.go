@@ -10,7 +10,6 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -72,14 +71,9 @@ type BMCReconciler struct {
 // Reconcile syncs one BMC.
 func (r *BMCReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
 	var b metalv1alpha1.BMC
-	if err := r.Client.Get(ctx, req.NamespacedName, &b); err != nil {
-		if apierrors.IsNotFound(err) {
-			r.written.Forget(req.NamespacedName)
-		}
-		return ctrl.Result{}, client.IgnoreNotFound(err)
-	}
-	if r.written.Behind(&b) {
-		return ctrl.Result{RequeueAfter: 20 * time.Millisecond}, nil
+	behind, err := r.written.Get(ctx, r.Client, req.NamespacedName, &b)
+	if err != nil || behind {
+		return cached.CatchUpIf(behind), client.IgnoreNotFound(err)
 	}
 	if !b.DeletionTimestamp.IsZero() {
 		err := r.delete(ctx, &b)

@@ -61,14 +61,9 @@ var errCacheBehind = errors.New("the cache is behind our last write")
 // Reconcile takes or gives back one maintenance's server.
 func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
 	var sm metalv1alpha1.ServerMaintenance
-	if err := r.Client.Get(ctx, req.NamespacedName, &sm); err != nil {
-		if apierrors.IsNotFound(err) {
-			r.written.Forget(req.NamespacedName)
-		}
-		return ctrl.Result{}, client.IgnoreNotFound(err)
-	}
-	if r.written.Behind(&sm) {
-		return ctrl.Result{RequeueAfter: 20 * time.Millisecond}, nil
+	behind, err := r.written.Get(ctx, r.Client, req.NamespacedName, &sm)
+	if err != nil || behind {
+		return cached.CatchUpIf(behind), client.IgnoreNotFound(err)
 	}
 	if !sm.DeletionTimestamp.IsZero() {
 		return ctrl.Result{}, r.giveBack(ctx, &sm)
@@ -86,7 +81,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	}
 	st, err := r.observe(ctx, &sm)
 	if errors.Is(err, errCacheBehind) {
-		return ctrl.Result{RequeueAfter: 20 * time.Millisecond}, nil
+		return cached.CatchUpIf(true), nil
 	}
 	if err == nil && st.event != "" {
 		to, fsmErr := fsm.NextMaintenanceState(ctx, sm.Status.State, st.event)

@@ -124,17 +124,14 @@ func wait(reason, message string, after time.Duration) step {
 // Reconcile moves one Server at most one step.
 func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
 	var server metalv1alpha1.Server
-	if err := r.Client.Get(ctx, req.NamespacedName, &server); err != nil {
-		if apierrors.IsNotFound(err) {
-			r.written.Forget(req.NamespacedName)
-			r.unwritten.Delete(req.Name)
-			// Its probe boots, should it have gone without ending them (they have no owner).
-			return ctrl.Result{}, probeboot.DropLeftovers(ctx, r.Client, r.APIReader, r.Probe, req.Name, nil)
-		}
-		return ctrl.Result{}, err
+	behind, err := r.written.Get(ctx, r.Client, req.NamespacedName, &server)
+	if apierrors.IsNotFound(err) {
+		r.unwritten.Delete(req.Name)
+		// Its probe boots, should it have gone without ending them (they have no owner).
+		return ctrl.Result{}, probeboot.DropLeftovers(ctx, r.Client, r.APIReader, r.Probe, req.Name, nil)
 	}
-	if r.written.Behind(&server) {
-		return ctrl.Result{RequeueAfter: 20 * time.Millisecond}, nil
+	if err != nil || behind {
+		return cached.CatchUpIf(behind), err
 	}
 	read := server.ResourceVersion // our writes below leave the cache behind on this one
 	// A deleted Server goes at once when its machine holds no unwiped tenant data; otherwise its

@@ -118,21 +118,19 @@ func TestVMInstallsTheClaimsImageBootsItFromDiskAndIsWiped(t *testing.T) {
 	assert.Empty(t, seenAfter(dhcpSeen.Seen(h.Def.NICs[0].MAC), last.ReportedAt.Time), "the OS booted from disk with its static address: no DHCP")
 	bootedAt := time.Now()
 
-	// Off and on through the claim: the disk boots again; nothing network-boots.
+	// Off and on through the claim: the disk boots again; nothing network-boots. Then the
+	// tenant's OS writes its data across both whole disks: a block in every MiB, to the end.
 	setClaimPower(t, l, claim, m.PowerOff)
 	waitForServer(t, l, name, 3*time.Minute, func(s *m.Server) bool { return s.Status.PowerState == m.PowerStateOff })
+	tenants.ReplyToNext(contract.Reply{MarkDisks: true})
 	setClaimPower(t, l, claim, m.PowerOn)
 	second := nextReport(t, tenants)
 	assert.Equal(t, userData, second.UserData)
 	assert.Empty(t, seenAfter(dhcpSeen.Seen(h.Def.NICs[0].MAC), last.ReportedAt.Time), "a power cycle of an installed server boots its disk, never the network (since %s)", bootedAt.Format(time.RFC3339))
-
-	// The tenant's data across both whole disks, written while the claim has the server off.
+	disks := h.Machine.DiskFiles()
+	assertTenantMarked(t, map[string]string{"vda": disks[0], "nvme0n1": disks[1]}, nextReport(t, tenants).Marked)
 	setClaimPower(t, l, claim, m.PowerOff)
 	waitForServer(t, l, name, 3*time.Minute, func(s *m.Server) bool { return s.Status.PowerState == m.PowerStateOff })
-	disks := h.Machine.DiskFiles()
-	for _, d := range disks {
-		writeTenantData(t, d)
-	}
 	// Deleting the claim wipes the disks with the default policy, erase.
 	require.NoError(t, l.Client.Get(ctx, client.ObjectKey{Name: name}, &server))
 	assert.Equal(t, m.WipeErase, server.Spec.WipePolicy, "the CRD's default")
@@ -344,37 +342,37 @@ func fileSize(t *testing.T, path string) int64 {
 	return st.Size()
 }
 
-// tenantData is what the first tenant leaves on its disks: its text, over and over, with a
-// counter so that no two of its 32-byte records are alike.
-func tenantData(off int64) []byte {
-	return fmt.Appendf(nil, "tenant-data@%019d\n", off)
-}
-
-// writeTenantData fills a whole disk file with tenantData.
-func writeTenantData(t *testing.T, disk string) {
+// assertTenantMarked checks that the tenant's OS wrote its data across each of the VM's whole
+// disks (device name → the disk's file): the report names every disk at its file's size, and
+// the host finds each block the report counts in the file, where contract.MarkOffsets puts it.
+func assertTenantMarked(t *testing.T, files map[string]string, marked []contract.MarkedDisk) {
 	t.Helper()
-	f, err := os.OpenFile(disk, os.O_RDWR, 0)
-	require.NoError(t, err)
-	defer f.Close()
-	size := fileSize(t, disk)
-	buf := make([]byte, 0, 4<<20)
-	for off := int64(0); off < size; {
-		buf = buf[:0]
-		for int64(len(buf)) < min(4<<20, size-off) {
-			buf = append(buf, tenantData(off+int64(len(buf)))...)
-		}
-		buf = buf[:min(int64(len(buf)), size-off)]
-		_, err := f.WriteAt(buf, off)
-		require.NoError(t, err)
-		off += int64(len(buf))
+	got := map[string]int64{}
+	for _, d := range marked {
+		got[d.Device] = d.Bytes
 	}
-	require.NoError(t, f.Sync())
-	// What was written is there, at its start, middle and end.
-	for _, off := range []int64{0, size / 2 / 32 * 32, size - 32} {
-		got := make([]byte, 32)
-		_, err := f.ReadAt(got, off)
+	want := map[string]int64{}
+	for dev, file := range files {
+		want[dev] = fileSize(t, file)
+	}
+	require.Equal(t, want, got, "the tenant's OS marked every disk, at its whole size")
+	for _, d := range marked {
+		f, err := os.Open(files[d.Device])
 		require.NoError(t, err)
-		assert.Equal(t, tenantData(off), got, "%s: tenant data at byte %d", disk, off)
+		offs := contract.MarkOffsets(d.Bytes)
+		assert.Equal(t, len(offs), d.Blocks, "%s: blocks written", d.Device)
+		block := make([]byte, contract.MarkBlock)
+		missing := 0
+		for _, off := range offs {
+			_, err := f.ReadAt(block, off)
+			require.NoError(t, err)
+			if !bytes.Equal(contract.TenantData(off, contract.MarkBlock), block) {
+				missing++
+			}
+		}
+		require.NoError(t, f.Close())
+		assert.Zero(t, missing, "%s: blocks of the tenant's data the host does not find in the disk's file, of %d", d.Device, len(offs))
+		t.Logf("the tenant wrote %d blocks across %s (%d MiB)", d.Blocks, d.Device, d.Bytes>>20)
 	}
 }
 
@@ -394,7 +392,7 @@ func assertNoTenantData(t *testing.T, disk string) {
 		if err != nil && !errors.Is(err, io.EOF) {
 			require.NoError(t, err)
 		}
-		if i := bytes.Index(buf[:n], []byte("tenant-data@")); i >= 0 && found < 0 {
+		if i := bytes.Index(buf[:n], []byte(contract.TenantDataPrefix)); i >= 0 && found < 0 {
 			found = off + int64(i)
 		}
 		for i, b := range buf[:min(n, chunk)] {

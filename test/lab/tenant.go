@@ -37,7 +37,8 @@ type Tenants struct {
 	l       *Lab
 	reports chan contract.Report
 	mu      sync.Mutex
-	host    byte // the last static address handed out on the VMs' subnet
+	host    byte            // the last static address handed out on the VMs' subnet
+	reply   *contract.Reply // the answer to the next report, when a test set one
 }
 
 // ServeTenants serves the tenant image's directory (tenantimage.Dir) to the VMs and listens for
@@ -79,10 +80,27 @@ func (t *Tenants) receive(w http.ResponseWriter, req *http.Request) {
 	}
 	select {
 	case t.reports <- rep:
-		w.WriteHeader(http.StatusNoContent)
 	default:
 		http.Error(w, "nobody is reading reports", http.StatusServiceUnavailable)
+		return
 	}
+	t.mu.Lock()
+	reply := t.reply
+	t.reply = nil
+	t.mu.Unlock()
+	if reply == nil {
+		w.WriteHeader(http.StatusNoContent)
+		return
+	}
+	w.Header().Set("Content-Type", "application/json")
+	_ = json.NewEncoder(w).Encode(reply)
+}
+
+// ReplyToNext answers the next report with reply: more for that OS to do (contract.Reply).
+func (t *Tenants) ReplyToNext(reply contract.Reply) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.reply = &reply
 }
 
 // URL is the address of one of the image's files, as the VMs reach it.

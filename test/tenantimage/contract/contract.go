@@ -36,6 +36,9 @@ const (
 	LineNetwork = ConsolePrefix + "network "
 	// LineReported is followed by the report URL (ReportedLine).
 	LineReported = ConsolePrefix + "reported to "
+	// LineMarked is followed by "<dev> bytes=<n> blocks=<n>": a disk /init wrote the tenant's
+	// data on, as a Reply asked; the report that follows has them all (Report.Marked).
+	LineMarked = ConsolePrefix + "marked "
 	// LineError is followed by what went wrong; /init then idles.
 	LineError = ConsolePrefix + "error: "
 	// LineIdle is the last line: /init idles until the machine is powered off.
@@ -152,6 +155,67 @@ type Report struct {
 	// Interface and Address are the NIC /init configured and its address.
 	Interface string `json:"interface"`
 	Address   string `json:"address"`
+	// Marked is set in the report /init posts after a Reply asked it to MarkDisks: the disks it
+	// wrote the tenant's data on.
+	Marked []MarkedDisk `json:"marked,omitempty"`
+}
+
+// Reply is what a test may answer a report with (200, JSON) to give /init more to do; an
+// answer without a body (204) gives it nothing.
+type Reply struct {
+	// MarkDisks asks /init to write the tenant's data across every whole disk the OS sees
+	// (MarkOffsets, TenantData), sync each, and post the report again with Marked.
+	MarkDisks bool `json:"markDisks,omitempty"`
+}
+
+// MarkedDisk is a disk /init wrote the tenant's data on.
+type MarkedDisk struct {
+	// Device is the kernel's name for it ("vda", "nvme0n1").
+	Device string `json:"device"`
+	// Bytes is its size; Blocks is how many MarkBlock-byte blocks were written
+	// (len(MarkOffsets(Bytes))).
+	Bytes  int64 `json:"bytes"`
+	Blocks int   `json:"blocks"`
+}
+
+// Where the tenant's data goes on a disk when a Reply asks for it: a MarkBlock-byte block in
+// each MarkStride bytes of the device, from its first byte to its last.
+const (
+	MarkBlock  = 4096
+	MarkStride = 1 << 20
+)
+
+// MarkOffsets are the offsets of the blocks of the tenant's data on a device of size bytes:
+// one in each whole MarkStride, at a place within it that moves from one stride to the next
+// (a wipe that skips the same part of every stride misses some), the first block of the
+// device, and its last whole block.
+func MarkOffsets(size int64) []int64 {
+	const perStride = MarkStride / MarkBlock
+	var offs []int64
+	for i := int64(0); (i+1)*MarkStride <= size; i++ {
+		offs = append(offs, i*MarkStride+(i*37%perStride)*MarkBlock)
+	}
+	if last := size/MarkBlock*MarkBlock - MarkBlock; last >= 0 && (len(offs) == 0 || offs[len(offs)-1] != last) {
+		offs = append(offs, last)
+	}
+	return offs
+}
+
+// TenantDataPrefix starts every record of the tenant's data.
+const TenantDataPrefix = "tenant-data@"
+
+// TenantDataRecord is the length of one record of the tenant's data.
+const TenantDataRecord = 32
+
+// TenantData is the tenant's data for the n bytes at off, both multiples of TenantDataRecord:
+// records "tenant-data@<off, 19 digits>\n", each naming its own offset, so that a record found
+// anywhere says where it was written.
+func TenantData(off int64, n int) []byte {
+	buf := make([]byte, 0, n)
+	for at := off; len(buf) < n; at += TenantDataRecord {
+		buf = fmt.Appendf(buf, "%s%019d\n", TenantDataPrefix, at)
+	}
+	return buf[:n]
 }
 
 // BootedLine is the first line /init prints.

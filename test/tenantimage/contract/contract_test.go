@@ -54,3 +54,35 @@ func TestReportJSON(t *testing.T) {
 	assert.JSONEq(t, `{"userData":"AAH/","metaData":{"uuid":"u"},"configDrive":"vda2","cmdline":"BOOT_IMAGE=/vmlinuz",
 		"kernel":"6.1.0-56-amd64","interface":"eth0","address":"10.1.2.3/24"}`, string(data))
 }
+
+// TestMarkOffsets: a block in every MiB, at a place that moves, the device's first and last
+// blocks, none past the end, none twice.
+func TestMarkOffsets(t *testing.T) {
+	offs := MarkOffsets(1 << 30)
+	require.Len(t, offs, 1024+1, "one a MiB and the last block")
+	assert.Equal(t, int64(0), offs[0])
+	assert.Equal(t, int64(1<<30-MarkBlock), offs[len(offs)-1])
+	within := map[int64]bool{}
+	for i, off := range offs {
+		assert.Zero(t, off%MarkBlock, "block-aligned")
+		assert.LessOrEqual(t, off+MarkBlock, int64(1<<30))
+		if i > 0 {
+			assert.Greater(t, off, offs[i-1], "in order, none twice")
+		}
+		if i < 1024 {
+			assert.Equal(t, int64(i), off/MarkStride, "block %d in its own MiB", i)
+			within[off%MarkStride] = true
+		}
+	}
+	assert.Len(t, within, MarkStride/MarkBlock, "every place within a MiB is used")
+
+	assert.Equal(t, []int64{0, 1<<20 + 37*MarkBlock, 3<<20 - 2*MarkBlock - MarkBlock}, MarkOffsets(3<<20-2*MarkBlock), "a last stride that is not whole gets the end block only")
+	assert.Equal(t, []int64{0}, MarkOffsets(MarkBlock), "a single block")
+	assert.Empty(t, MarkOffsets(MarkBlock-1), "no whole block")
+}
+
+func TestTenantData(t *testing.T) {
+	data := TenantData(4096, 64)
+	assert.Equal(t, "tenant-data@0000000000000004096\ntenant-data@0000000000000004128\n", string(data))
+	assert.Len(t, TenantData(1<<40, MarkBlock), MarkBlock)
+}

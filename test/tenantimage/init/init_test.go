@@ -3,7 +3,11 @@ package main
 import (
 	"bytes"
 	"context"
+	"encoding/json"
+	"fmt"
 	"io"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"testing"
@@ -124,3 +128,79 @@ func (w *writes) Write(p []byte) (int, error) {
 }
 
 var _ io.Writer = (*writes)(nil)
+
+// TestMarkDisks marks the whole disks of a fake /sys/class/block and /dev, each across its
+// whole size, and leaves partitions, optical drives, loop devices and empty drives alone.
+func TestMarkDisks(t *testing.T) {
+	root := t.TempDir()
+	sys, dev := filepath.Join(root, "sys"), filepath.Join(root, "dev")
+	require.NoError(t, os.MkdirAll(dev, 0o755))
+	sizes := map[string]int64{"vda": 3 << 20, "vda1": 1 << 20, "nvme0n1": 2<<20 + 8192, "sr0": 1 << 20, "loop0": 1 << 20, "sdb": 0}
+	for name, size := range sizes {
+		require.NoError(t, os.MkdirAll(filepath.Join(sys, name), 0o755))
+		require.NoError(t, os.WriteFile(filepath.Join(sys, name, "size"), []byte(fmt.Sprintf("%d\n", size/512)), 0o644))
+		if name == "vda1" {
+			require.NoError(t, os.WriteFile(filepath.Join(sys, name, "partition"), []byte("1\n"), 0o644))
+		}
+		f, err := os.Create(filepath.Join(dev, name))
+		require.NoError(t, err)
+		require.NoError(t, f.Truncate(size))
+		require.NoError(t, f.Close())
+	}
+	marked, err := markDisks(sys, dev)
+	require.NoError(t, err)
+	assert.Equal(t, []contract.MarkedDisk{
+		{Device: "nvme0n1", Bytes: 2<<20 + 8192, Blocks: 3},
+		{Device: "vda", Bytes: 3 << 20, Blocks: 4},
+	}, marked)
+	for _, d := range marked {
+		data, err := os.ReadFile(filepath.Join(dev, d.Device))
+		require.NoError(t, err)
+		offs := contract.MarkOffsets(d.Bytes)
+		for _, off := range offs {
+			assert.Equal(t, contract.TenantData(off, contract.MarkBlock), data[off:off+contract.MarkBlock], "%s at %d", d.Device, off)
+		}
+		assert.Equal(t, bytes.Count(data, []byte(contract.TenantDataPrefix)), len(offs)*contract.MarkBlock/contract.TenantDataRecord, "%s: nothing else written", d.Device)
+	}
+	for _, name := range []string{"vda1", "sr0", "loop0"} {
+		data, err := os.ReadFile(filepath.Join(dev, name))
+		require.NoError(t, err)
+		assert.False(t, bytes.Contains(data, []byte(contract.TenantDataPrefix)), "%s is not marked", name)
+	}
+
+	require.NoError(t, os.Remove(filepath.Join(dev, "vda")))
+	_, err = markDisks(sys, dev)
+	assert.ErrorContains(t, err, "marking vda", "a disk that cannot be written is an error")
+}
+
+// TestPostReportReadsTheReply: an answer without a body asks nothing; one with a Reply asks
+// for it; a failed answer is retried.
+func TestPostReportReadsTheReply(t *testing.T) {
+	var answers []func(http.ResponseWriter)
+	var got []contract.Report
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		var rep contract.Report
+		require.NoError(t, json.NewDecoder(r.Body).Decode(&rep))
+		got = append(got, rep)
+		answers[0](w)
+		answers = answers[1:]
+	}))
+	defer srv.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	noLog := func(string, ...any) {}
+
+	answers = []func(http.ResponseWriter){func(w http.ResponseWriter) { w.WriteHeader(http.StatusNoContent) }}
+	reply, err := postReport(ctx, srv.URL, contract.Report{Kernel: "k"}, noLog)
+	require.NoError(t, err)
+	assert.Equal(t, contract.Reply{}, reply)
+
+	answers = []func(http.ResponseWriter){
+		func(w http.ResponseWriter) { http.Error(w, "not yet", http.StatusServiceUnavailable) },
+		func(w http.ResponseWriter) { _, _ = w.Write([]byte(`{"markDisks":true}`)) },
+	}
+	reply, err = postReport(ctx, srv.URL, contract.Report{Kernel: "k"}, noLog)
+	require.NoError(t, err)
+	assert.Equal(t, contract.Reply{MarkDisks: true}, reply)
+	assert.Len(t, got, 3)
+}

@@ -4,7 +4,9 @@
 // OpenStack config drive (the block device whose ISO9660 volume label is config-2), mounts it
 // with the kernel's isofs, and prints the user_data's SHA-256. When the user_data asks for it
 // (contract.TestConfigKey) it sets a static address on the first NIC with a link (never DHCP)
-// and POSTs a contract.Report to the test. Then it idles until the machine is powered off.
+// and POSTs a contract.Report to the test; when the test's answer asks (contract.Reply), it
+// writes the tenant's data across every disk and reports again. Then it idles until the
+// machine is powered off.
 //
 // The console lines and the report are in test/tenantimage/contract.
 package main
@@ -139,7 +141,25 @@ func run(ctx context.Context, c *console) error {
 		Address:     cfg.Address,
 	}
 	reportCtx, cancel := context.WithTimeout(ctx, reportFor)
-	err = postReport(reportCtx, cfg.ReportURL, report, c.logf)
+	reply, err := postReport(reportCtx, cfg.ReportURL, report, c.logf)
+	cancel()
+	if err != nil {
+		return err
+	}
+	c.say("%s", contract.ReportedLine(cfg.ReportURL))
+	if !reply.MarkDisks {
+		return nil
+	}
+
+	// The test asks the tenant to leave its data on the disks, for a wipe to remove.
+	if report.Marked, err = markDisks("/sys/class/block", "/dev"); err != nil {
+		return err
+	}
+	for _, d := range report.Marked {
+		c.say("%s%s bytes=%d blocks=%d", contract.LineMarked, d.Device, d.Bytes, d.Blocks)
+	}
+	reportCtx, cancel = context.WithTimeout(ctx, reportFor)
+	_, err = postReport(reportCtx, cfg.ReportURL, report, c.logf)
 	cancel()
 	if err != nil {
 		return err

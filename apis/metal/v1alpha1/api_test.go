@@ -241,6 +241,14 @@ func TestInvalidObjectsAreRejectedWithAReadableMessage(t *testing.T) {
 		requireInvalid(t, env.Client.Create(ctx, server), "spec.wipePolicy", `Unsupported value: "shred"`)
 	})
 
+	t.Run("claim reference without the claim's UID", func(t *testing.T) {
+		server := &m.Server{ObjectMeta: meta("hand-bound"), Spec: m.ServerSpec{
+			ServerClaimRef: &m.ObjectReference{Namespace: ns, Name: "web"}}}
+		requireInvalid(t, env.Client.Create(ctx, server), "spec.serverClaimRef", "must carry the claim's uid", "create a ServerClaim")
+		server.Spec.ServerClaimRef.UID = "0b4d3c2a-0000-4000-8000-000000000001"
+		require.NoError(t, env.Client.Create(ctx, server), "pinned, as the claim controller binds")
+	})
+
 	t.Run("BMCSecret credentials are immutable", func(t *testing.T) {
 		secret := &m.BMCSecret{ObjectMeta: meta("immutable-creds"), Spec: m.BMCSecretSpec{Username: "admin", Password: "one"}}
 		require.NoError(t, env.Client.Create(ctx, secret))
@@ -386,8 +394,10 @@ func TestKubectlGetShowsTheStory(t *testing.T) {
 		t.Fatalf("kubectl is built with the control plane by `make envtest`: %v", err)
 	}
 
+	claim := &m.ServerClaim{ObjectMeta: nsMeta("kubectl-claim"), Spec: m.ServerClaimSpec{Image: "oci://registry.example/os:1"}}
+	require.NoError(t, env.Client.Create(ctx, claim))
 	server := &m.Server{ObjectMeta: meta("kubectl-server"), Spec: m.ServerSpec{
-		SystemUUID: "4c4c4544-0042-4a10-8039-b4c04f4d3732", ServerClaimRef: &m.ObjectReference{Namespace: ns, Name: "kubectl-claim"}}}
+		SystemUUID: "4c4c4544-0042-4a10-8039-b4c04f4d3732", ServerClaimRef: &m.ObjectReference{Namespace: ns, Name: "kubectl-claim", UID: string(claim.UID)}}}
 	require.NoError(t, env.Client.Create(ctx, server))
 	// Sizes as real disks have them: 8 × 3.84 TB is no whole number of KiB's powers, which a
 	// Quantity prints as 30000000000Ki.
@@ -396,8 +406,6 @@ func TestKubectlGetShowsTheStory(t *testing.T) {
 	server.Status = m.ServerStatus{State: m.ServerStateReserved, PowerState: m.PowerStateOn, Model: "PowerEdge R650",
 		Inventory: inv, Hardware: m.SummarizeInventory(inv)}
 	require.NoError(t, env.Client.Status().Update(ctx, server))
-	claim := &m.ServerClaim{ObjectMeta: nsMeta("kubectl-claim"), Spec: m.ServerClaimSpec{Image: "oci://registry.example/os:1"}}
-	require.NoError(t, env.Client.Create(ctx, claim))
 	claim.Status = m.ServerClaimStatus{Phase: m.ClaimPhaseBound, ServerRef: &m.LocalObjectReference{Name: "kubectl-server"}}
 	require.NoError(t, env.Client.Status().Update(ctx, claim))
 

@@ -58,7 +58,10 @@ type ServerSpec struct {
 	BootMACAddress string `json:"bootMACAddress,omitempty"`
 
 	// ServerClaimRef is the claim this server is bound to. Set by the claim controller with an
-	// optimistic-concurrency write, so one server is never bound to two claims.
+	// optimistic-concurrency write, so one server is never bound to two claims. It always pins
+	// the claim's UID: a claim made again under the same name does not hold the server, and a
+	// reference without one (made by hand) is refused.
+	// +kubebuilder:validation:XValidation:rule="has(self.uid) && self.uid != ''",message="serverClaimRef must carry the claim's uid: servers are bound by the claim controller, which pins it; create a ServerClaim (with serverSelector or serverRef) instead of editing the Server"
 	// +optional
 	ServerClaimRef *ObjectReference `json:"serverClaimRef,omitempty"`
 

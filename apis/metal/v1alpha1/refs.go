@@ -4,12 +4,12 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
-// Names says whether the reference names obj: its namespace and name, and its UID when the
-// reference pinned one (a reference made by hand may pin none). An object deleted and made again
-// under the same name is not the one a pinned reference names.
+// Names says whether the reference names obj: its namespace, name and UID. A reference that
+// pinned no UID names nothing (the API refuses such a claim reference), and an object deleted
+// and made again under the same name is not the one a reference names.
 func (r *ObjectReference) Names(obj metav1.Object) bool {
-	return r != nil && r.Namespace == obj.GetNamespace() && r.Name == obj.GetName() &&
-		(r.UID == "" || r.UID == string(obj.GetUID()))
+	return r != nil && r.UID != "" && r.UID == string(obj.GetUID()) &&
+		r.Namespace == obj.GetNamespace() && r.Name == obj.GetName()
 }
 
 // SameReference says whether two references are equal, two nil ones included.
@@ -20,11 +20,10 @@ func SameReference(a, b *ObjectReference) bool {
 	return *a == *b
 }
 
-// HeldByClaim says whether the server is bound to this very claim, as the claim controller
-// binds: by the claim's UID in spec.serverClaimRef, which it always pins.
+// HeldByClaim says whether the server is bound to this very claim: spec.serverClaimRef names it,
+// UID and all, as the claim controller binds.
 func (s *Server) HeldByClaim(claim *ServerClaim) bool {
-	ref := s.Spec.ServerClaimRef
-	return ref != nil && ref.UID == string(claim.UID)
+	return s.Spec.ServerClaimRef.Names(claim)
 }
 
 // HeldByMaintenance says whether the server is held by this ServerMaintenance.

@@ -14,7 +14,7 @@ func claim(namespace, name, uid string) *m.ServerClaim {
 	return &m.ServerClaim{ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: name, UID: k8stypes.UID(uid)}}
 }
 
-func TestAReferenceNamesItsObjectByNameAndByUIDWhenItPinnedOne(t *testing.T) {
+func TestAReferenceNamesItsObjectByNameAndUID(t *testing.T) {
 	web := claim("tenant", "web", "u1")
 	pinned := &m.ObjectReference{Namespace: "tenant", Name: "web", UID: "u1"}
 	assert.True(t, pinned.Names(web))
@@ -22,8 +22,8 @@ func TestAReferenceNamesItsObjectByNameAndByUIDWhenItPinnedOne(t *testing.T) {
 	assert.False(t, pinned.Names(claim("other", "web", "u1")), "another namespace")
 	assert.False(t, pinned.Names(claim("tenant", "db", "u1")), "another name")
 	unpinned := &m.ObjectReference{Namespace: "tenant", Name: "web"}
-	assert.True(t, unpinned.Names(web), "a reference without a UID names whatever has its name")
-	assert.True(t, unpinned.Names(claim("tenant", "web", "u2")))
+	assert.False(t, unpinned.Names(web), "a reference without a UID names nothing")
+	assert.False(t, unpinned.Names(claim("tenant", "web", "")), "not even an object without one")
 	var none *m.ObjectReference
 	assert.False(t, none.Names(web), "no reference names nothing")
 }

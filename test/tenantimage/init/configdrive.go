@@ -78,11 +78,17 @@ func findConfigDrive(ctx context.Context, sysBlock, devDir string) (string, erro
 // blockDevices lists sysBlock's devices, partitions (they have a "partition" attribute) first,
 // each group by name; RAM and loop devices are left out.
 func blockDevices(sysBlock string) []string {
+	parts, disks := partitionsAndDisks(sysBlock)
+	return append(parts, disks...)
+}
+
+// partitionsAndDisks lists sysBlock's partitions and its whole devices, each by name; RAM and
+// loop devices are left out.
+func partitionsAndDisks(sysBlock string) (parts, disks []string) {
 	entries, err := os.ReadDir(sysBlock)
 	if err != nil {
-		return nil
+		return nil, nil
 	}
-	var parts, disks []string
 	for _, e := range entries {
 		name := e.Name()
 		if strings.HasPrefix(name, "loop") || strings.HasPrefix(name, "ram") || strings.HasPrefix(name, "zram") {
@@ -96,7 +102,7 @@ func blockDevices(sysBlock string) []string {
 	}
 	slices.Sort(parts)
 	slices.Sort(disks)
-	return append(parts, disks...)
+	return parts, disks
 }
 
 // configDrive is what /init read from the drive.

@@ -18,11 +18,9 @@ import (
 // disk it booted from may be written too. It stops at the first disk it cannot write.
 func markDisks(sysBlock, devDir string) ([]contract.MarkedDisk, error) {
 	var marked []contract.MarkedDisk
-	for _, name := range blockDevices(sysBlock) {
+	_, disks := partitionsAndDisks(sysBlock)
+	for _, name := range disks {
 		if strings.HasPrefix(name, "sr") {
-			continue
-		}
-		if _, err := os.Stat(filepath.Join(sysBlock, name, "partition")); err == nil {
 			continue
 		}
 		sectors, err := os.ReadFile(filepath.Join(sysBlock, name, "size"))

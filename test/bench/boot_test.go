@@ -133,10 +133,7 @@ func TestBenchBoot(t *testing.T) {
 		}
 	}
 	fmt.Printf("bench: boot median %.1f s, max %.1f s over %d VMs; probe image %.1f MiB\n", r.MedianSeconds, r.MaxSeconds, vms, float64(r.ProbeImage.TotalBytes)/(1<<20))
-	out, err := json.MarshalIndent(r, "", "  ")
+	path, err := writeFigures(outputDir(root, vms == 2, r.Commit, os.Getenv("BENCH_OUT")), "boot.json", r)
 	require.NoError(t, err)
-	dir := outputDir(root, vms == 2, r.Commit, os.Getenv("BENCH_OUT"))
-	require.NoError(t, os.MkdirAll(dir, 0o755))
-	require.NoError(t, os.WriteFile(filepath.Join(dir, "boot.json"), append(out, '\n'), 0o644))
-	fmt.Printf("bench: figures in %s\n", filepath.Join(dir, "boot.json"))
+	fmt.Printf("bench: figures in %s\n", path)
 }

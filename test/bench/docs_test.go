@@ -48,11 +48,21 @@ func writeDocs(dir string, r Result) error {
 }
 
 func writeResult(dir string, r Result) error {
-	data, err := json.MarshalIndent(r, "", "  ")
+	_, err := writeFigures(dir, fmt.Sprintf("%d.json", r.Servers), r)
+	return err
+}
+
+// writeFigures writes v, indented JSON, as <dir>/<name> (making dir), and returns its path.
+func writeFigures(dir, name string, v any) (string, error) {
+	data, err := json.MarshalIndent(v, "", "  ")
 	if err != nil {
-		return err
+		return "", err
 	}
-	return os.WriteFile(filepath.Join(dir, fmt.Sprintf("%d.json", r.Servers)), append(data, '\n'), 0o644)
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return "", err
+	}
+	path := filepath.Join(dir, name)
+	return path, os.WriteFile(path, append(data, '\n'), 0o644)
 }
 
 func loadResults(dir string) ([]Result, error) {

@@ -3,7 +3,6 @@ package bench
 import (
 	"bytes"
 	"context"
-	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -142,10 +141,7 @@ func TestBenchInstall(t *testing.T) {
 				s.Status.PowerState == metalv1alpha1.PowerStateOff, string(s.Status.State)
 		}))
 	}
-	out, err := json.MarshalIndent(r, "", "  ")
+	path, err := writeFigures(outputDir(root, true, r.Commit, os.Getenv("BENCH_OUT")), "install.json", r)
 	require.NoError(t, err)
-	dir := outputDir(root, true, r.Commit, os.Getenv("BENCH_OUT"))
-	require.NoError(t, os.MkdirAll(dir, 0o755))
-	require.NoError(t, os.WriteFile(filepath.Join(dir, "install.json"), append(out, '\n'), 0o644))
-	fmt.Printf("bench: figures in %s\n", filepath.Join(dir, "install.json"))
+	fmt.Printf("bench: figures in %s\n", path)
 }

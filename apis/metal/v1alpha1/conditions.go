@@ -47,4 +47,13 @@ const (
 	ConditionOutOfBandInventory = "OutOfBandInventory"
 	// ReasonInventoryUnsupported: the BMC's protocol reads no hardware inventory.
 	ReasonInventoryUnsupported = "InventoryUnsupported"
+	// ConditionBootMode, on a Server, says whether the mode its firmware was found booting in
+	// (status.bootMode) is the one spec.bootMode asks for: False, reason BootModeMismatch, with
+	// what to change where, when it is not.
+	ConditionBootMode = "BootMode"
+	// Reasons of the BootMode condition.
+	ReasonBootModeMatches  = "BootModeMatches"  // found as spec.bootMode asks
+	ReasonBootModeAsFound  = "BootModeAsFound"  // no spec.bootMode: the mode found is taken
+	ReasonBootModeMismatch = "BootModeMismatch" // found in another mode than spec.bootMode
+	ReasonBootModeUnknown  = "BootModeUnknown"  // not found yet (no BMC answer, no report)
 )

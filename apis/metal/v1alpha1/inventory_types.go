@@ -66,6 +66,12 @@ type Inventory struct {
 
 	// +optional
 	DMI *DMI `json:"dmi,omitempty"`
+
+	// BootMode is how the firmware booted the collector: the probe reads it from the
+	// firmware's variables (UEFI or Legacy, and the SecureBoot variable), a BMC from its boot
+	// settings.
+	// +optional
+	BootMode BootMode `json:"bootMode,omitempty"`
 }
 
 // CPUSummary counts processors the way schedulers and claims compare them.

@@ -102,6 +102,15 @@ type ServerSpec struct {
 	// BMC's, else DHCP.
 	// +optional
 	ProbeNetwork *ProbeNetwork `json:"probeNetwork,omitempty"`
+
+	// BootMode is how this server's firmware must boot: UEFI, UEFISecureBoot or Legacy. Empty:
+	// as found (status.bootMode). The boot service hands a server whose mode is UEFISecureBoot
+	// the signed chain (shim, GRUB, kernel; docs/boot.md, "Secure Boot"). A server found in
+	// another mode says so in its BootMode condition, and a claim asking for a mode gets only
+	// a server found in it.
+	// +optional
+	// +operator-sdk:csv:customresourcedefinitions:type=spec,displayName="Boot mode"
+	BootMode BootMode `json:"bootMode,omitempty"`
 }
 
 // WipeExclusion names one device to leave out of a server's wipe: by its serial number, or by
@@ -184,6 +193,16 @@ type ServerStatus struct {
 	SKU string `json:"sku,omitempty"`
 	// +optional
 	BIOSVersion string `json:"biosVersion,omitempty"`
+
+	// BootMode is how the server's firmware boots as last found: from its BMC before the
+	// probe booted, then from the probe's report (the firmware's own variables), which wins.
+	// +optional
+	// +operator-sdk:csv:customresourcedefinitions:type=status,displayName="Boot mode"
+	BootMode BootMode `json:"bootMode,omitempty"`
+	// BootModeSource says where bootMode was learned: BMC or Probe.
+	// +kubebuilder:validation:Enum=BMC;Probe
+	// +optional
+	BootModeSource string `json:"bootModeSource,omitempty"`
 
 	// Inventory is the hardware, typed, as last discovered.
 	// +optional
@@ -350,6 +369,7 @@ type InstallReport struct {
 // +kubebuilder:printcolumn:name="Memory",type=string,JSONPath=`.status.hardware.memory`
 // +kubebuilder:printcolumn:name="Disk",type=string,JSONPath=`.status.hardware.storage`
 // +kubebuilder:printcolumn:name="Model",type=string,JSONPath=`.status.model`
+// +kubebuilder:printcolumn:name="Boot",type=string,JSONPath=`.status.bootMode`,priority=1
 // +kubebuilder:printcolumn:name="UUID",type=string,JSONPath=`.spec.systemUUID`,priority=1
 // +kubebuilder:printcolumn:name="BMC",type=string,JSONPath=`.spec.bmcRef.name`,priority=1
 // +kubebuilder:printcolumn:name="Reason",type=string,JSONPath=`.status.lastTransitionReason`,priority=1

@@ -69,6 +69,13 @@ type ServerClaimSpec struct {
 	// disk, which cloud-init and Ignition's OpenStack platform read.
 	// +optional
 	IgnitionSecretRef *LocalObjectReference `json:"ignitionSecretRef,omitempty"`
+
+	// BootMode asks for a server whose firmware was found booting in this mode
+	// (status.bootMode) and whose spec.bootMode, when set, asks for it too: UEFISecureBoot
+	// gets only a server with Secure Boot enforced.
+	// +optional
+	// +operator-sdk:csv:customresourcedefinitions:type=spec,displayName="Boot mode"
+	BootMode BootMode `json:"bootMode,omitempty"`
 }
 
 // IgnitionSecretKey is the key of a claim's ignition Secret.

@@ -4,9 +4,9 @@
 //
 // With Options.Root set, everything is read from that directory instead of the live system:
 // ghw's chroot for the subsystems it reads, and the same root for the few sysfs files this
-// package reads itself (link state, NIC driver, CPU architecture and frequency), for pci.ids,
-// and for LLDP (<root>/lldpctl.json instead of running lldpctl). Nothing under a root ever
-// touches the host's own hardware or runs a command.
+// package reads itself (link state, NIC driver, CPU architecture and frequency, the firmware's
+// boot mode), for pci.ids, and for LLDP (<root>/lldpctl.json instead of running lldpctl).
+// Nothing under a root ever touches the host's own hardware or runs a command.
 package collect
 
 import (
@@ -72,6 +72,7 @@ func Collect(ctx context.Context, opts Options) (*report.Report, error) {
 		{"network", c.network},
 		{"dmi", c.dmi},
 		{"lldp", c.lldp},
+		{"boot", c.boot},
 	}
 	for _, step := range steps {
 		if err := ctx.Err(); err != nil {

@@ -217,7 +217,8 @@ func TestCollectMissingSubsystemIsAWarning(t *testing.T) {
 
 func TestCollectEmptyRootIsAllWarnings(t *testing.T) {
 	rep := collectRoot(t, t.TempDir())
-	for _, prefix := range []string{"cpu: ", "memory: ", "storage: ", "pci: ", "network: ", "dmi: "} {
+	assert.Empty(t, rep.Inventory.BootMode, "a root without sysfs is no legacy host")
+	for _, prefix := range []string{"cpu: ", "memory: ", "storage: ", "pci: ", "network: ", "dmi: ", "boot: no /sys"} {
 		assertWarning(t, rep, prefix)
 	}
 	assert.Empty(t, rep.SystemUUID)

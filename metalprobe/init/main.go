@@ -38,7 +38,8 @@ const (
 )
 
 // filesystems are what the probe reads (/proc, /sys: ghw, the kernel command line) and writes
-// (/run: the ignition, /tmp), and devtmpfs on /dev so the disks have nodes.
+// (/run: the ignition, /tmp), and devtmpfs on /dev so the disks have nodes. efivarfs comes
+// after the kernel modules (mountEFIVars).
 var filesystems = []earlyboot.Mount{
 	{Source: "proc", Target: "/proc", FSType: "proc"},
 	{Source: "sysfs", Target: "/sys", FSType: "sysfs"},
@@ -97,6 +98,10 @@ func boot(console io.Writer) error {
 	}
 
 	loadModules(rep.logf)
+	if err := mountEFIVars("/"); err != nil {
+		// Carry on: the probe says the boot mode is unknown, or learns it another way.
+		rep.logf("%v", err)
+	}
 	nic, addr, err := connect(ctx, src, rep.logf)
 	if err != nil {
 		rep.stage(ctx, ignition.StageFailed, "%v", err)

@@ -17,6 +17,7 @@ import (
 // rewrite what a server is: outside a discovery, the disks a wipe is judged against and the
 // MACs later boots are answered for stay those its discovery recorded.
 func recordReport(server *metalv1alpha1.Server, inv *metalv1alpha1.Inventory, received metav1.Time) []string {
+	recordBootMode(server, inv.BootMode)
 	record := server.Status.Inventory
 	if record == nil || record.Source != metalv1alpha1.InventorySourceProbe {
 		replaceInventory(server, inv)
@@ -39,6 +40,18 @@ func recordReport(server *metalv1alpha1.Server, inv *metalv1alpha1.Inventory, re
 				received.UTC().Format(time.RFC3339), hwrecord.Summary(diffs)))
 	}
 	return diffs
+}
+
+// recordBootMode takes the boot mode a report read from the firmware's own variables as the
+// server's, whatever its BMC said: the firmware's state now, not the server's record of its
+// hardware, so any report's counts. A report without one (the probe could not tell) changes
+// nothing.
+func recordBootMode(server *metalv1alpha1.Server, mode metalv1alpha1.BootMode) {
+	if mode == "" {
+		return
+	}
+	server.Status.BootMode = mode
+	server.Status.BootModeSource = metalv1alpha1.BootModeSourceProbe
 }
 
 // takesInventory says whether a report replaces the server's record of its hardware: in a

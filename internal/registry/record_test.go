@@ -94,3 +94,50 @@ func TestReportsOutsideADiscoveryDoNotRewriteTheRecord(t *testing.T) {
 	require.Equal(t, http.StatusNoContent, status, msg)
 	require.Eventually(t, func() bool { return len(server(t, uuid).Status.Inventory.Storage) == 3 }, 10*time.Second, 20*time.Millisecond)
 }
+
+// bootModeReport is a report of a host whose firmware booted in mode ("" for unknown).
+func bootModeReport(uuid string, mode m.BootMode) []byte {
+	rep := report.Report{SystemUUID: uuid, ProbeVersion: "test", CollectedAt: time.Now(),
+		Inventory: m.Inventory{CPU: m.CPUSummary{Cores: 4}, BootMode: mode}}
+	data, _ := json.Marshal(rep)
+	return data
+}
+
+// TestAReportsBootModeWinsOverTheBMCs: the mode a report read from the firmware's variables is
+// the server's (source Probe), whatever its BMC said, and whatever the report's inventory does
+// to the record; a report that could not tell changes nothing.
+func TestAReportsBootModeWinsOverTheBMCs(t *testing.T) {
+	const uuid = "7e4a2c91-5b3d-4e8f-a1c6-9d0b2f7e3a45"
+	token := signer.Token(uuid, boot)
+	newServer(t, uuid, uuid)
+	s := server(t, uuid)
+	s.Status.BootMode, s.Status.BootModeSource = m.BootModeUEFI, m.BootModeSourceBMC
+	require.NoError(t, env.Client.Status().Update(context.Background(), s))
+	bootModeIs := func(mode m.BootMode, source string) func() bool {
+		return func() bool {
+			s := server(t, uuid)
+			return s.Status.BootMode == mode && s.Status.BootModeSource == source
+		}
+	}
+	require.Eventually(t, func() bool {
+		var c m.Server
+		return cache.Get(context.Background(), client.ObjectKey{Name: uuid}, &c) == nil && c.Status.BootModeSource == m.BootModeSourceBMC
+	}, 10*time.Second, 20*time.Millisecond)
+
+	status, msg := post(t, "/v1/reports", token, bootModeReport(uuid, m.BootModeUEFISecureBoot))
+	require.Equal(t, http.StatusNoContent, status, msg)
+	require.Eventually(t, bootModeIs(m.BootModeUEFISecureBoot, m.BootModeSourceProbe), 10*time.Second, 20*time.Millisecond,
+		"the probe's word replaces the BMC's")
+
+	// Outside a discovery the record of the hardware stands, but the firmware's mode is news.
+	inState(t, uuid, m.ServerStateCleanup, metav1.ConditionFalse)
+	status, msg = post(t, "/v1/reports", token, bootModeReport(uuid, m.BootModeUEFI))
+	require.Equal(t, http.StatusNoContent, status, msg)
+	require.Eventually(t, bootModeIs(m.BootModeUEFI, m.BootModeSourceProbe), 10*time.Second, 20*time.Millisecond,
+		"a later report's mode is the server's")
+
+	// The registry answers once the report is stored (or found to change nothing).
+	status, msg = post(t, "/v1/reports", token, bootModeReport(uuid, ""))
+	require.Equal(t, http.StatusNoContent, status, msg)
+	assert.True(t, bootModeIs(m.BootModeUEFI, m.BootModeSourceProbe)(), "a report without a mode keeps the one known")
+}

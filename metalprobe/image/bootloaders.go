@@ -30,11 +30,15 @@ func (p DebPin) debGlob() string {
 	return p.Package + "_" + strings.ReplaceAll(p.Version, ":", "%3a") + "_*.deb"
 }
 
-// The files the ISO takes from the pinned packages, by package.
+// The files the builder takes from the pinned packages, by package.
 var bootloaderFiles = map[string]string{
 	"isolinux":           "usr/lib/ISOLINUX/isolinux.bin",
 	"syslinux-common":    "usr/lib/syslinux/modules/bios/ldlinux.c32",
 	"grub-efi-amd64-bin": "usr/lib/grub/x86_64-efi/monolithic/gcdx64.efi",
+	// The signed chain: shim (Microsoft's signature, Debian's key built in) and the network
+	// GRUB it loads (Debian's signature; prefix /grub, modules built in, tftp but no http).
+	"shim-signed":           "usr/lib/shim/shimx64.efi.signed",
+	"grub-efi-amd64-signed": "usr/lib/grub/x86_64-efi-signed/grubnetx64.efi.signed",
 }
 
 // DefaultBootloaderPins are the pins in bootloaders.version.
@@ -47,8 +51,7 @@ func DefaultBootloaderPins() []DebPin {
 }
 
 // ParseDebPins reads "<package> <version>" lines, skipping blank lines and comments; every
-// package whose files the ISO needs (isolinux, syslinux-common, grub-efi-amd64-bin) must be
-// pinned exactly once.
+// package whose files the builder needs (bootloaderFiles) must be pinned exactly once.
 func ParseDebPins(text string) ([]DebPin, error) {
 	var pins []DebPin
 	seen := map[string]bool{}
@@ -63,7 +66,7 @@ func ParseDebPins(text string) ([]DebPin, error) {
 		}
 		pin := DebPin{Package: fields[0], Version: fields[1]}
 		if _, ok := bootloaderFiles[pin.Package]; !ok {
-			return nil, fmt.Errorf("package %q is not one the ISO takes a boot loader from", pin.Package)
+			return nil, fmt.Errorf("package %q is not one the builder takes a boot loader from", pin.Package)
 		}
 		if seen[pin.Package] {
 			return nil, fmt.Errorf("package %q is pinned twice", pin.Package)
@@ -79,9 +82,10 @@ func ParseDebPins(text string) ([]DebPin, error) {
 	return pins, nil
 }
 
-// bootloaders are the boot loader files of the ISO.
+// bootloaders are the boot loader files of the ISO, and the signed chain (shim, network GRUB).
 type bootloaders struct {
 	isolinux, ldlinux, grubEFI []byte
+	shim, grubNet              []byte
 }
 
 // prepareBootloaders fetches the pinned packages (as the kernel's: apt-get download into the
@@ -114,6 +118,8 @@ func prepareBootloaders(ctx context.Context, opts Options, pins []DebPin, dir st
 		isolinux: files["isolinux"],
 		ldlinux:  files["syslinux-common"],
 		grubEFI:  files["grub-efi-amd64-bin"],
+		shim:     files["shim-signed"],
+		grubNet:  files["grub-efi-amd64-signed"],
 	}, nil
 }
 

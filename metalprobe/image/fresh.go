@@ -129,10 +129,10 @@ func current(dir, digest string) (*Manifest, bool) {
 		return nil, false
 	}
 	var m Manifest
-	if json.Unmarshal(data, &m) != nil || m.SourceDigest != digest || len(m.Files) == 0 || len(m.ISO) == 0 {
+	if json.Unmarshal(data, &m) != nil || m.SourceDigest != digest || len(m.Files) == 0 || len(m.ISO) == 0 || len(m.SignedChain) == 0 {
 		return nil, false
 	}
-	if !Intact(dir, append(slices.Clone(m.Files), m.ISO...)) {
+	if !Intact(dir, slices.Concat(m.Files, m.ISO, m.SignedChain)) {
 		return nil, false
 	}
 	return &m, true

@@ -24,6 +24,12 @@ const (
 	KernelFile    = "vmlinuz"
 	InitramfsFile = "initramfs.cpio.gz"
 	ManifestFile  = "manifest.json"
+	// ShimFile and GRUBFile are the signed chain of Secure Boot network boots: shim, which the
+	// firmware verifies against Microsoft's UEFI CA, and the network GRUB shim fetches from
+	// beside itself under this name and verifies against Debian's key; GRUB then has shim
+	// verify the kernel.
+	ShimFile = "shimx64.efi"
+	GRUBFile = "grubx64.efi"
 )
 
 // MaxImageBytes bounds the kernel plus the initramfs: a server downloads both at every boot,
@@ -42,7 +48,8 @@ const (
 
 // Options say what to build and where.
 type Options struct {
-	// OutDir receives vmlinuz, initramfs.cpio.gz, probe.iso, probe-iso.json and manifest.json.
+	// OutDir receives vmlinuz, initramfs.cpio.gz, probe.iso, probe-iso.json, shimx64.efi,
+	// grubx64.efi and manifest.json.
 	OutDir string
 	// Kernel is the kernel package; DefaultKernelPin() when zero.
 	Kernel KernelPin
@@ -164,6 +171,7 @@ func build(ctx context.Context, opts Options, srcDigest string) (*Manifest, erro
 		Kernel:       opts.Kernel,
 		Bootloaders:  opts.Bootloaders,
 		ISO:          []FileDigest{DigestOf(ISOFile, iso), DigestOf(ISOManifestFile, isoJSON)},
+		SignedChain:  []FileDigest{DigestOf(ShimFile, loaders.shim), DigestOf(GRUBFile, loaders.grubNet)},
 		ProbeVersion: opts.ProbeVersion,
 		Files:        []FileDigest{DigestOf(KernelFile, kernel), DigestOf(InitramfsFile, initramfs.Bytes())},
 		Modules:      modules,
@@ -188,7 +196,8 @@ func build(ctx context.Context, opts Options, srcDigest string) (*Manifest, erro
 	for _, out := range []struct {
 		name string
 		data []byte
-	}{{KernelFile, kernel}, {InitramfsFile, initramfs.Bytes()}, {ISOFile, iso}, {ISOManifestFile, isoJSON}, {ManifestFile, append(manifest, '\n')}} {
+	}{{KernelFile, kernel}, {InitramfsFile, initramfs.Bytes()}, {ISOFile, iso}, {ISOManifestFile, isoJSON},
+		{ShimFile, loaders.shim}, {GRUBFile, loaders.grubNet}, {ManifestFile, append(manifest, '\n')}} {
 		if err := writeFileAtomic(filepath.Join(opts.OutDir, out.name), out.data); err != nil {
 			return nil, err
 		}

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"crypto/rand"
+	"debug/pe"
 	"encoding/binary"
 	"encoding/json"
 	"io"
@@ -24,16 +25,16 @@ import (
 
 func TestParseDebPins(t *testing.T) {
 	pins := DefaultBootloaderPins()
-	require.Len(t, pins, 3)
+	require.Len(t, pins, 5)
 	assert.Equal(t, "isolinux=3:6.04~git20190206.bf6db5b4+dfsg1-3", pins[0].String())
 	assert.Equal(t, "isolinux_3%3a6.04~git20190206.bf6db5b4+dfsg1-3_*.deb", pins[0].debGlob())
 
 	_, err := ParseDebPins("isolinux 1\nsyslinux-common 1\n")
-	assert.ErrorContains(t, err, "grub-efi-amd64-bin\" is not pinned")
+	assert.ErrorContains(t, err, "is not pinned")
 	_, err = ParseDebPins("isolinux 1\nisolinux 2\n")
 	assert.ErrorContains(t, err, "twice")
 	_, err = ParseDebPins("bash 5\n")
-	assert.ErrorContains(t, err, "not one the ISO")
+	assert.ErrorContains(t, err, "not one the builder")
 	_, err = ParseDebPins("isolinux\n")
 	assert.ErrorContains(t, err, "want")
 }
@@ -50,6 +51,32 @@ func testBootloaders(t *testing.T) bootloaders {
 	require.NotEmpty(t, bl.ldlinux)
 	require.NotEmpty(t, bl.grubEFI)
 	return bl
+}
+
+// TestSignedChainKeepsItsSignatures: shimx64.efi and grubx64.efi are the packages' signed
+// binaries, unchanged: each is a PE image whose certificate table (Authenticode) names its
+// signer — Microsoft's UEFI CA for shim, which firmware with Microsoft's keys enrolled checks,
+// and Debian's Secure Boot signer for GRUB, which shim checks against the key built into it.
+func TestSignedChainKeepsItsSignatures(t *testing.T) {
+	bl := testBootloaders(t)
+	for _, c := range []struct {
+		name   string
+		data   []byte
+		signer string
+	}{
+		{ShimFile, bl.shim, "Microsoft Corporation UEFI CA 2011"},
+		{GRUBFile, bl.grubNet, "Debian Secure Boot Signer"},
+	} {
+		f, err := pe.NewFile(bytes.NewReader(c.data))
+		require.NoError(t, err, c.name)
+		oh, ok := f.OptionalHeader.(*pe.OptionalHeader64)
+		require.True(t, ok, "%s is a 64-bit PE image", c.name)
+		sec := oh.DataDirectory[pe.IMAGE_DIRECTORY_ENTRY_SECURITY]
+		require.NotZero(t, sec.Size, "%s has a certificate table", c.name)
+		require.LessOrEqual(t, int(sec.VirtualAddress+sec.Size), len(c.data), c.name)
+		assert.Contains(t, string(c.data[sec.VirtualAddress:sec.VirtualAddress+sec.Size]), c.signer, "%s is signed by %s", c.name, c.signer)
+		assert.Equal(t, uint16(pe.IMAGE_SUBSYSTEM_EFI_APPLICATION), oh.Subsystem, "%s is an EFI application", c.name)
+	}
 }
 
 // TestTemplateISOLayout builds the template ISO from a stand-in kernel and initramfs with the
@@ -258,16 +285,19 @@ func lookupRR(t *testing.T, iso []byte, p string) (int64, int64) {
 }
 
 // TestABuildIsKeptOnlyWithItsISO: a build directory counts as current only when its manifest
-// lists the ISO's files and they are intact, as the kernel's and initramfs's.
+// lists the ISO's files and the signed chain's and they are intact, as the kernel's and
+// initramfs's.
 func TestABuildIsKeptOnlyWithItsISO(t *testing.T) {
 	dir := t.TempDir()
-	files := map[string][]byte{KernelFile: []byte("k"), InitramfsFile: []byte("i"), ISOFile: []byte("iso"), ISOManifestFile: []byte("{}")}
+	files := map[string][]byte{KernelFile: []byte("k"), InitramfsFile: []byte("i"), ISOFile: []byte("iso"), ISOManifestFile: []byte("{}"),
+		ShimFile: []byte("shim"), GRUBFile: []byte("grub")}
 	for name, data := range files {
 		require.NoError(t, os.WriteFile(filepath.Join(dir, name), data, 0o644))
 	}
 	m := Manifest{SourceDigest: "d",
-		Files: []FileDigest{DigestOf(KernelFile, files[KernelFile]), DigestOf(InitramfsFile, files[InitramfsFile])},
-		ISO:   []FileDigest{DigestOf(ISOFile, files[ISOFile]), DigestOf(ISOManifestFile, files[ISOManifestFile])},
+		Files:       []FileDigest{DigestOf(KernelFile, files[KernelFile]), DigestOf(InitramfsFile, files[InitramfsFile])},
+		ISO:         []FileDigest{DigestOf(ISOFile, files[ISOFile]), DigestOf(ISOManifestFile, files[ISOManifestFile])},
+		SignedChain: []FileDigest{DigestOf(ShimFile, files[ShimFile]), DigestOf(GRUBFile, files[GRUBFile])},
 	}
 	write := func(m Manifest) {
 		data, err := json.Marshal(m)
@@ -286,6 +316,19 @@ func TestABuildIsKeptOnlyWithItsISO(t *testing.T) {
 	_, ok = current(dir, "d")
 	assert.False(t, ok, "a missing probe-iso.json is rebuilt")
 
+	require.NoError(t, os.WriteFile(filepath.Join(dir, ISOManifestFile), files[ISOManifestFile], 0o644))
+	_, ok = current(dir, "d")
+	require.True(t, ok)
+	require.NoError(t, os.WriteFile(filepath.Join(dir, GRUBFile), []byte("grux"), 0o644))
+	_, ok = current(dir, "d")
+	assert.False(t, ok, "a changed grubx64.efi is rebuilt")
+	require.NoError(t, os.WriteFile(filepath.Join(dir, GRUBFile), files[GRUBFile], 0o644))
+
+	noChain := m
+	noChain.SignedChain = nil
+	write(noChain)
+	_, ok = current(dir, "d")
+	assert.False(t, ok, "a build from before the signed chain is rebuilt")
 	m.ISO = nil
 	write(m)
 	_, ok = current(dir, "d")

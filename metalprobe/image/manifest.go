@@ -17,6 +17,9 @@ type Manifest struct {
 	// ISO are probe.iso, the template of virtual-media boots (internal/bootmedia), and its
 	// probe-iso.json; they are not part of what a network boot downloads (TotalBytes).
 	ISO []FileDigest `json:"iso"`
+	// SignedChain are shimx64.efi and grubx64.efi, the loaders of Secure Boot network boots,
+	// copied unchanged (their signatures intact) from the pinned packages.
+	SignedChain []FileDigest `json:"signedChain"`
 	// TotalBytes is the kernel plus the initramfs: what a server downloads to boot.
 	TotalBytes int64 `json:"totalBytes"`
 	// Modules are the kernel modules in the initramfs, in the order /init loads them.

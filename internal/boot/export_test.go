@@ -5,7 +5,15 @@ import (
 	"net/netip"
 
 	metalv1alpha1 "github.com/ironfleet/ironfleet/apis/metal/v1alpha1"
+	"github.com/ironfleet/ironfleet/internal/boot/dhcp"
+	"github.com/ironfleet/ironfleet/internal/boot/tftp"
 )
+
+// TFTPOpener is what the service's TFTP serves.
+func (s *Service) TFTPOpener() tftp.Opener { return s.tftpOpener() }
+
+// DHCPHandler is what decides the service's DHCP answers.
+func (s *Service) DHCPHandler() *dhcp.Handler { return s.dhcpServer().Handler }
 
 // CheckMedia is checkMedia for tests: whether an ignition the API server cannot hold (a
 // Secret's data is at most 1 MiB) would make a virtual-media boot Ready.

@@ -122,7 +122,7 @@ func (s *Service) serveScriptByMAC(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, http.StatusInternalServerError, errInternal)
 		return
 	}
-	s.serveScript(ctx, w, r, t, mac.String(), "01-"+strings.ReplaceAll(mac.String(), ":", "-"))
+	s.serveScript(ctx, w, r, t, mac.String(), bootIfOf(mac))
 }
 
 // serveScriptByUUID serves a host whose iPXE chains by SMBIOS UUID (?uuid=${uuid}). A UUID
@@ -178,9 +178,8 @@ func (s *Service) serveScript(ctx context.Context, w http.ResponseWriter, r *htt
 			return
 		}
 		base := s.cfg.PublicURL
-		body = fmt.Sprintf("#!ipxe\nkernel %s/artifacts/%s initrd=%s console=ttyS0,115200 quiet %s=%s%s%s %s=%s\ninitrd %s/artifacts/%s\nboot\n",
-			base, ArtifactKernel, ArtifactInitramfs, ignition.KernelArgIgnition, base, ignition.IgnitionPathPrefix, s.tokens.id(fresh.sbc), ignition.KernelArgBootIf, bootIf,
-			base, ArtifactInitramfs)
+		body = fmt.Sprintf("#!ipxe\nkernel %s/artifacts/%s initrd=%s %s\ninitrd %s/artifacts/%s\nboot\n",
+			base, ArtifactKernel, ArtifactInitramfs, s.probeKernelArgs(fresh, bootIf), base, ArtifactInitramfs)
 		s.events.Eventf(fresh.sbc, nil, corev1.EventTypeNormal, metalv1alpha1.ReasonScriptServed, "Boot", "iPXE script served to %s for server %s", who, t.server.Name)
 	}
 	w.Header().Set("Content-Type", "text/plain; charset=utf-8")

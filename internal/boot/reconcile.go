@@ -108,7 +108,11 @@ func (s *Service) check(ctx context.Context, sbc *metalv1alpha1.ServerBootConfig
 	if len(macs) == 0 {
 		return notReady(metalv1alpha1.ReasonMACsUnknown, "server %s has no NIC MAC address in status.inventory.networkInterfaces (before its first probe report they come from its BMC's Redfish EthernetInterfaces) and no spec.bootMACAddress: DHCP could not tell it from other hosts; set spec.bootMACAddress to the MAC of the NIC it boots from (IPMI BMCs list no NICs), check what the BMC reports, or serve it with another boot operator", server.Name), nil
 	}
-	for _, f := range s.requiredFiles() {
+	required := s.requiredFiles()
+	if secureBoot(server) {
+		required = append(required, s.signedChainFiles()...)
+	}
+	for _, f := range required {
 		if err := regularFile(f); err != nil {
 			v := notReady(metalv1alpha1.ReasonArtifactMissing, "%s: %v", f, err)
 			v.recheck = s.cfg.RecheckInterval
@@ -119,7 +123,7 @@ func (s *Service) check(ctx context.Context, sbc *metalv1alpha1.ServerBootConfig
 		return v, err
 	}
 	return verdict{ready: true, reason: metalv1alpha1.ReasonBootReady,
-		message: fmt.Sprintf("serving the metalprobe (%s) to server %s over DHCP, TFTP and HTTP; MACs %s", strings.ToLower(string(sbc.Spec.Purpose)), server.Name, strings.Join(macs, ", "))}, nil
+		message: fmt.Sprintf("serving the metalprobe (%s) to server %s over DHCP, TFTP and HTTP%s; MACs %s", strings.ToLower(string(sbc.Spec.Purpose)), server.Name, chainNote(server), strings.Join(macs, ", "))}, nil
 }
 
 // checkVirtualMedia is check for a virtual-media boot: no MACs, DHCP, TFTP or iPXE needed, but
@@ -159,6 +163,14 @@ func (s *Service) checkProbeIgnition(ctx context.Context, sbc *metalv1alpha1.Ser
 		}
 	}
 	return data, v, nil
+}
+
+// chainNote says, in a Ready message, that a server gets the signed chain.
+func chainNote(server *metalv1alpha1.Server) string {
+	if secureBoot(server) {
+		return " (Secure Boot: the signed chain, shim → GRUB → kernel, over TFTP)"
+	}
+	return ""
 }
 
 // requiredFiles are the files every probe boot needs.

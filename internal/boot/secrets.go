@@ -176,7 +176,19 @@ func (s *Service) admit(ctx context.Context, w http.ResponseWriter, r *http.Requ
 		s.fail(w, http.StatusBadRequest, errBadRequest)
 		return false
 	}
+	if status := s.admitAddr(ctx, t, addr, kind); status != 0 {
+		s.fail(w, status, "")
+		return false
+	}
+	return true
+}
+
+// admitAddr is admit for a request from addr, whatever its protocol (TFTP asks too): 0 when it
+// may have kind of boot t, else the HTTP status it is refused with (403; 404 when the boot went
+// meanwhile; 500).
+func (s *Service) admitAddr(ctx context.Context, t *target, addr netip.Addr, kind fetch) int {
 	var d decision
+	var err error
 	sbc := t.sbc
 	err = retry.RetryOnConflict(retry.DefaultRetry, func() error {
 		d = decide(sbc, s.leasedAddresses(t.server), addr, kind, time.Now())
@@ -210,16 +222,14 @@ func (s *Service) admit(ctx context.Context, w http.ResponseWriter, r *http.Requ
 	})
 	switch {
 	case errors.Is(err, errBootGone) || apierrors.IsNotFound(err):
-		s.fail(w, http.StatusNotFound, errNotFound)
-		return false
+		return http.StatusNotFound
 	case err != nil:
 		s.log.Error(err, "recording who a boot's secrets went to", "bootConfiguration", t.sbc.Name)
-		s.fail(w, http.StatusInternalServerError, errInternal)
-		return false
+		return http.StatusInternalServerError
 	}
 	t.sbc = sbc
 	if d.refuse == "" {
-		return true
+		return 0
 	}
 	s.log.Info("refused a boot request", "bootConfiguration", sbc.Name, "server", t.server.Name, "fetch", string(kind), "from", addr.String(), "why", d.refuse, "ended", d.end)
 	switch {
@@ -228,8 +238,7 @@ func (s *Service) admit(ctx context.Context, w http.ResponseWriter, r *http.Requ
 	case !d.record.Ended:
 		s.events.Eventf(sbc, nil, corev1.EventTypeWarning, metalv1alpha1.ReasonBootRequestRefused, "Boot", "server %s: %s; refused", t.server.Name, d.refuse)
 	}
-	s.fail(w, http.StatusForbidden, errForbidden)
-	return false
+	return http.StatusForbidden
 }
 
 // remoteAddr is the address a request came from (an IPv4-mapped IPv6 address as IPv4).

@@ -333,7 +333,7 @@ func (s *Service) Serve(ctx context.Context, l Listeners) error {
 		_ = srv.Shutdown(shutdown)
 	}()
 	if l.TFTP != nil {
-		ts := &tftp.Server{Dir: s.cfg.IPXEDir, Files: IPXEBinaries, Log: s.log.WithName("tftp"),
+		ts := &tftp.Server{Open: s.tftpOpener(), Log: s.log.WithName("tftp"),
 			OnSent: func(n int64) { tftpBytes.Add(float64(n)) }, OnError: func(k string) { tftpErrors.WithLabelValues(k).Inc() }}
 		run("TFTP", func() error { return ts.Serve(ctx, l.TFTP) })
 	}
@@ -361,7 +361,7 @@ func (s *Service) Serve(ctx context.Context, l Listeners) error {
 // dhcpServer is the DHCP side, answering the MACs of servers with a Ready boot.
 func (s *Service) dhcpServer() *dhcp.Server {
 	return &dhcp.Server{
-		Handler: &dhcp.Handler{Config: s.dhcpConfig(), Known: s.macBootable, Leases: s.leases},
+		Handler: &dhcp.Handler{Config: s.dhcpConfig(), Known: s.macBootable, SecureBoot: s.macSecureBoot, Leases: s.leases},
 		OnReply: func(m dhcp.Mode, t dhcpv4.MessageType) {
 			dhcpReplies.WithLabelValues(string(m), t.String()).Inc()
 		},

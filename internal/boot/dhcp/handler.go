@@ -64,6 +64,9 @@ const (
 	FileBIOS       = "undionly.kpxe"
 	FileEFI        = "ipxe.efi"
 	FileEFISNPOnly = "snponly.efi"
+	// FileShim starts the signed chain of x86-64 UEFI servers booting with Secure Boot: shim,
+	// then GRUB and the kernel (Debian's, signed), all over TFTP.
+	FileShim = "shimx64.efi"
 )
 
 // DHCP options the library has no names for.
@@ -94,6 +97,10 @@ type Handler struct {
 	Config Config
 	// Known says whether mac belongs to a server with a Ready boot configuration.
 	Known func(mac net.HardwareAddr) bool
+	// SecureBoot says whether the server of mac boots with Secure Boot enforced: its x86-64
+	// UEFI PXE ROM gets FileShim instead of iPXE, which such firmware refuses to run. Nil: no
+	// server does.
+	SecureBoot func(mac net.HardwareAddr) bool
 	// Leases hands out addresses in full mode (nil in proxy mode).
 	Leases *LeaseTable
 }
@@ -193,7 +200,7 @@ func isIPXEUserClass(v []byte) bool {
 }
 
 // bootFile is what the client should load next; "" when it is not a network-boot client (a
-// plain DHCP client such as the probe's /init) or of an architecture with no iPXE binary.
+// plain DHCP client such as the probe's /init). False: an architecture with no loader here.
 func (h *Handler) bootFile(c client) (string, bool) {
 	switch {
 	case c.ipxe:
@@ -203,6 +210,11 @@ func (h *Handler) bootFile(c client) (string, bool) {
 	case !c.hasArch || c.arch == iana.INTEL_X86PC:
 		return FileBIOS, true
 	case c.arch == iana.EFI_IA32 || c.arch == iana.EFI_X86_64 || c.arch == iana.EFI_BC:
+		// EFI_BC (7) is what x86-64 firmware sends, EFI_X86_64 (9) its old spelling; there is no
+		// signed shim for 32-bit UEFI.
+		if c.arch != iana.EFI_IA32 && h.SecureBoot != nil && h.SecureBoot(c.mac) {
+			return FileShim, true
+		}
 		if h.Config.EFIBootFile != "" {
 			return h.Config.EFIBootFile, true
 		}

@@ -106,6 +106,30 @@ func TestUEFIPXEGetsAnEFIBinary(t *testing.T) {
 	assert.Equal(t, IgnoredArch, d.Ignored)
 }
 
+// TestSecureBootServersGetShim: an x86-64 UEFI PXE ROM of a server booting with Secure Boot
+// gets shim (the signed chain) in both modes; the same ROM of another server, and a 32-bit
+// UEFI one (no signed shim exists for it), gets iPXE, and BIOS ROMs are unaffected.
+func TestSecureBootServersGetShim(t *testing.T) {
+	for _, mode := range []Mode{ModeProxy, ModeFull} {
+		h := newHandler(mode)
+		var asked []string
+		h.SecureBoot = func(mac net.HardwareAddr) bool { asked = append(asked, mac.String()); return mac.String() == knownMAC.String() }
+		for _, arch := range []iana.Arch{iana.EFI_BC, iana.EFI_X86_64} {
+			r := requireReply(t, handle(h, discover(t, knownMAC, pxe(arch)...), PortDHCP), dhcpv4.MessageTypeOffer)
+			assert.Equal(t, FileShim, r.BootFileName, "%s arch %d", mode, arch)
+		}
+		r := requireReply(t, handle(h, discover(t, knownMAC, pxe(iana.EFI_IA32)...), PortDHCP), dhcpv4.MessageTypeOffer)
+		assert.Equal(t, FileEFISNPOnly, r.BootFileName, "%s: 32-bit UEFI", mode)
+		r = requireReply(t, handle(h, discover(t, knownMAC, pxe(iana.INTEL_X86PC)...), PortDHCP), dhcpv4.MessageTypeOffer)
+		assert.Equal(t, FileBIOS, r.BootFileName, "%s: BIOS", mode)
+		assert.Contains(t, asked, knownMAC.String())
+
+		h.SecureBoot = func(net.HardwareAddr) bool { return false }
+		r = requireReply(t, handle(h, discover(t, knownMAC, pxe(iana.EFI_BC)...), PortDHCP), dhcpv4.MessageTypeOffer)
+		assert.Equal(t, FileEFISNPOnly, r.BootFileName, "%s: without Secure Boot", mode)
+	}
+}
+
 func TestIPXEGetsItsScriptURLAndSkipsTheProxyWait(t *testing.T) {
 	for _, mode := range []Mode{ModeProxy, ModeFull} {
 		h := newHandler(mode)

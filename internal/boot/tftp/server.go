@@ -1,5 +1,6 @@
-// Package tftp serves the first stage of a network boot: the iPXE binaries a PXE ROM loads, by
-// name, read-only.
+// Package tftp serves the first stages of a network boot, read-only, by exact name: the iPXE
+// binaries a PXE ROM loads, and the signed chain of Secure Boot servers (shim, GRUB, GRUB's
+// configuration, the kernel and initramfs), as the caller's Opener gives them.
 //
 // It speaks TFTP itself (RFC 1350, with the blksize and tsize options of RFCs 2347-2349) on
 // the one socket it is given, rather than through pin/tftp: that library either opens a socket
@@ -15,9 +16,12 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"io"
 	"net"
+	"net/netip"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 
@@ -26,8 +30,8 @@ import (
 
 // Error kinds, each a metric label.
 const (
-	ErrorRefused  = "refused"  // a name that is not one of the served files, or not octet mode
-	ErrorMissing  = "missing"  // a served name with no file on disk
+	ErrorRefused  = "refused"  // a name that is not served, not to this client, or not octet mode
+	ErrorMissing  = "missing"  // a served name with no file on disk (or that could not be made)
 	ErrorWrite    = "write"    // a write request
 	ErrorTransfer = "transfer" // the transfer failed (client gone, timeout)
 	ErrorStray    = "stray"    // a packet that is neither a read request nor part of a transfer: dropped
@@ -58,11 +62,50 @@ const (
 	errOptionDenied = 8
 )
 
-// Server serves Files (base names) from Dir. Nothing else is served: names are matched
+// ErrNotServed is what an Opener says of a name it does not serve; ErrDenied of one it serves,
+// but not to this client (now). Both are answered "file not found" / "access violation" and
+// counted as ErrorRefused; any other error of an Opener as ErrorMissing.
+var (
+	ErrNotServed = errors.New("not served")
+	ErrDenied    = errors.New("denied")
+)
+
+// Opener gives what a read request of name (without a leading "/") from the client at addr is
+// answered with: its content and its size in bytes. It runs in the transfer's goroutine, not
+// in the server's read loop: it may take a while (an API call) without holding up others.
+type Opener func(ctx context.Context, name string, client netip.Addr) (io.ReadCloser, int64, error)
+
+// Dir serves the files names (base names) from dir. Nothing else is served: names are matched
 // exactly, never joined onto the directory as given, so "../x" or "/etc/passwd" is refused.
+func Dir(dir string, names ...string) Opener {
+	return func(_ context.Context, name string, _ netip.Addr) (io.ReadCloser, int64, error) {
+		if !slices.Contains(names, name) {
+			return nil, 0, ErrNotServed
+		}
+		return OpenFile(filepath.Join(dir, name))
+	}
+}
+
+// OpenFile opens a regular file for an Opener, with its size.
+func OpenFile(path string) (io.ReadCloser, int64, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, 0, err
+	}
+	st, err := f.Stat()
+	if err == nil && !st.Mode().IsRegular() {
+		err = fmt.Errorf("%s is not a regular file", path)
+	}
+	if err != nil {
+		_ = f.Close()
+		return nil, 0, err
+	}
+	return f, st.Size(), nil
+}
+
+// Server serves what Open gives, read-only.
 type Server struct {
-	Dir   string
-	Files []string
+	Open Opener
 	// OnSent counts bytes sent; OnError counts errors by kind (either may be nil).
 	OnSent  func(n int64)
 	OnError func(kind string)
@@ -136,9 +179,10 @@ func (s *Server) Serve(ctx context.Context, conn net.PacketConn) error {
 	}
 }
 
-// start answers a packet from a source without a transfer. Only a well-formed read request of
-// a served file starts one; a refused request is answered with an error and leaves no state,
-// anything else is dropped.
+// start answers a packet from a source without a transfer. Only a well-formed octet read
+// request starts one, whose goroutine asks the Opener for the name (open): a name not served
+// is answered with an error there and the transfer ends; a write request or another mode is
+// answered here and leaves no state; anything else is dropped.
 func (s *Server) start(ctx context.Context, conn net.PacketConn, peer *net.UDPAddr, p []byte) *transfer {
 	switch opcode(p) {
 	case opRRQ:
@@ -158,16 +202,10 @@ func (s *Server) start(ctx context.Context, conn net.PacketConn, peer *net.UDPAd
 		s.Log.V(1).Info("TFTP malformed read request dropped", "client", peer.String(), "error", err.Error())
 		return nil
 	}
-	name, ok := s.served(req.filename)
-	if !ok {
-		s.count(ErrorRefused)
-		s.Log.V(1).Info("TFTP read refused", "client", peer.String(), "file", truncate(req.filename))
-		sendError(conn, peer, errNotFound, "file not found")
-		return nil
-	}
+	name := strings.TrimPrefix(req.filename, "/") // PXE ROMs send the DHCP reply's name, some with a leading slash
 	if !strings.EqualFold(req.mode, "octet") {
 		s.count(ErrorRefused)
-		s.Log.V(1).Info("TFTP read refused", "client", peer.String(), "file", name, "mode", truncate(req.mode))
+		s.Log.V(1).Info("TFTP read refused", "client", peer.String(), "file", truncate(name), "mode", truncate(req.mode))
 		sendError(conn, peer, errIllegalOp, "only octet mode is served")
 		return nil
 	}
@@ -179,28 +217,34 @@ func (s *Server) start(ctx context.Context, conn net.PacketConn, peer *net.UDPAd
 		s.Log.Info("TFTP read request dropped: too many transfers running", "client", peer.String(), "running", maxTransfers)
 		return nil
 	}
-	f, err := os.Open(filepath.Join(s.Dir, name))
-	if err != nil {
-		s.count(ErrorMissing)
-		s.Log.Info("TFTP file missing", "file", name, "error", err.Error())
-		sendError(conn, peer, errNotFound, "file not found")
-		return nil
-	}
 	tctx, cancel := context.WithCancel(ctx)
-	return &transfer{server: s, conn: conn, peer: peer, name: name, file: f, opts: req.options,
+	return &transfer{server: s, conn: conn, peer: peer, name: name, opts: req.options,
 		in: make(chan []byte, 8), ctx: tctx, cancel: cancel}
 }
 
-// served maps a requested name to a served file. PXE ROMs send the name from the DHCP reply,
-// sometimes with a leading slash.
-func (s *Server) served(filename string) (string, bool) {
-	name := strings.TrimPrefix(filename, "/")
-	for _, f := range s.Files {
-		if name == f {
-			return f, true
-		}
+// open asks the Opener for a transfer's content, answering the client with an error when
+// there is none.
+func (s *Server) open(t *transfer) bool {
+	addr := t.peer.AddrPort().Addr().Unmap()
+	r, size, err := s.Open(t.ctx, t.name, addr)
+	switch {
+	case err == nil:
+		t.file, t.size = r, size
+		return true
+	case errors.Is(err, ErrNotServed):
+		s.count(ErrorRefused)
+		s.Log.V(1).Info("TFTP read refused", "client", t.peer.String(), "file", truncate(t.name))
+		sendError(t.conn, t.peer, errNotFound, "file not found")
+	case errors.Is(err, ErrDenied):
+		s.count(ErrorRefused)
+		s.Log.Info("TFTP read refused", "client", t.peer.String(), "file", truncate(t.name), "why", err.Error())
+		sendError(t.conn, t.peer, errAccess, "access violation")
+	default:
+		s.count(ErrorMissing)
+		s.Log.Info("TFTP file missing", "file", truncate(t.name), "error", err.Error())
+		sendError(t.conn, t.peer, errNotFound, "file not found")
 	}
-	return "", false
+	return false
 }
 
 // running is the number of transfers running.

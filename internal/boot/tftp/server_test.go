@@ -47,7 +47,7 @@ func serve(t *testing.T) (addr string, payload []byte, c *counts) {
 	conn, err := net.ListenPacket("udp4", "127.0.0.1:0")
 	require.NoError(t, err)
 	c = &counts{errors: map[string]int{}}
-	s := &Server{Dir: dir, Files: []string{"undionly.kpxe", "ipxe.efi"}, OnSent: c.onSent, OnError: c.onError}
+	s := &Server{Open: Dir(dir, "undionly.kpxe", "ipxe.efi"), OnSent: c.onSent, OnError: c.onError}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- s.Serve(ctx, conn) }()

@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io"
 	"net"
-	"os"
 	"strconv"
 	"time"
 )
@@ -33,7 +32,8 @@ type transfer struct {
 	conn   net.PacketConn
 	peer   *net.UDPAddr
 	name   string
-	file   *os.File
+	file   io.ReadCloser // set by Server.open
+	size   int64
 	opts   map[string]string
 
 	// in gets the client's packets from the server's read loop. It is never closed: a packet
@@ -54,8 +54,11 @@ func (t *transfer) deliver(p []byte) {
 
 func (t *transfer) run() {
 	defer t.cancel()
-	defer t.file.Close()
 	s := t.server
+	if !s.open(t) {
+		return
+	}
+	defer t.file.Close()
 	n, err := t.send()
 	if s.OnSent != nil && n > 0 {
 		s.OnSent(n)
@@ -80,9 +83,7 @@ func (t *transfer) send() (int64, error) {
 		}
 	}
 	if _, ok := t.opts["tsize"]; ok {
-		if st, err := t.file.Stat(); err == nil {
-			oack = appendOption(oack, "tsize", strconv.FormatInt(st.Size(), 10))
-		}
+		oack = appendOption(oack, "tsize", strconv.FormatInt(t.size, 10))
 	}
 	if len(oack) > 0 {
 		p := binary.BigEndian.AppendUint16(nil, opOACK)

@@ -3,10 +3,13 @@
 // A BMC serves a DMTF-shaped Redfish tree (service root, systems with processors, memory,
 // storage and NICs, one manager, one chassis per system, sessions) over HTTP or HTTPS with a
 // self-signed certificate, with Basic and session authentication, ComputerSystem.Reset, boot
-// source override, VirtualMedia (InsertMedia fetches the image over HTTP into Options.MediaDir,
-// and OnMediaChange tells the host behind the system; docs/bmc-virtual-media.md), and
-// injected faults. A Profile gives it a vendor's personality and Quirks
-// switch on the deviations real BMCs show (see REDFISH-QUIRKS.md in the shared design docs),
+// source override, boot modes (SystemSpec.BootMode: UEFI, UEFISecureBoot or Legacy; a
+// SecureBoot resource per system, whose SecureBootEnable a PATCH changes for the next
+// power-on; none under the NoSecureBoot quirk, in the OpenBMC profile), VirtualMedia
+// (InsertMedia fetches the image over HTTP into Options.MediaDir, and OnMediaChange tells the
+// host behind the system; docs/bmc-virtual-media.md), and injected faults. A Profile gives it
+// a vendor's personality and Quirks switch on the deviations real BMCs show (see
+// REDFISH-QUIRKS.md in the shared design docs),
 // so clients are tested against what hardware does, not only what the schema promises.
 //
 // Resources are rendered per request from a small spec, so thousands of BMCs fit in one

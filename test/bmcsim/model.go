@@ -21,9 +21,13 @@ type system struct {
 	lagUntil   time.Time // zero when nothing lags
 	bootTarget BootTarget
 	bootOnce   string // BootSourceOverrideEnabled: "Disabled", "Once" or "Continuous"
-	bootMode   string
+	bootMode   string // BootSourceOverrideMode: "UEFI" or "Legacy"
 	bootGen    uint64 // bumped on every Boot change; the ETag of the system
 	bootLog    []PowerOnEvent
+
+	// Secure Boot: the setting (SecureBootEnable, PATCHable) takes effect at the next power-on,
+	// when secureBootCurrent (SecureBootCurrentBoot) becomes it, in UEFI mode only.
+	secureBootEnable, secureBootCurrent bool
 
 	hostShutsDown bool // GracefulShutdown is left to the host, which reports Off (SetHostShutsDown)
 
@@ -124,6 +128,16 @@ func (m *model) newSystem(i int, spec SystemSpec) (*system, error) {
 	if spec.PowerState != "On" && spec.PowerState != "Off" {
 		return nil, fmt.Errorf("PowerState %q must be On or Off", spec.PowerState)
 	}
+	bootMode, secureBoot := m.prof.bootMode, false
+	switch spec.BootMode {
+	case "":
+	case BootModeUEFI, BootModeLegacy:
+		bootMode = spec.BootMode
+	case BootModeUEFISecureBoot:
+		bootMode, secureBoot = BootModeUEFI, true
+	default:
+		return nil, fmt.Errorf("BootMode %q must be %s, %s or %s", spec.BootMode, BootModeUEFI, BootModeUEFISecureBoot, BootModeLegacy)
+	}
 	// Copy the slices so the caller cannot change a running BMC behind its lock.
 	spec.Processors = append([]Processor(nil), spec.Processors...)
 	spec.Memory = append([]DIMM(nil), spec.Memory...)
@@ -176,7 +190,9 @@ func (m *model) newSystem(i int, spec SystemSpec) (*system, error) {
 		power:      spec.PowerState,
 		bootTarget: BootNone,
 		bootOnce:   "Disabled",
-		bootMode:   m.prof.bootMode,
+		bootMode:   bootMode,
+
+		secureBootEnable: secureBoot, secureBootCurrent: secureBoot,
 	}, nil
 }
 

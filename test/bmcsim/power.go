@@ -34,7 +34,8 @@ func (m *model) setPower(s *system, state string, lag time.Duration, now time.Ti
 }
 
 // boot picks the boot target the way firmware does: a Once override is used and consumed,
-// a Continuous one is used every time, otherwise the host boots from disk.
+// a Continuous one is used every time, otherwise the host boots from disk. The Secure Boot
+// setting takes effect here (applySecureBoot).
 func (m *model) boot(s *system, now time.Time) PowerOnEvent {
 	target := BootHdd
 	switch s.bootOnce {
@@ -49,7 +50,8 @@ func (m *model) boot(s *system, now time.Time) PowerOnEvent {
 			target = s.bootTarget
 		}
 	}
-	ev := PowerOnEvent{SystemID: s.spec.ID, UUID: s.spec.UUID, Boot: target, Time: now}
+	s.applySecureBoot()
+	ev := PowerOnEvent{SystemID: s.spec.ID, UUID: s.spec.UUID, Boot: target, BootMode: s.firmwareMode(), Time: now}
 	if len(s.bootLog) >= maxBootLog {
 		s.bootLog = slices.Delete(s.bootLog, 0, len(s.bootLog)-maxBootLog+1)
 	}

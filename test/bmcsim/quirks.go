@@ -37,6 +37,7 @@ type Quirks struct {
 	IgnoresResets              bool          // every Reset is accepted (204) and nothing happens: the power never changes
 	NoPowerState               bool          // ComputerSystem has no PowerState
 	MalformedResetType         bool          // the allowable ResetType values carry one malformed entry ("Force Off ") besides the real ones
+	NoSecureBoot               bool          // ComputerSystem links no SecureBoot resource: the BMC cannot tell whether Secure Boot is on
 
 	// VirtualMedia (docs/bmc-virtual-media.md).
 	NoVirtualMedia                    bool          // no VirtualMedia under any System or Manager
@@ -189,7 +190,9 @@ var profiles = map[Profile]profileDef{
 		resetActionInfoLink: true, bootMode: "Legacy",
 	},
 	ProfileOpenBMC: {
-		quirks: Quirks{NoSystemUUID: true, ResetTypesOnlyInActionInfo: true, BareServiceRoot: true},
+		// NoSecureBoot: many bmcweb builds serve no SecureBoot resource (the host firmware's
+		// Secure Boot state is not on the BMC's D-Bus on most OpenBMC platforms).
+		quirks: Quirks{NoSystemUUID: true, ResetTypesOnlyInActionInfo: true, BareServiceRoot: true, NoSecureBoot: true},
 		vendor: "OpenBMC", product: "",
 		mgrManufacturer: "OpenBMC", mgrModel: "OpenBmc", mgrFirmware: "2.15.0-dev-1234-g5a1b2c3", mgrID: "bmc",
 		sysManufacturer: "OpenBMC", sysModel: "Simulated Host", biosVersion: "",

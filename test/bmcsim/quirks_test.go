@@ -58,6 +58,20 @@ var quirkCases = map[string]quirkCase{
 			assert.Equal(t, bmcsim.DefaultSystem(1).SerialNumber, s.SerialNumber, "the rest of the identity is there")
 		},
 	},
+	"NoSecureBoot": {
+		quirks: bmcsim.Quirks{NoSecureBoot: true}, opts: systems(bmcsim.DefaultSystem(1)),
+		wire: func(t *testing.T, b *bmcsim.BMC) {
+			assert.NotContains(t, getOK(t, b, "/redfish/v1/Systems/1"), "SecureBoot")
+			status, _, _ := call(t, b, http.MethodGet, "/redfish/v1/Systems/1/SecureBoot", nil)
+			assert.Equal(t, http.StatusNotFound, status)
+			assert.Equal(t, "UEFI", getOK(t, b, "/redfish/v1/Systems/1")["Boot"].(map[string]any)["BootSourceOverrideMode"], "the override mode is still there")
+		},
+		gofish: func(t *testing.T, b *bmcsim.BMC, c *gofish.APIClient) {
+			secureBoot, err := walk(t, c).Systems[0].System.SecureBoot()
+			require.NoError(t, err)
+			assert.Nil(t, secureBoot, "no link: nothing to follow")
+		},
+	},
 	"ZeroSystemUUID":        firmwareUUIDCase(bmcsim.Quirks{ZeroSystemUUID: true}, bmcsim.ZeroUUID),
 	"AllFSystemUUID":        firmwareUUIDCase(bmcsim.Quirks{AllFSystemUUID: true}, bmcsim.AllFUUID),
 	"PlaceholderSystemUUID": firmwareUUIDCase(bmcsim.Quirks{PlaceholderSystemUUID: true}, bmcsim.PlaceholderUUID),

@@ -66,6 +66,9 @@ func (m *model) computerSystem(s *system, now time.Time) obj {
 	if len(s.systemMedia()) > 0 {
 		cs["VirtualMedia"] = m.ref(s.path + "/VirtualMedia")
 	}
+	if !m.q.NoSecureBoot {
+		cs["SecureBoot"] = m.ref(s.secureBootPath())
+	}
 	cs["Links"] = obj{
 		"Chassis":   m.refs([]string{m.chassisPathOf(s)}),
 		"ManagedBy": m.refs([]string{m.managerPath()}),

@@ -220,6 +220,8 @@ func (b *BMC) routeSystems(rest []string) (endpoint, bool) {
 				return get(func() any { return m.nic(s, nic) }), true
 			}
 		}
+	case sub == "secureboot" && n == 1 && !m.q.NoSecureBoot:
+		return b.secureBootEndpoint(s), true
 	case sub == "virtualmedia":
 		return b.routeMedia(s.path+"/VirtualMedia", s.systemMedia(), rest[1:])
 	case sub == "resetactioninfo" && n == 1 && !m.q.NoResetAction:

@@ -46,6 +46,12 @@ type SystemSpec struct {
 	Memory                                              []DIMM
 	Drives                                              []Drive
 	NICs                                                []NIC
+
+	// BootMode is how the firmware boots at first: BootModeUEFI, BootModeUEFISecureBoot (its
+	// SecureBoot resource enabled, and current from the start) or BootModeLegacy; empty, the
+	// profile's BootSourceOverrideMode with Secure Boot off. UEFISecureBoot on a BMC without a
+	// SecureBoot resource (NoSecureBoot) boots Secure Boot the BMC cannot tell of: it shows UEFI.
+	BootMode string
 }
 
 // Options configures one simulated BMC.
@@ -79,10 +85,19 @@ const (
 	BootNone BootTarget = "None"
 )
 
-// PowerOnEvent records one transition of a system to On, with the boot target it used.
+// The firmware modes a simulated system boots in (SystemSpec.BootMode, PowerOnEvent.BootMode).
+const (
+	BootModeUEFI           = "UEFI"
+	BootModeUEFISecureBoot = "UEFISecureBoot"
+	BootModeLegacy         = "Legacy"
+)
+
+// PowerOnEvent records one transition of a system to On, with the boot target it used and the
+// firmware mode it booted in (a host behind the system boots its firmware so).
 type PowerOnEvent struct {
 	SystemID, UUID string
 	Boot           BootTarget
+	BootMode       string
 	Time           time.Time
 }
 

@@ -69,10 +69,10 @@ func CanRunIPMI() error {
 // SeaBIOS (the shape the tenant image boots) whatever the number of Redfish VMs.
 func (l *Lab) vmIndices() []int {
 	out := make([]int, 0, l.Opts.vmCount())
-	for i := range l.Opts.VMs {
+	for i := range l.Opts.redfishVMs() {
 		out = append(out, i)
 	}
-	base := l.Opts.VMs + l.Opts.VMs%2
+	base := l.Opts.redfishVMs() + l.Opts.redfishVMs()%2
 	for j := range l.Opts.IPMIVMs {
 		out = append(out, base+j)
 	}

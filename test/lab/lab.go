@@ -57,6 +57,11 @@ type Options struct {
 	// behind a simulated BMC and network-booted by Ironfleet's boot service on a private network
 	// (vms.go). It needs root and QEMU (CanRunVMs) and the probe image (ProbeDir).
 	VMs int
+	// SecureBootVMs is how many more Redfish VMs boot UEFI with Secure Boot enforced (Debian's
+	// OVMF with Microsoft's keys enrolled: SecureBootVMDefinition), after the VMs: their BMCs
+	// say so, and the boot service network-boots them through the signed chain (shim, GRUB,
+	// kernel). Needs what VMs needs.
+	SecureBootVMs int
 	// IPMIVMs is how many more real VMs sit each behind an IPMI BMC of its own: OpenIPMI's
 	// ipmi_sim, enrolled through an Endpoint and the MAC-prefix database's IPMI entry, its
 	// power and boot device carried out on the VM (ipmi.go). Like VMs, it needs root and QEMU,
@@ -86,7 +91,10 @@ type Options struct {
 }
 
 // vmCount is how many real VMs the lab runs: Redfish ones and IPMI ones.
-func (o *Options) vmCount() int { return o.VMs + o.IPMIVMs }
+func (o *Options) vmCount() int { return o.redfishVMs() + o.IPMIVMs }
+
+// redfishVMs is how many real VMs sit behind Redfish BMCs: VMs, then SecureBootVMs.
+func (o *Options) redfishVMs() int { return o.VMs + o.SecureBootVMs }
 
 func (o *Options) defaults() {
 	if o.vmCount() > 0 && o.ProbeDir == "" {
@@ -182,6 +190,9 @@ func Start(ctx context.Context, opts Options) (l *Lab, err error) {
 	}
 	if l.Images, err = StartImageServer(); err != nil {
 		return nil, err
+	}
+	if opts.SecureBootVMs > 0 && opts.VirtualMedia {
+		return nil, errors.New("lab: Secure Boot VMs network-boot the signed chain; the probe's ISO has no signed loader yet, so VirtualMedia cannot boot them")
 	}
 	if opts.IPMIVMs > 0 && opts.VirtualMedia {
 		return nil, errors.New("lab: IPMI hosts boot the probe by PXE, which VirtualMedia turns off (IPMI has no virtual media)")
@@ -372,7 +383,7 @@ func (l *Lab) startFleet() error {
 	}
 	bmcs := l.Opts.BMCs
 	if l.vms != nil && l.Opts.VirtualMedia {
-		bmcs += l.Opts.VMs // a BMC of its own for each VM, after the fleet's
+		bmcs += l.Opts.redfishVMs() // a BMC of its own for each VM, after the fleet's
 	} else if l.vms != nil {
 		l.vmSystemSpecs(perBMC)
 	}

@@ -68,7 +68,13 @@ type vmLab struct {
 // a virtio and an NVMe disk; odd ones boot UEFI (OVMF on q35) through the firmware's own PXE
 // on a virtio NIC, with an e1000 as second NIC and two SATA disks — the two shapes most
 // servers come in.
-func VMDefinition(i int) vm.Definition {
+func VMDefinition(i int) vm.Definition { return labVM(i, i%2 == 1, false) }
+
+// SecureBootVMDefinition is the lab's VM i as a UEFI machine (the odd ones' shape) with Secure
+// Boot enforced: Debian's OVMF with Microsoft's keys enrolled, as servers ship.
+func SecureBootVMDefinition(i int) vm.Definition { return labVM(i, true, true) }
+
+func labVM(i int, uefi, secureBoot bool) vm.Definition {
 	uuid := fixUUID(sha256.Sum256(fmt.Appendf(nil, "ironfleet-lab-vm-%d", i)))
 	serial := func(kind string, j int) string { return fmt.Sprintf("LAB%s%02d%02d", kind, i, j) }
 	mac := fmt.Sprintf("52:54:00:1f:%02x:%02x", i>>8&0xff, i&0xff)
@@ -76,23 +82,28 @@ func VMDefinition(i int) vm.Definition {
 		Name:   fmt.Sprintf("lab-vm-%d", i),
 		SMBIOS: vm.SMBIOS{Manufacturer: "Ironfleet Lab", Product: "QEMU Server", Serial: fmt.Sprintf("LABVM%04d", i), UUID: uuid},
 	}
-	if i%2 == 0 {
+	if !uefi {
 		def.Firmware, def.CPUs, def.MemoryMiB = vm.BIOS, 2, 512
 		def.Disks = []vm.Disk{{Bus: vm.Virtio, SizeBytes: 2 << 30, Serial: serial("VD", 0)}, {Bus: vm.NVMe, SizeBytes: 1 << 30, Serial: serial("NV", 1)}}
 		def.NICs = []vm.NIC{{Model: vm.VirtioNet, MAC: mac}}
-	} else {
-		def.Firmware, def.CPUs, def.MemoryMiB = vm.UEFI, 1, 768
-		def.Disks = []vm.Disk{{Bus: vm.SATA, SizeBytes: 2 << 30, Serial: serial("SA", 0)}, {Bus: vm.SATA, SizeBytes: 1 << 30, Serial: serial("SA", 1)}}
-		// It boots from the firmware's own PXE (OVMF over virtio-net, no iPXE ROM), which
-		// loads snponly.efi over TFTP, as most UEFI servers do; the e1000 is its second NIC.
-		def.NICs = []vm.NIC{{Model: vm.VirtioNet, MAC: mac, FirmwarePXE: true}, {Model: vm.E1000, MAC: fmt.Sprintf("52:54:00:2f:%02x:%02x", i>>8&0xff, i&0xff)}}
+		return def
 	}
+	def.Firmware, def.CPUs, def.MemoryMiB, def.SecureBoot = vm.UEFI, 1, 768, secureBoot
+	def.Disks = []vm.Disk{{Bus: vm.SATA, SizeBytes: 2 << 30, Serial: serial("SA", 0)}, {Bus: vm.SATA, SizeBytes: 1 << 30, Serial: serial("SA", 1)}}
+	// It boots from the firmware's own PXE (OVMF over virtio-net, no iPXE ROM), which loads
+	// snponly.efi (or, under Secure Boot, shim) over TFTP, as most UEFI servers do; the e1000
+	// is its second NIC.
+	def.NICs = []vm.NIC{{Model: vm.VirtioNet, MAC: mac, FirmwarePXE: true}, {Model: vm.E1000, MAC: fmt.Sprintf("52:54:00:2f:%02x:%02x", i>>8&0xff, i&0xff)}}
 	return def
 }
 
-// vmDefinition is VMDefinition(i) with the lab's options applied: VMDiskBytes shrinks its disks.
+// vmDefinition is VMDefinition(i) (SecureBootVMDefinition(i) for the SecureBootVMs) with the
+// lab's options applied: VMDiskBytes shrinks its disks.
 func (l *Lab) vmDefinition(i int) vm.Definition {
 	def := VMDefinition(i)
+	if i >= l.Opts.VMs && i < l.Opts.redfishVMs() {
+		def = SecureBootVMDefinition(i)
+	}
 	def.CDROM = l.Opts.VirtualMedia // the drive its BMC's virtual media appears in
 	if l.Opts.VMDiskBytes > 0 {
 		for j := range def.Disks {
@@ -147,7 +158,7 @@ func (l *Lab) startVMNetwork() error {
 	for k, i := range l.vmIndices() {
 		def := l.vmDefinition(i)
 		l.vms.uuids[strings.ToLower(def.SMBIOS.UUID)] = true
-		if k >= l.Opts.VMs {
+		if k >= l.Opts.redfishVMs() {
 			l.vms.bootMACs[strings.ToLower(def.SMBIOS.UUID)] = strings.ToLower(def.NICs[0].MAC)
 		}
 	}
@@ -157,7 +168,7 @@ func (l *Lab) startVMNetwork() error {
 // vmSystemSpecs places the VMs' systems on the fleet's BMCs, round robin after the simulated
 // ones, with Ids of their own.
 func (l *Lab) vmSystemSpecs(perBMC [][]bmcsim.SystemSpec) {
-	for i := range l.Opts.VMs {
+	for i := range l.Opts.redfishVMs() {
 		perBMC[i%len(perBMC)] = append(perBMC[i%len(perBMC)], l.vmSystemSpec(i))
 	}
 }
@@ -173,8 +184,8 @@ func (l *Lab) vmSystemSpec(i int) bmcsim.SystemSpec {
 // after the Redfish ones, each with its ipmi_sim.
 func (l *Lab) startVMs() error {
 	for k, i := range l.vmIndices() {
-		if k >= l.Opts.VMs {
-			if err := l.startIPMIVM(k-l.Opts.VMs, i); err != nil {
+		if k >= l.Opts.redfishVMs() {
+			if err := l.startIPMIVM(k-l.Opts.redfishVMs(), i); err != nil {
 				return err
 			}
 			continue

@@ -13,8 +13,9 @@ import (
 )
 
 // BootStage reads how far a VM's boot has got from one line of its serial console: the
-// firmware's network boot, iPXE, its DHCP (or the firmware's CD boot and the ISO's loader, for
-// virtual media), the kernel, then the probe's own stages as /init prints them. "" for a line
+// firmware's network boot, iPXE, its DHCP (or, under Secure Boot, shim and GRUB; or the
+// firmware's CD boot and the ISO's loader, for virtual media), the kernel, then the probe's own
+// stages as /init prints them. "" for a line
 // that says nothing new.
 func BootStage(line string) string {
 	if stage, _ := ignition.ParseConsoleLine(line); stage != "" {
@@ -25,6 +26,16 @@ func BootStage(line string) string {
 		return "firmware PXE"
 	case strings.Contains(line, "Station IP address"):
 		return "firmware PXE: DHCP"
+	case strings.Contains(line, "NBP filename is shimx64.efi"):
+		return "firmware PXE: shim (the signed chain) over TFTP"
+	case strings.Contains(line, "Fetching Netboot Image grubx64.efi"):
+		return "shim: GRUB over TFTP"
+	case strings.Contains(line, "Ironfleet: booting the metalprobe"):
+		return "GRUB: kernel + initramfs over TFTP"
+	case strings.Contains(line, "Access Denied"), strings.Contains(line, "Verification failed"):
+		return "firmware: loader refused (Secure Boot)"
+	case strings.Contains(line, "secureboot: Secure boot enabled"):
+		return "kernel: Secure Boot enforced"
 	case strings.HasPrefix(line, "iPXE ") && strings.Contains(line, "ipxe.org"):
 		return "iPXE"
 	case strings.Contains(line, "Configuring (net"):

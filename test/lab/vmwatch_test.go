@@ -6,8 +6,9 @@ import (
 	"github.com/stretchr/testify/assert"
 )
 
-// TestBootStage: the console lines of a network boot and of a virtual-media boot (SeaBIOS and
-// isolinux, OVMF and GRUB), as the lab's VMs print them, each read as its stage.
+// TestBootStage: the console lines of a network boot (iPXE, or under Secure Boot shim and
+// GRUB) and of a virtual-media boot (SeaBIOS and isolinux, OVMF and GRUB), as the lab's VMs
+// print them, each read as its stage.
 func TestBootStage(t *testing.T) {
 	for line, want := range map[string]string{
 		">>Start PXE over IPv4.":                         "firmware PXE",
@@ -21,6 +22,10 @@ func TestBootStage(t *testing.T) {
 		"ironfleet-init: ignition from the boot media":                                                               "probe: ignition from the boot media",
 		"ironfleet-init: stage=NetworkUp eth1 static 10.213.1.51/24 on eth1":                                         "probe: NetworkUp",
 		"Booting from Hard Disk...":                                                                                  "",
+		"  NBP filename is shimx64.efi":                                                                              "firmware PXE: shim (the signed chain) over TFTP",
+		"Fetching Netboot Image grubx64.efi":                                                                         "shim: GRUB over TFTP",
+		"Ironfleet: booting the metalprobe (discovery) for server x over the signed chain":                           "GRUB: kernel + initramfs over TFTP",
+		"[    0.000000] secureboot: Secure boot enabled":                                                             "kernel: Secure Boot enforced",
 	} {
 		assert.Equal(t, want, BootStage(line), "%q", line)
 	}

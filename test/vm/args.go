@@ -33,12 +33,28 @@ const (
 	DefaultOVMFVars = "/usr/share/OVMF/OVMF_VARS_4M.fd"
 )
 
+// Debian's OVMF with Secure Boot (package ovmf): the SMM build, and a variable store with
+// Microsoft's keys enrolled (PK, KEK, db with the UEFI CA shim is signed by) and Secure Boot
+// on from the first boot.
+const (
+	SecureBootOVMFCode = "/usr/share/OVMF/OVMF_CODE_4M.ms.fd"
+	SecureBootOVMFVars = "/usr/share/OVMF/OVMF_VARS_4M.ms.fd"
+)
+
+// OVMFVarsTemplate is the variable store a UEFI definition's VM starts from.
+func OVMFVarsTemplate(def Definition) string {
+	if def.SecureBoot {
+		return SecureBootOVMFVars
+	}
+	return DefaultOVMFVars
+}
+
 // Layout is everything the command line names besides the Definition: where the VM's files
 // are and which descriptors QEMU inherits for the NICs' taps.
 type Layout struct {
 	QMPSocket    string
 	ConsoleLog   string
-	FirmwareCode string   // UEFI only; empty: DefaultOVMFCode
+	FirmwareCode string   // UEFI only; empty: DefaultOVMFCode, or SecureBootOVMFCode
 	FirmwareVars string   // UEFI only: this VM's writable copy of the OVMF variable store
 	DiskFiles    []string // one raw file per Definition.Disks entry
 	NICFDs       []int    // QEMU's descriptor number of each NIC's open tap, one per Definition.NICs
@@ -85,6 +101,11 @@ func Args(def Definition, l Layout, boot BootDevice) ([]string, error) {
 	machine := "pc"
 	if def.Firmware == UEFI {
 		machine = "q35"
+		if def.SecureBoot {
+			// The Secure Boot build keeps its variables behind SMM, so that the OS cannot
+			// change them (turn Secure Boot off, enroll a key) behind the firmware's back.
+			machine = "q35,smm=on"
+		}
 		if l.FirmwareVars == "" {
 			return nil, fmt.Errorf("a UEFI machine needs its own copy of the OVMF variable store")
 		}
@@ -108,8 +129,15 @@ func Args(def Definition, l Layout, boot BootDevice) ([]string, error) {
 	}
 	if def.Firmware == UEFI {
 		code := l.FirmwareCode
-		if code == "" {
+		switch {
+		case code != "":
+		case def.SecureBoot:
+			code = SecureBootOVMFCode
+		default:
 			code = DefaultOVMFCode
+		}
+		if def.SecureBoot {
+			args = append(args, "-global", "driver=cfi.pflash01,property=secure,value=on")
 		}
 		args = append(args,
 			"-drive", "if=pflash,format=raw,unit=0,readonly=on,file="+escape(code),

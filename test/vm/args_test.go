@@ -97,6 +97,30 @@ func TestArgsForAUEFIMachineOrderBootByIndex(t *testing.T) {
 	assert.Equal(t, map[string]string{"disk0": "1", "disk1": "2", "disk2": "3", "nic0": "4", "nic1": "5"}, bootIndexes(args))
 }
 
+// TestArgsForASecureBootMachine: Debian's Secure Boot OVMF (Microsoft's keys) needs SMM and a
+// secure flash; the plain UEFI machine has neither.
+func TestArgsForASecureBootMachine(t *testing.T) {
+	def := twoNICDefinition(vm.UEFI)
+	def.SecureBoot = true
+	args, err := vm.Args(def, argvLayout(def), vm.BootNetwork)
+	require.NoError(t, err)
+	assert.Equal(t, []string{"q35,smm=on"}, values(args, "-machine"))
+	assert.Equal(t, []string{"driver=cfi.pflash01,property=secure,value=on"}, values(args, "-global"))
+	assert.Equal(t, "if=pflash,format=raw,unit=0,readonly=on,file="+vm.SecureBootOVMFCode, values(args, "-drive")[0])
+	assert.Equal(t, vm.SecureBootOVMFVars, vm.OVMFVarsTemplate(def))
+
+	def.SecureBoot = false
+	args, err = vm.Args(def, argvLayout(def), vm.BootNetwork)
+	require.NoError(t, err)
+	assert.Empty(t, values(args, "-global"))
+	assert.Equal(t, vm.DefaultOVMFVars, vm.OVMFVarsTemplate(def))
+
+	bios := testDefinition("bios", vm.BIOS)
+	bios.SecureBoot = true
+	_, err = vm.Args(bios, argvLayout(bios), vm.BootNetwork)
+	assert.ErrorContains(t, err, "Secure Boot needs UEFI")
+}
+
 func TestArgsEscapeCommasInValues(t *testing.T) {
 	def := testDefinition("comma", vm.BIOS)
 	def.SMBIOS.Manufacturer = "Acme, Inc."

@@ -71,6 +71,10 @@ type Definition struct {
 	// CDROM gives the machine a CD/DVD drive, empty until a medium is inserted (VM.InsertMedia,
 	// or Layout.CDROMFile at start), which the BMC's virtual media fills.
 	CDROM bool
+	// SecureBoot (UEFI only) enforces UEFI Secure Boot: Debian's OVMF build with Microsoft's
+	// keys enrolled and Secure Boot on (SecureBootOVMFCode, SecureBootOVMFVars), on a q35 with
+	// SMM, as servers ship: only loaders signed by Microsoft's UEFI CA run, such as shim.
+	SecureBoot bool
 }
 
 // maxSATAPorts is the port count of QEMU's AHCI controller.
@@ -93,6 +97,9 @@ func (d Definition) Validate() error {
 	}
 	if d.Firmware != BIOS && d.Firmware != UEFI {
 		bad("firmware %q must be %s or %s", d.Firmware, BIOS, UEFI)
+	}
+	if d.SecureBoot && d.Firmware != UEFI {
+		bad("Secure Boot needs UEFI firmware, not %s", d.Firmware)
 	}
 	if d.SMBIOS.UUID != "" && !uuidPattern.MatchString(d.SMBIOS.UUID) {
 		bad("SMBIOS UUID %q is not a UUID", d.SMBIOS.UUID)

@@ -25,6 +25,7 @@ func SystemSpec(def Definition) bmcsim.SystemSpec {
 		Model:        def.SMBIOS.Product,
 		SerialNumber: def.SMBIOS.Serial,
 		BIOSVersion:  map[Firmware]string{BIOS: "SeaBIOS", UEFI: "OVMF"}[def.Firmware],
+		BootMode:     bootModeOf(def),
 		PowerState:   "Off",
 		Processors: []bmcsim.Processor{{
 			ID: "CPU1", ProcessorType: "CPU", Manufacturer: "QEMU", Model: "QEMU TCG CPU (max)",
@@ -56,4 +57,15 @@ func SystemSpec(def Definition) bmcsim.SystemSpec {
 		})
 	}
 	return spec
+}
+
+// bootModeOf is how the definition's firmware boots, as its BMC reports it.
+func bootModeOf(def Definition) string {
+	switch {
+	case def.Firmware == BIOS:
+		return bmcsim.BootModeLegacy
+	case def.SecureBoot:
+		return bmcsim.BootModeUEFISecureBoot
+	}
+	return bmcsim.BootModeUEFI
 }

@@ -77,7 +77,7 @@ func New(def Definition, opts Options) (*VM, error) {
 		return nil, fmt.Errorf("VM %q: %w", def.Name, err)
 	}
 	if def.Firmware == UEFI {
-		if v.layout.FirmwareVars, err = prepareFirmwareVars(opts.Dir, DefaultOVMFVars); err != nil {
+		if v.layout.FirmwareVars, err = prepareFirmwareVars(opts.Dir, OVMFVarsTemplate(def)); err != nil {
 			return nil, fmt.Errorf("VM %q: %w", def.Name, err)
 		}
 	}

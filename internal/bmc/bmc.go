@@ -62,10 +62,13 @@ type PowerControl interface {
 }
 
 // BootControl sets the boot override: once (consumed at the next power-on) or persistent (every
-// power-on from now on, until another override replaces it).
+// power-on from now on, until another override replaces it). mode is the firmware mode the
+// server is booted for (Server.EffectiveBootMode): Redfish's BootSourceOverrideMode and IPMI's
+// EFI bit follow it (UEFI for UEFISecureBoot: the override has no Secure Boot setting). An
+// empty mode leaves the firmware mode as the BMC has it.
 type BootControl interface {
-	SetBootOnce(ctx context.Context, systemURI string, target BootTarget) error
-	SetBootPersistent(ctx context.Context, systemURI string, target BootTarget) error
+	SetBootOnce(ctx context.Context, systemURI string, target BootTarget, mode metalv1alpha1.BootMode) error
+	SetBootPersistent(ctx context.Context, systemURI string, target BootTarget, mode metalv1alpha1.BootMode) error
 }
 
 // InventoryReader reads systems and their hardware.
@@ -74,8 +77,13 @@ type InventoryReader interface {
 	Systems(ctx context.Context) ([]SystemInfo, error)
 	// PowerState reads one system's power state now.
 	PowerState(ctx context.Context, systemURI string) (metalv1alpha1.PowerState, error)
-	// Inventory reads a system's hardware; sub-resources that fail are skipped, not fatal.
+	// Inventory reads a system's hardware; sub-resources that fail are skipped, not fatal. A
+	// Redfish inventory carries the boot mode too (Inventory.BootMode), as BootMode reads it.
 	Inventory(ctx context.Context, systemURI string) (metalv1alpha1.Inventory, error)
+	// BootMode reads how the system's firmware boots, as the BMC says: Redfish's
+	// BootSourceOverrideMode and SecureBoot resource, IPMI's boot flags while they are valid.
+	// "" when the BMC does not say (no Boot object, no valid flags): unknown, not an error.
+	BootMode(ctx context.Context, systemURI string) (metalv1alpha1.BootMode, error)
 }
 
 // ManagerReader reads the BMC's own identity.

@@ -7,6 +7,7 @@ import (
 	"github.com/bougou/go-ipmi/pkg/client"
 	"github.com/bougou/go-ipmi/pkg/types"
 
+	metalv1alpha1 "github.com/ironfleet/ironfleet/apis/metal/v1alpha1"
 	"github.com/ironfleet/ironfleet/internal/bmc"
 )
 
@@ -55,20 +56,25 @@ func BootFlags(target bmc.BootTarget, persistent, uefi bool) ([5]byte, error) {
 }
 
 // bootMemory is Ironic's ipmi_force_boot_device: many BMCs forget a persistent override (or
-// clear it at the next power action), so the last persistent target is re-sent before every
-// power-on or restart this client issues, unless a one-time override was set since the last
-// power action (re-sending would overwrite it).
+// clear it at the next power action), so the last persistent target is re-sent, in the mode it
+// was set for, before every power-on or restart this client issues, unless a one-time override
+// was set since the last power action (re-sending would overwrite it).
 type bootMemory struct {
-	persistent  bmc.BootTarget // "" when none was set
-	oncePending bool
+	persistent     bmc.BootTarget // "" when none was set
+	persistentMode metalv1alpha1.BootMode
+	oncePending    bool
 	// uefi is the firmware mode of the last boot flags this client sent, or read with the
-	// valid bit set: what it sends when the BMC's flags are not valid (legacy at first).
-	uefi bool
+	// valid bit set: what it sends when no mode is asked for and the BMC's flags are not
+	// valid. uefiKnown is false until then: uefi is the guess, legacy.
+	uefi, uefiKnown bool
+	// guessed is the flags last sent when their EFI bit was that guess: read back, they are
+	// this client's guess, not the BMC's word (BootMode says "").
+	guessed *[5]byte
 }
 
-func (m *bootMemory) set(target bmc.BootTarget, persistent bool) {
+func (m *bootMemory) set(target bmc.BootTarget, persistent bool, mode metalv1alpha1.BootMode) {
 	if persistent {
-		m.persistent, m.oncePending = target, false
+		m.persistent, m.persistentMode, m.oncePending = target, mode, false
 		return
 	}
 	m.oncePending = true
@@ -76,17 +82,33 @@ func (m *bootMemory) set(target bmc.BootTarget, persistent bool) {
 
 func (m *bootMemory) powerActionDone() { m.oncePending = false }
 
-// SetBootOnce sets the boot device for the next boot only.
-func (c *Client) SetBootOnce(ctx context.Context, systemURI string, target bmc.BootTarget) error {
-	return c.setBoot(ctx, systemURI, target, false)
+// efiBit decides the EFI bit of boot flags about to be sent: the mode asked for (Legacy clear,
+// UEFI and UEFISecureBoot set); without one, the BMC's own EFI bit when its flags (current, a
+// Get System Boot Options answer for parameter 5, nil when the BMC gave none) carry the valid
+// bit; otherwise the mode remembered. fromGuess says the bit is the remembered guess.
+func (m *bootMemory) efiBit(mode metalv1alpha1.BootMode, current []byte) (uefi, fromGuess bool) {
+	if mode != "" {
+		m.uefi, m.uefiKnown = mode.UEFI(), true
+		return m.uefi, false
+	}
+	if flags, err := DecodeBootFlags(current); err == nil && flags[0]&0x80 != 0 {
+		m.uefi, m.uefiKnown = flags[0]&0x20 != 0, true
+	}
+	return m.uefi, !m.uefiKnown
 }
 
-// SetBootPersistent sets the boot device for every boot from now on.
-func (c *Client) SetBootPersistent(ctx context.Context, systemURI string, target bmc.BootTarget) error {
-	return c.setBoot(ctx, systemURI, target, true)
+// SetBootOnce sets the boot device for the next boot only, in mode's firmware mode (the EFI
+// bit; efiBit).
+func (c *Client) SetBootOnce(ctx context.Context, systemURI string, target bmc.BootTarget, mode metalv1alpha1.BootMode) error {
+	return c.setBoot(ctx, systemURI, target, false, mode)
 }
 
-func (c *Client) setBoot(ctx context.Context, systemURI string, target bmc.BootTarget, persistent bool) error {
+// SetBootPersistent sets the boot device for every boot from now on, in mode's firmware mode.
+func (c *Client) SetBootPersistent(ctx context.Context, systemURI string, target bmc.BootTarget, mode metalv1alpha1.BootMode) error {
+	return c.setBoot(ctx, systemURI, target, true, mode)
+}
+
+func (c *Client) setBoot(ctx context.Context, systemURI string, target bmc.BootTarget, persistent bool, mode metalv1alpha1.BootMode) error {
 	if err := checkSystem(systemURI); err != nil {
 		return err
 	}
@@ -94,10 +116,10 @@ func (c *Client) setBoot(ctx context.Context, systemURI string, target bmc.BootT
 		return unsupported("%v", err)
 	}
 	return c.do(ctx, fmt.Sprintf("set boot device %s (persistent %t)", target, persistent), func(ctx context.Context, ic *client.Client) error {
-		if err := c.sendBootFlags(ctx, ic, target, persistent); err != nil {
+		if err := c.sendBootFlags(ctx, ic, target, persistent, mode); err != nil {
 			return err
 		}
-		c.boot.set(target, persistent)
+		c.boot.set(target, persistent, mode)
 		return nil
 	})
 }
@@ -107,26 +129,25 @@ func (c *Client) reassertBoot(ctx context.Context, ic *client.Client) error {
 	if c.boot.persistent == "" || c.boot.oncePending {
 		return nil
 	}
-	return c.sendBootFlags(ctx, ic, c.boot.persistent, true)
+	return c.sendBootFlags(ctx, ic, c.boot.persistent, true, c.boot.persistentMode)
 }
 
 // sendBootFlags disables the valid bit's 60 s timeout (parameter 3; BMCs that refuse it, as
-// OpenBMC does, are tolerated), then sets parameter 5, keeping the firmware mode (EFI bit) the
-// BMC has now: the seam carries none. The BMC's EFI bit counts only with the valid bit set
-// (once the flags expire or are consumed many BMCs answer zeros or stale bits); otherwise the
-// mode this client last sent or read valid is kept, legacy at first.
-func (c *Client) sendBootFlags(ctx context.Context, ic *client.Client, target bmc.BootTarget, persistent bool) error {
-	uefi := c.boot.uefi
-	current, err := raw(ctx, ic, types.CommandGetSystemBootOptions, bootParamFlags, 0, 0)
-	switch {
-	case err == nil:
-		if flags, derr := DecodeBootFlags(current); derr == nil && flags[0]&0x80 != 0 {
-			uefi = flags[0]&0x20 != 0
-			c.boot.uefi = uefi
+// OpenBMC does, are tolerated), then sets parameter 5 with the EFI bit efiBit decides: the mode
+// asked for; without one, the firmware mode the BMC has now, which counts only with the valid
+// bit set (once the flags expire or are consumed many BMCs answer zeros or stale bits), else
+// the mode this client last sent or read valid, legacy at first. The BMC's flags are read only
+// when no mode is asked for.
+func (c *Client) sendBootFlags(ctx context.Context, ic *client.Client, target bmc.BootTarget, persistent bool, mode metalv1alpha1.BootMode) error {
+	var current []byte
+	if mode == "" {
+		var err error
+		current, err = raw(ctx, ic, types.CommandGetSystemBootOptions, bootParamFlags, 0, 0)
+		if err != nil && !isCC(err) {
+			return err
 		}
-	case !isCC(err):
-		return err
 	}
+	uefi, fromGuess := c.boot.efiBit(mode, current)
 	if _, err := raw(ctx, ic, types.CommandSetSystemBootOptions, bootParamValidBitClearing, bootNoTimeoutClear); err != nil && !isCC(err) {
 		return err
 	}
@@ -140,8 +161,50 @@ func (c *Client) sendBootFlags(ctx context.Context, ic *client.Client, target bm
 		}
 		return err
 	}
-	c.boot.uefi = uefi
+	c.boot.guessed = nil
+	if fromGuess {
+		c.boot.guessed = &flags
+	}
 	return nil
+}
+
+// BootMode reads the boot flags (parameter 5): with the valid bit set, the EFI bit says UEFI or
+// Legacy (IPMI knows nothing of Secure Boot); without it, or from a BMC that keeps no flags,
+// the mode is unknown (""). Flags this client sent with a guessed EFI bit (no mode asked for,
+// none known) are unknown too: they say what it guessed, not how the firmware boots.
+func (c *Client) BootMode(ctx context.Context, systemURI string) (metalv1alpha1.BootMode, error) {
+	if err := checkSystem(systemURI); err != nil {
+		return "", err
+	}
+	var mode metalv1alpha1.BootMode
+	err := c.do(ctx, "read boot flags", func(ctx context.Context, ic *client.Client) error {
+		b, err := raw(ctx, ic, types.CommandGetSystemBootOptions, bootParamFlags, 0, 0)
+		if isCC(err) {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		flags, err := DecodeBootFlags(b)
+		if err != nil || (c.boot.guessed != nil && flags == *c.boot.guessed) {
+			return nil
+		}
+		mode = BootModeOf(flags)
+		return nil
+	})
+	return mode, err
+}
+
+// BootModeOf is the firmware mode boot flags (parameter 5's data bytes) say: "" unless the
+// valid bit (0x80) is set; then UEFI when the EFI bit (0x20) is, else Legacy.
+func BootModeOf(flags [5]byte) metalv1alpha1.BootMode {
+	switch {
+	case flags[0]&0x80 == 0:
+		return ""
+	case flags[0]&0x20 != 0:
+		return metalv1alpha1.BootModeUEFI
+	}
+	return metalv1alpha1.BootModeLegacy
 }
 
 // isCC reports whether err is a completion code: the BMC answered, with a refusal.

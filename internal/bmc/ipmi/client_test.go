@@ -101,14 +101,14 @@ func TestReferenceBMCPowerAndBootBytes(t *testing.T) {
 	controls := func() [][]byte { return r.received(types.CommandChassisControl) }
 
 	// No boot flags readable yet (the mock answers 0x80): legacy.
-	require.NoError(t, c.SetBootOnce(ctx, SystemURI, bmc.BootPXE))
+	require.NoError(t, c.SetBootOnce(ctx, SystemURI, bmc.BootPXE, ""))
 	assert.Equal(t, [][]byte{{0x03, 0x08}, {0x05, 0x80, 0x04, 0, 0, 0}}, setBoot())
 
 	// The BMC now holds valid EFI flags: the EFI bit is kept.
 	require.NoError(t, r.hal.Chassis().SetBootFlags(ctx, &types.BootOptionParam_BootFlags{BootFlagsValid: true, BIOSBootType: types.BIOSBootTypeEFI}))
-	require.NoError(t, c.SetBootPersistent(ctx, SystemURI, bmc.BootDisk))
+	require.NoError(t, c.SetBootPersistent(ctx, SystemURI, bmc.BootDisk, ""))
 	assert.Equal(t, [][]byte{{0x03, 0x08}, {0x05, 0xe0, 0x08, 0, 0, 0}}, setBoot())
-	require.NoError(t, c.SetBootOnce(ctx, SystemURI, bmc.BootCd))
+	require.NoError(t, c.SetBootOnce(ctx, SystemURI, bmc.BootCd, ""))
 	assert.Equal(t, [][]byte{{0x03, 0x08}, {0x05, 0xa0, 0x14, 0, 0, 0}}, setBoot())
 
 	// A one-time override is pending: power on does not overwrite it.
@@ -149,7 +149,7 @@ func TestReferenceBMCUnsupportedAndWrongSystem(t *testing.T) {
 	require.ErrorIs(t, c.EjectMedia(ctx, SystemURI), bmc.ErrUnsupported)
 	assert.Equal(t, metalv1alpha1.BMCReasonVirtualMediaUnsupported, bmc.Reason(c.EjectMedia(ctx, SystemURI)))
 	require.ErrorIs(t, c.SetPower(ctx, SystemURI, "Nap"), bmc.ErrUnsupported)
-	require.ErrorIs(t, c.SetBootOnce(ctx, SystemURI, "Floppy"), bmc.ErrUnsupported)
+	require.ErrorIs(t, c.SetBootOnce(ctx, SystemURI, "Floppy", ""), bmc.ErrUnsupported)
 
 	_, err = c.PowerState(ctx, "/redfish/v1/Systems/1")
 	require.Error(t, err)
@@ -247,25 +247,110 @@ func TestReferenceBMCEFIBitNeedsValidBit(t *testing.T) {
 
 	require.NoError(t, r.hal.Chassis().SetBootFlags(ctx, staleEFI))
 	c := dialRef(t, r)
-	require.NoError(t, c.SetBootOnce(ctx, SystemURI, bmc.BootPXE))
+	require.NoError(t, c.SetBootOnce(ctx, SystemURI, bmc.BootPXE, ""))
 	assert.Equal(t, [][]byte{{0x03, 0x08}, {0x05, 0x80, 0x04, 0, 0, 0}}, setBoot(), "stale EFI bit ignored: legacy")
 
 	require.NoError(t, r.hal.Chassis().SetBootFlags(ctx, &types.BootOptionParam_BootFlags{BootFlagsValid: true, BIOSBootType: types.BIOSBootTypeEFI}))
-	require.NoError(t, c.SetBootOnce(ctx, SystemURI, bmc.BootPXE))
+	require.NoError(t, c.SetBootOnce(ctx, SystemURI, bmc.BootPXE, ""))
 	assert.Equal(t, [][]byte{{0x03, 0x08}, {0x05, 0xa0, 0x04, 0, 0, 0}}, setBoot(), "valid EFI flags: EFI")
 
 	// The flags expired (or were consumed) and read back without their valid bit, the EFI bit
 	// cleared: the client keeps the mode it last used.
 	require.NoError(t, r.hal.Chassis().SetBootFlags(ctx, &types.BootOptionParam_BootFlags{}))
-	require.NoError(t, c.SetBootPersistent(ctx, SystemURI, bmc.BootDisk))
+	require.NoError(t, c.SetBootPersistent(ctx, SystemURI, bmc.BootDisk, ""))
 	assert.Equal(t, [][]byte{{0x03, 0x08}, {0x05, 0xe0, 0x08, 0, 0, 0}}, setBoot(), "remembered EFI")
 
 	require.NoError(t, r.hal.Chassis().SetBootFlags(ctx, &types.BootOptionParam_BootFlags{BootFlagsValid: true}))
-	require.NoError(t, c.SetBootOnce(ctx, SystemURI, bmc.BootCd))
+	require.NoError(t, c.SetBootOnce(ctx, SystemURI, bmc.BootCd, ""))
 	assert.Equal(t, [][]byte{{0x03, 0x08}, {0x05, 0x80, 0x14, 0, 0, 0}}, setBoot(), "valid legacy flags: legacy")
 	require.NoError(t, r.hal.Chassis().SetBootFlags(ctx, staleEFI))
-	require.NoError(t, c.SetBootOnce(ctx, SystemURI, bmc.BootCd))
+	require.NoError(t, c.SetBootOnce(ctx, SystemURI, bmc.BootCd, ""))
 	assert.Equal(t, [][]byte{{0x03, 0x08}, {0x05, 0x80, 0x14, 0, 0, 0}}, setBoot(), "remembered legacy, stale EFI bit ignored")
+}
+
+// TestReferenceBMCEFIBitFollowsTheMode: a mode asked for decides the EFI bit on the wire, against
+// valid BMC flags that say the opposite (so a client still taking the BMC's bit fails), for the
+// one-time and persistent overrides and the persistent one re-sent before a power-on; the BMC's
+// flags are not read for it.
+func TestReferenceBMCEFIBitFollowsTheMode(t *testing.T) {
+	r := startRefBMC(t, refOptions{})
+	ctx := testContext(t)
+	c := dialRef(t, r)
+	setBoot := func() [][]byte { return r.received(types.CommandSetSystemBootOptions) }
+	getBoot := func() [][]byte { return r.received(types.CommandGetSystemBootOptions) }
+	bmcFlags := func(efi bool) {
+		t.Helper()
+		typ := types.BIOSBootTypeLegacy
+		if efi {
+			typ = types.BIOSBootTypeEFI
+		}
+		require.NoError(t, r.hal.Chassis().SetBootFlags(ctx, &types.BootOptionParam_BootFlags{BootFlagsValid: true, BIOSBootType: typ}))
+	}
+
+	bmcFlags(true)
+	require.NoError(t, c.SetBootOnce(ctx, SystemURI, bmc.BootPXE, metalv1alpha1.BootModeLegacy))
+	assert.Equal(t, [][]byte{{0x03, 0x08}, {0x05, 0x80, 0x04, 0, 0, 0}}, setBoot(), "Legacy: EFI bit clear though the BMC's valid flags say EFI")
+	assert.Empty(t, getBoot(), "a mode asked for: the BMC's flags are not read")
+
+	bmcFlags(false)
+	require.NoError(t, c.SetBootOnce(ctx, SystemURI, bmc.BootPXE, metalv1alpha1.BootModeUEFI))
+	assert.Equal(t, [][]byte{{0x03, 0x08}, {0x05, 0xa0, 0x04, 0, 0, 0}}, setBoot(), "UEFI: EFI bit set though the BMC's valid flags say legacy")
+	bmcFlags(false)
+	require.NoError(t, c.SetBootOnce(ctx, SystemURI, bmc.BootCd, metalv1alpha1.BootModeUEFISecureBoot))
+	assert.Equal(t, [][]byte{{0x03, 0x08}, {0x05, 0xa0, 0x14, 0, 0, 0}}, setBoot(), "UEFISecureBoot: EFI bit set")
+
+	// A persistent Legacy disk, re-sent before the power-on in Legacy, whatever the BMC has.
+	bmcFlags(true)
+	require.NoError(t, c.SetBootPersistent(ctx, SystemURI, bmc.BootDisk, metalv1alpha1.BootModeLegacy))
+	assert.Equal(t, [][]byte{{0x03, 0x08}, {0x05, 0xc0, 0x08, 0, 0, 0}}, setBoot())
+	bmcFlags(true)
+	require.NoError(t, c.SetPower(ctx, SystemURI, bmc.PowerOn))
+	assert.Equal(t, [][]byte{{0x03, 0x08}, {0x05, 0xc0, 0x08, 0, 0, 0}}, setBoot(), "re-sent in the mode it was set for")
+
+	// No mode: today's rule, the BMC's valid EFI bit.
+	bmcFlags(true)
+	require.NoError(t, c.SetBootOnce(ctx, SystemURI, bmc.BootPXE, ""))
+	assert.Equal(t, [][]byte{{0x03, 0x08}, {0x05, 0xa0, 0x04, 0, 0, 0}}, setBoot(), "no mode: the BMC's valid EFI bit")
+	assert.Len(t, getBoot(), 1, "read for it")
+}
+
+// TestReferenceBMCBootModeReadsTheValidFlags: BootMode is the EFI bit of valid flags, unknown
+// without the valid bit, and unknown for flags this client sent on a guess.
+func TestReferenceBMCBootModeReadsTheValidFlags(t *testing.T) {
+	r := startRefBMC(t, refOptions{})
+	ctx := testContext(t)
+	c := dialRef(t, r)
+	for _, tc := range []struct {
+		flags types.BootOptionParam_BootFlags
+		want  metalv1alpha1.BootMode
+	}{
+		{types.BootOptionParam_BootFlags{BootFlagsValid: true, BIOSBootType: types.BIOSBootTypeEFI}, metalv1alpha1.BootModeUEFI},
+		{types.BootOptionParam_BootFlags{BootFlagsValid: true, BIOSBootType: types.BIOSBootTypeLegacy}, metalv1alpha1.BootModeLegacy},
+		{types.BootOptionParam_BootFlags{BIOSBootType: types.BIOSBootTypeEFI}, ""},
+		{types.BootOptionParam_BootFlags{}, ""},
+	} {
+		require.NoError(t, r.hal.Chassis().SetBootFlags(ctx, &tc.flags))
+		got, err := c.BootMode(ctx, SystemURI)
+		require.NoError(t, err)
+		assert.Equal(t, tc.want, got, "%+v", tc.flags)
+	}
+	_, err := c.BootMode(ctx, "/redfish/v1/Systems/1")
+	assert.Error(t, err, "IPMI has one system")
+
+	// A client that knows no mode sends the legacy guess; read back, that is no one's word.
+	guessing := dialRef(t, r)
+	require.NoError(t, r.hal.Chassis().SetBootFlags(ctx, &types.BootOptionParam_BootFlags{}))
+	require.NoError(t, guessing.SetBootOnce(ctx, SystemURI, bmc.BootPXE, ""))
+	flags, err := r.hal.Chassis().GetBootFlags(ctx)
+	require.NoError(t, err)
+	require.True(t, flags.BootFlagsValid, "the BMC holds the flags sent")
+	got, err := guessing.BootMode(ctx, SystemURI)
+	require.NoError(t, err)
+	assert.Empty(t, got, "its own guess, read back: unknown")
+	require.NoError(t, guessing.SetBootOnce(ctx, SystemURI, bmc.BootPXE, metalv1alpha1.BootModeLegacy))
+	got, err = guessing.BootMode(ctx, SystemURI)
+	require.NoError(t, err)
+	assert.Equal(t, metalv1alpha1.BootModeLegacy, got, "flags sent for a mode asked for are the BMC's word")
 }
 
 // TestReferenceBMCOverIPv6 logs in to a BMC at [::1]: go-ipmi dials "host:port" with Sprintf,
@@ -336,7 +421,7 @@ func TestReferenceBMCOperatorUser(t *testing.T) {
 	require.NoError(t, err)
 	t.Cleanup(c.Close)
 	ctx := testContext(t)
-	require.NoError(t, c.SetBootOnce(ctx, SystemURI, bmc.BootPXE))
+	require.NoError(t, c.SetBootOnce(ctx, SystemURI, bmc.BootPXE, ""))
 	require.NoError(t, c.SetPower(ctx, SystemURI, bmc.PowerOn))
 	assert.Equal(t, [][]byte{{0x01}}, r.received(types.CommandChassisControl))
 

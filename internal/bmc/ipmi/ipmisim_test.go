@@ -115,7 +115,7 @@ func TestSimIdentityPowerAndBoot(t *testing.T) {
 
 	assertManager(t, c, bmc.ManagerInfo{Manufacturer: "MontaVista (OpenIPMI)", Model: "0x0f02", FirmwareVersion: "9.08", PowerState: metalv1alpha1.PowerStateOn}, "52:54:00:12:34:56")
 
-	require.NoError(t, c.SetBootOnce(ctx, SystemURI, bmc.BootPXE))
+	require.NoError(t, c.SetBootOnce(ctx, SystemURI, bmc.BootPXE, ""))
 	assert.Equal(t, "pxe", sim.BootDevice())
 	require.NoError(t, c.SetPower(ctx, SystemURI, bmc.PowerOn))
 	assert.Equal(t, "On", sim.PowerState())
@@ -125,7 +125,7 @@ func TestSimIdentityPowerAndBoot(t *testing.T) {
 	assert.Equal(t, metalv1alpha1.PowerStateOn, state)
 
 	// ipmi_sim forgets "persistent": the client re-sends it before the restart.
-	require.NoError(t, c.SetBootPersistent(ctx, SystemURI, bmc.BootDisk))
+	require.NoError(t, c.SetBootPersistent(ctx, SystemURI, bmc.BootDisk, ""))
 	require.NoError(t, c.SetPower(ctx, SystemURI, bmc.PowerForceRestart))
 	require.NoError(t, c.SetPower(ctx, SystemURI, bmc.PowerOff))
 	assert.Equal(t, "Off", sim.PowerState())

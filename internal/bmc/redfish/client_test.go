@@ -107,7 +107,7 @@ func TestPowerAndOneTimeBoot(t *testing.T) {
 	require.NoError(t, err)
 	sys := systems[0]
 
-	require.NoError(t, c.SetBootOnce(ctx, sys.URI, bmc.BootPXE))
+	require.NoError(t, c.SetBootOnce(ctx, sys.URI, bmc.BootPXE, ""))
 	target, enabled := sim.BootOverride(sys.ID)
 	assert.Equal(t, bmcsim.BootTarget("Pxe"), target)
 	assert.Equal(t, "Once", enabled)
@@ -323,7 +323,7 @@ func TestSurvivesEveryVendorProfile(t *testing.T) {
 				require.NoError(t, err)
 				assert.Positive(t, inv.CPU.Cores, "CPU cores counted by type")
 				for _, step := range []func() error{
-					func() error { return c.SetBootOnce(ctx, sys.URI, bmc.BootPXE) },
+					func() error { return c.SetBootOnce(ctx, sys.URI, bmc.BootPXE, "") },
 					func() error { return c.SetPower(ctx, sys.URI, bmc.PowerOn) },
 					func() error { return c.SetPower(ctx, sys.URI, bmc.PowerOff) },
 				} {

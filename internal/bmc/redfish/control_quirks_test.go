@@ -38,20 +38,24 @@ func TestEveryControlQuirk(t *testing.T) {
 			assert.True(t, errors.Is(err, bmc.ErrUnsupported), "unsupported, not a crash or a retry loop: %v", err)
 		}},
 		"no Boot object": {bmcsim.Quirks{NoBootObject: true}, func(t *testing.T, ctx context.Context, sim *bmcsim.BMC, c bmc.Client, sys bmc.SystemInfo) {
-			assert.True(t, errors.Is(c.SetBootOnce(ctx, sys.URI, bmc.BootPXE), bmc.ErrUnsupported))
-			assert.True(t, errors.Is(c.SetBootPersistent(ctx, sys.URI, bmc.BootDisk), bmc.ErrUnsupported))
+			assert.True(t, errors.Is(c.SetBootOnce(ctx, sys.URI, bmc.BootPXE, ""), bmc.ErrUnsupported))
+			assert.True(t, errors.Is(c.SetBootPersistent(ctx, sys.URI, bmc.BootDisk, ""), bmc.ErrUnsupported))
 			require.NoError(t, c.SetPower(ctx, sys.URI, bmc.PowerOn), "power still works")
 		}},
 		"one-time boot overrides only": {bmcsim.Quirks{BootOnceOnly: true}, func(t *testing.T, ctx context.Context, sim *bmcsim.BMC, c bmc.Client, sys bmc.SystemInfo) {
-			assert.True(t, errors.Is(c.SetBootPersistent(ctx, sys.URI, bmc.BootDisk), bmc.ErrUnsupported))
-			require.NoError(t, c.SetBootOnce(ctx, sys.URI, bmc.BootPXE))
+			assert.True(t, errors.Is(c.SetBootPersistent(ctx, sys.URI, bmc.BootDisk, ""), bmc.ErrUnsupported))
+			require.NoError(t, c.SetBootOnce(ctx, sys.URI, bmc.BootPXE, ""))
 			target, enabled := sim.BootOverride(sys.ID)
 			assert.Equal(t, bmcsim.BootTarget("Pxe"), target)
 			assert.Equal(t, "Once", enabled)
 		}},
 		"PATCHing the boot mode is refused": {bmcsim.Quirks{RejectBootModePatch: true}, func(t *testing.T, ctx context.Context, sim *bmcsim.BMC, c bmc.Client, sys bmc.SystemInfo) {
-			require.NoError(t, c.SetBootOnce(ctx, sys.URI, bmc.BootPXE), "the client never sends BootSourceOverrideMode")
-			require.NoError(t, c.SetBootPersistent(ctx, sys.URI, bmc.BootDisk))
+			require.NoError(t, c.SetBootOnce(ctx, sys.URI, bmc.BootPXE, ""), "no mode asked for: BootSourceOverrideMode is not sent")
+			require.NoError(t, c.SetBootPersistent(ctx, sys.URI, bmc.BootDisk, metalv1alpha1.BootModeUEFI), "the mode it has: not sent")
+			require.NoError(t, c.SetBootPersistent(ctx, sys.URI, bmc.BootDisk, metalv1alpha1.BootModeLegacy), "another mode: refused, sent again without it")
+			target, enabled := sim.BootOverride(sys.ID)
+			assert.Equal(t, bmcsim.BootTarget("Hdd"), target)
+			assert.Equal(t, "Continuous", enabled)
 		}},
 		"the power state lags a reset": {bmcsim.Quirks{PowerStateLag: 300 * time.Millisecond}, func(t *testing.T, ctx context.Context, sim *bmcsim.BMC, c bmc.Client, sys bmc.SystemInfo) {
 			require.NoError(t, c.SetPower(ctx, sys.URI, bmc.PowerOn))

@@ -15,9 +15,10 @@ import (
 	metalv1alpha1 "github.com/ironfleet/ironfleet/apis/metal/v1alpha1"
 )
 
-// Inventory reads a system's processors, memory, drives and NICs. A sub-resource that fails
-// (a licence-gated OEM path, a ResourceMissingAtURI) is skipped: one bad link must not cost the
-// whole inventory. Only the system itself failing is an error.
+// Inventory reads a system's processors, memory, drives and NICs, and its boot mode (as
+// BootMode does). A sub-resource that fails (a licence-gated OEM path, a ResourceMissingAtURI)
+// is skipped: one bad link must not cost the whole inventory. Only the system itself failing is
+// an error.
 func (c *Client) Inventory(ctx context.Context, systemURI string) (metalv1alpha1.Inventory, error) {
 	if err := ctx.Err(); err != nil {
 		return metalv1alpha1.Inventory{}, err
@@ -45,6 +46,7 @@ func (c *Client) Inventory(ctx context.Context, systemURI string) (metalv1alpha1
 		addNICs(&inv, nics)
 	}
 	sortInventory(&inv)
+	inv.BootMode = bootModeOf(system)
 	return inv, nil
 }
 

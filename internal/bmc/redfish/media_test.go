@@ -173,7 +173,7 @@ func mediaLifeCycle(t *testing.T, ctx context.Context, sim *bmcsim.BMC, c *redfi
 	holds(t, sim, sys.ID, iso, "b")
 	assert.NoFileExists(t, evs[0].Path, "the first image is gone")
 
-	require.NoError(t, c.SetBootOnce(ctx, sys.URI, bmc.BootCd))
+	require.NoError(t, c.SetBootOnce(ctx, sys.URI, bmc.BootCd, ""))
 	target, enabled := sim.BootOverride(sys.ID)
 	assert.Equal(t, bmcsim.BootCd, target)
 	assert.Equal(t, "Once", enabled)

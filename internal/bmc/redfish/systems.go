@@ -195,6 +195,8 @@ type systemControls struct {
 		Enabled        string   `json:"BootSourceOverrideEnabled"`
 		EnabledAllowed []string `json:"BootSourceOverrideEnabled@Redfish.AllowableValues"`
 		TargetAllowed  []string `json:"BootSourceOverrideTarget@Redfish.AllowableValues"`
+		Mode           string   `json:"BootSourceOverrideMode"`
+		ModeAllowed    []string `json:"BootSourceOverrideMode@Redfish.AllowableValues"`
 	}
 }
 
@@ -309,20 +311,26 @@ func (c *Client) actionInfoAllowable(uri, parameter string) []string {
 	return nil
 }
 
-// SetBootOnce points the next boot at target. It never sends BootSourceOverrideMode, which
-// some BMCs refuse to PATCH.
-func (c *Client) SetBootOnce(ctx context.Context, systemURI string, target bmc.BootTarget) error {
-	return c.setBoot(ctx, systemURI, target, "Once")
+// SetBootOnce points the next boot at target, in mode's firmware mode (see setBoot).
+func (c *Client) SetBootOnce(ctx context.Context, systemURI string, target bmc.BootTarget, mode metalv1alpha1.BootMode) error {
+	return c.setBoot(ctx, systemURI, target, "Once", mode)
 }
 
 // SetBootPersistent points every boot from now on at target (BootSourceOverrideEnabled
 // Continuous): an installed server boots its disk on every power-on, whatever the boot order
 // says.
-func (c *Client) SetBootPersistent(ctx context.Context, systemURI string, target bmc.BootTarget) error {
-	return c.setBoot(ctx, systemURI, target, "Continuous")
+func (c *Client) SetBootPersistent(ctx context.Context, systemURI string, target bmc.BootTarget, mode metalv1alpha1.BootMode) error {
+	return c.setBoot(ctx, systemURI, target, "Continuous", mode)
 }
 
-func (c *Client) setBoot(ctx context.Context, systemURI string, target bmc.BootTarget, enabled string) error {
+// setBoot PATCHes the boot override. BootSourceOverrideMode is sent only when a mode is asked
+// for, the system shows the property (it lists the wanted value among its allowable ones, or,
+// listing none, reports a current mode) and the mode differs from the current one: some BMCs
+// refuse to PATCH it at all (iDRAC), and a PATCH that needs no mode change must not fail for
+// it. A BMC that refuses the PATCH with the mode in it (400) gets it once more without: the
+// boot happens in the firmware's own mode, which the probe then reports (and the server's
+// BootMode condition compares with spec.bootMode).
+func (c *Client) setBoot(ctx context.Context, systemURI string, target bmc.BootTarget, enabled string, mode metalv1alpha1.BootMode) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
@@ -339,11 +347,22 @@ func (c *Client) setBoot(ctx context.Context, systemURI string, target bmc.BootT
 	if len(ctl.Boot.EnabledAllowed) > 0 && !slices.Contains(ctl.Boot.EnabledAllowed, enabled) {
 		return bmc.Classify(metalv1alpha1.BMCReasonProtocolError, fmt.Errorf("system %s offers no %s boot override (offers %v): %w", systemURI, enabled, ctl.Boot.EnabledAllowed, bmc.ErrUnsupported))
 	}
-	patch := map[string]any{"Boot": map[string]string{
+	boot := map[string]string{
 		"BootSourceOverrideTarget":  string(target),
 		"BootSourceOverrideEnabled": enabled,
-	}}
-	resp, err := c.api.Patch(systemURI, patch)
+	}
+	withMode := false
+	if want := overrideMode(mode); want != "" && !strings.EqualFold(ctl.Boot.Mode, want) &&
+		(slices.Contains(ctl.Boot.ModeAllowed, want) || (len(ctl.Boot.ModeAllowed) == 0 && ctl.Boot.Mode != "")) {
+		boot["BootSourceOverrideMode"] = want
+		withMode = true
+	}
+	resp, err := c.api.Patch(systemURI, map[string]any{"Boot": boot})
+	var redfishErr *common.Error
+	if withMode && errors.As(err, &redfishErr) && redfishErr.HTTPReturnedStatusCode == http.StatusBadRequest {
+		delete(boot, "BootSourceOverrideMode")
+		resp, err = c.api.Patch(systemURI, map[string]any{"Boot": boot})
+	}
 	if err != nil {
 		return classify(fmt.Sprintf("setting %s to boot from %s (%s)", systemURI, target, enabled), err)
 	}

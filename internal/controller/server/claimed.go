@@ -102,7 +102,7 @@ func (r *Reconciler) reserved(ctx context.Context, server *metalv1alpha1.Server)
 	// The disk Ironfleet installed is the next boot of every power-on it sends (a BMC that
 	// allows only one-time overrides may boot anything after the last one).
 	if installedImage && st.effect.powering == metalv1alpha1.PowerStatePoweringOn {
-		st.effect = fromDisk(st.effect, server.Spec.SystemURI)
+		st.effect = fromDisk(st.effect, server.Spec.SystemURI, server.EffectiveBootMode())
 	}
 	return st, nil
 }
@@ -123,7 +123,7 @@ func (r *Reconciler) provision(ctx context.Context, server *metalv1alpha1.Server
 	}
 	// Power On boots the image now; power Off powers the server off (whatever powered it on
 	// meanwhile) and leaves the one-time PXE boot for the first power-on the claim asks for.
-	eff := bootOnce(server.Spec.SystemURI, bmc.BootPXE, "")
+	eff := bootOnce(server.Spec.SystemURI, bmc.BootPXE, "", server.EffectiveBootMode())
 	if server.Spec.Power == metalv1alpha1.PowerOff {
 		eff = setPower(server.Spec.SystemURI, bmc.PowerOff)
 		eff.armsBoot = true
@@ -132,7 +132,7 @@ func (r *Reconciler) provision(ctx context.Context, server *metalv1alpha1.Server
 			if err := powerOff(ctx, c); err != nil {
 				return err
 			}
-			return c.SetBootOnce(ctx, server.Spec.SystemURI, bmc.BootPXE)
+			return c.SetBootOnce(ctx, server.Spec.SystemURI, bmc.BootPXE, server.EffectiveBootMode())
 		}
 	}
 	// Provisioned turns True only once the BMC took the boot: a manager that dies between this

@@ -216,7 +216,7 @@ func (r *Reconciler) bootFromDisk(server *metalv1alpha1.Server, claim *metalv1al
 	}
 	eff.run = setPower(uri, action).run
 	// Off too: the next power-on, whoever asks for it, boots the disk.
-	eff = fromDisk(eff, uri)
+	eff = fromDisk(eff, uri, server.EffectiveBootMode())
 	r.Events.Eventf(server, nil, corev1.EventTypeNormal, metalv1alpha1.ReasonInstalled, "Install", "%s", message)
 	return step{reason: metalv1alpha1.ReasonInstalled, message: message, effect: eff, apply: func(s *metalv1alpha1.Server) {
 		s.Status.ProvisionAttempts = 0

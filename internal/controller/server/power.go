@@ -163,12 +163,12 @@ func watched(d *metalv1alpha1.PowerDelivery) bool {
 // bootDisk points the server's boots at its disk: for good (BootSourceOverrideEnabled
 // Continuous) where the BMC allows it; for the next boot only (persistent false) on a BMC that
 // offers one-time overrides alone (Supermicro's). Either way the next boot is the disk.
-func bootDisk(ctx context.Context, c bmc.Client, uri string) (persistent bool, err error) {
-	err = c.SetBootPersistent(ctx, uri, bmc.BootDisk)
+func bootDisk(ctx context.Context, c bmc.Client, uri string, mode metalv1alpha1.BootMode) (persistent bool, err error) {
+	err = c.SetBootPersistent(ctx, uri, bmc.BootDisk, mode)
 	if !errors.Is(err, bmc.ErrUnsupported) {
 		return err == nil, err
 	}
-	return false, c.SetBootOnce(ctx, uri, bmc.BootDisk)
+	return false, c.SetBootOnce(ctx, uri, bmc.BootDisk, mode)
 }
 
 // bootOnceOnlyNote ends the Provisioned message of an installed server whose BMC allows only
@@ -178,12 +178,12 @@ const bootOnceOnlyNote = " (when Ironfleet powers it on: its BMC allows only one
 // fromDisk makes a power effect boot the disk: the boot override is set (bootDisk) before the
 // power action, and once both are done the Provisioned condition says whether the disk boot
 // holds for every power-on or only for Ironfleet's.
-func fromDisk(eff effect, uri string) effect {
+func fromDisk(eff effect, uri string, mode metalv1alpha1.BootMode) effect {
 	run, done := eff.run, eff.done
 	persistent := true // what this effect's bootDisk found, for its done
 	eff.run = func(ctx context.Context, c bmc.Client) error {
 		var err error
-		if persistent, err = bootDisk(ctx, c, uri); err != nil {
+		if persistent, err = bootDisk(ctx, c, uri, mode); err != nil {
 			return err
 		}
 		return run(ctx, c)

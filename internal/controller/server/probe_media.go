@@ -76,7 +76,7 @@ func (r *Reconciler) probeMediumOf(ctx context.Context, server *metalv1alpha1.Se
 func (r *Reconciler) probeBoot(ctx context.Context, server *metalv1alpha1.Server, sbc *metalv1alpha1.ServerBootConfiguration, via probeMedium) (effect, *step, error) {
 	uri := server.Spec.SystemURI
 	if !via.virtualMedia() {
-		return bootOnce(uri, bmc.BootPXE, ""), nil, nil
+		return bootOnce(uri, bmc.BootPXE, "", server.EffectiveBootMode()), nil, nil
 	}
 	if via.unsupported != "" {
 		st := wait(metalv1alpha1.ReasonVirtualMediaUnsupported, fmt.Sprintf("BMC %s boots by VirtualMedia but has none (%s): not booted; set the BMC's spec.bootMethod to PXE, or fix its virtual media", via.bmc, via.unsupported), 30*time.Second)
@@ -90,20 +90,20 @@ func (r *Reconciler) probeBoot(ctx context.Context, server *metalv1alpha1.Server
 		st := wait(metalv1alpha1.ReasonWaitingForBootService, fmt.Sprintf("waiting for the boot service to publish the ISO of %s/%s", sbc.Namespace, sbc.Name), 2*time.Second)
 		return effect{}, &st, nil
 	}
-	return bootOnce(uri, bmc.BootCd, url), nil, nil
+	return bootOnce(uri, bmc.BootCd, url, server.EffectiveBootMode()), nil, nil
 }
 
 // bootOnce sets a one-time boot override to target and powers the server on, restarting it if
 // it is on; with a media URL, the URL is inserted as the virtual CD first. The power state is
 // read now: the last poll may be minutes old.
-func bootOnce(uri string, target bmc.BootTarget, media string) effect {
+func bootOnce(uri string, target bmc.BootTarget, media string, mode metalv1alpha1.BootMode) effect {
 	return effect{powering: metalv1alpha1.PowerStatePoweringOn, insertsMedia: media != "", run: func(ctx context.Context, c bmc.Client) error {
 		if media != "" {
 			if err := c.InsertMedia(ctx, uri, media); err != nil {
 				return err
 			}
 		}
-		if err := c.SetBootOnce(ctx, uri, target); err != nil {
+		if err := c.SetBootOnce(ctx, uri, target, mode); err != nil {
 			return err
 		}
 		state, err := c.PowerState(ctx, uri)

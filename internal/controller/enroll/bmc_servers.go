@@ -270,8 +270,8 @@ func labelValue(s string) string {
 
 // refreshServerStatus writes what the BMC says about a system into its Server's status:
 // identity and power. The out-of-band inventory is read once, when the Server has none;
-// discovery replaces it with the in-band report. The lifecycle state is not the BMC
-// reconciler's to write.
+// discovery replaces it with the in-band report. The boot mode is read with it (bmcBootMode).
+// The lifecycle state is not the BMC reconciler's to write.
 func (r *BMCReconciler) refreshServerStatus(ctx context.Context, c bmc.Client, server *metalv1alpha1.Server, sys bmc.SystemInfo) (conflict bool, err error) {
 	original := server.DeepCopy()
 	st := &server.Status
@@ -282,11 +282,16 @@ func (r *BMCReconciler) refreshServerStatus(ctx context.Context, c bmc.Client, s
 		switch {
 		case errors.Is(err, bmc.ErrUnsupported):
 			// IPMI: no out-of-band inventory (the BMC's OutOfBandInventory condition says
-			// so); discovery's in-band report is the Server's hardware.
+			// so); discovery's in-band report is the Server's hardware. The boot flags say
+			// the mode, while they are valid.
+			if err := r.bmcBootMode(ctx, c, server, sys.URI); err != nil {
+				return false, err
+			}
 		case err != nil:
 			return false, err
 		default:
 			st.Inventory = &inv
+			setBMCBootMode(server, inv.BootMode)
 		}
 	}
 	// Servers whose inventory came before the summary get it at the next poll.
@@ -305,4 +310,29 @@ func (r *BMCReconciler) refreshServerStatus(ctx context.Context, c bmc.Client, s
 		return false, fmt.Errorf("updating server %s status: %w", server.Name, err)
 	}
 	return false, nil
+}
+
+// bmcBootMode reads the boot mode from a BMC that has no inventory to carry it (IPMI: its boot
+// flags), at the polls that would read the inventory, so until discovery's report: no round
+// trip more for a server the probe has reported on. A BMC that cannot say is no error.
+func (r *BMCReconciler) bmcBootMode(ctx context.Context, c bmc.Client, server *metalv1alpha1.Server, uri string) error {
+	if server.Status.BootModeSource == metalv1alpha1.BootModeSourceProbe {
+		return nil
+	}
+	mode, err := c.BootMode(ctx, uri)
+	if err != nil && !errors.Is(err, bmc.ErrUnsupported) {
+		return err
+	}
+	setBMCBootMode(server, mode)
+	return nil
+}
+
+// setBMCBootMode records the mode the BMC says the server boots in, source BMC. It never
+// overwrites the probe's word (source Probe: read from the firmware's own variables inside the
+// booted host, which the registry writes), nor a known mode with an unknown one.
+func setBMCBootMode(server *metalv1alpha1.Server, mode metalv1alpha1.BootMode) {
+	if mode == "" || server.Status.BootModeSource == metalv1alpha1.BootModeSourceProbe {
+		return
+	}
+	server.Status.BootMode, server.Status.BootModeSource = mode, metalv1alpha1.BootModeSourceBMC
 }

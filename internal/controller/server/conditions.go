@@ -78,3 +78,86 @@ func setInMaintenance(s *metalv1alpha1.Server, held *metalv1alpha1.ObjectReferen
 	status.SetCondition(&s.Status.Conditions, s.Generation, metalv1alpha1.ConditionInMaintenance, metav1.ConditionTrue, metalv1alpha1.ReasonMaintenanceStarted,
 		fmt.Sprintf("held by %s/%s", held.Namespace, held.Name))
 }
+
+// setBootMode says whether the server's firmware boots in the mode spec.bootMode asks for
+// (bootModeCondition). It is set at every reconcile from the server's own spec and status: it
+// costs no API call, and it is written with whatever else the reconcile writes.
+func setBootMode(s *metalv1alpha1.Server) {
+	st, reason, message := bootModeCondition(s.Spec.BootMode, s.Status.BootMode, s.Status.BootModeSource)
+	status.SetCondition(&s.Status.Conditions, s.Generation, metalv1alpha1.ConditionBootMode, st, reason, message)
+}
+
+// bootModeCondition compares the mode spec.bootMode asks for (want) with the mode the firmware
+// was found booting in (found, from source): Unknown while none was found; True when none is
+// asked for (the mode found is taken) or the two agree; False, with what to change where, when
+// they differ.
+func bootModeCondition(want, found metalv1alpha1.BootMode, source string) (metav1.ConditionStatus, string, string) {
+	switch {
+	case found == "" && want == "":
+		return metav1.ConditionUnknown, metalv1alpha1.ReasonBootModeUnknown,
+			"the mode the firmware boots in is not known yet: neither its BMC nor a probe's report said"
+	case found == "":
+		return metav1.ConditionUnknown, metalv1alpha1.ReasonBootModeUnknown,
+			fmt.Sprintf("spec.bootMode is %s; the mode the firmware boots in is not known yet: neither its BMC nor a probe's report said", want)
+	case want == "":
+		return metav1.ConditionTrue, metalv1alpha1.ReasonBootModeAsFound,
+			fmt.Sprintf("found booting %s%s; spec.bootMode asks for no mode", found, fromSource(source))
+	case want == found:
+		return metav1.ConditionTrue, metalv1alpha1.ReasonBootModeMatches,
+			fmt.Sprintf("found booting %s%s, as spec.bootMode asks", found, fromSource(source))
+	}
+	who := "the firmware was found booting"
+	switch source {
+	case metalv1alpha1.BootModeSourceProbe:
+		who = "the probe found the firmware booting"
+	case metalv1alpha1.BootModeSourceBMC:
+		who = "the BMC says the firmware boots"
+	}
+	return metav1.ConditionFalse, metalv1alpha1.ReasonBootModeMismatch,
+		fmt.Sprintf("spec.bootMode is %s, and %s %s: %s in the firmware setup (or through the BMC), or set spec.bootMode to %s",
+			want, who, describeBootMode(found), bootModeChange(want, found), found)
+}
+
+// fromSource names where a mode was learned, for a message.
+func fromSource(source string) string {
+	switch source {
+	case metalv1alpha1.BootModeSourceProbe:
+		return " (from the probe's report)"
+	case metalv1alpha1.BootModeSourceBMC:
+		return " (from the BMC)"
+	default:
+		return ""
+	}
+}
+
+// describeBootMode says a mode in words.
+func describeBootMode(m metalv1alpha1.BootMode) string {
+	switch m {
+	case metalv1alpha1.BootModeUEFI:
+		return "UEFI with Secure Boot off"
+	case metalv1alpha1.BootModeUEFISecureBoot:
+		return "UEFI with Secure Boot enforced"
+	case metalv1alpha1.BootModeLegacy:
+		return "the legacy BIOS way (Legacy)"
+	default:
+		return string(m)
+	}
+}
+
+// bootModeChange says what to change in a firmware found booting found for it to boot want.
+func bootModeChange(want, found metalv1alpha1.BootMode) string {
+	switch {
+	case want == metalv1alpha1.BootModeUEFISecureBoot && found == metalv1alpha1.BootModeUEFI:
+		return "enable Secure Boot"
+	case want == metalv1alpha1.BootModeUEFI && found == metalv1alpha1.BootModeUEFISecureBoot:
+		return "disable Secure Boot"
+	case want == metalv1alpha1.BootModeUEFISecureBoot:
+		return "switch the firmware's boot mode from Legacy to UEFI and enable Secure Boot"
+	case want == metalv1alpha1.BootModeUEFI:
+		return "switch the firmware's boot mode from Legacy to UEFI"
+	case want == metalv1alpha1.BootModeLegacy:
+		return "switch the firmware's boot mode from UEFI to Legacy (CSM)"
+	default:
+		return "switch the firmware's boot mode to " + string(want)
+	}
+}

@@ -191,6 +191,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		}
 	}
 	showReady(&server, st, err)
+	setBootMode(&server)
 	if err == nil {
 		trackProbeMedia(&server, &st)
 	}
@@ -252,26 +253,38 @@ type unwrittenBoot struct {
 
 // onlyWaiting says whether after differs from before only in what a brief wait records: its
 // Ready condition, the probe boot it named, the generation observed, and a new server's entry
-// into Initial.
+// into Initial; and in the BootMode condition, which every reconcile sets from the spec and
+// status it read (a write that follows soon carries it).
 func onlyWaiting(before, after *metalv1alpha1.ServerStatus) bool {
 	a := after.DeepCopy()
 	a.ProbeBoot, a.ObservedGeneration = before.ProbeBoot, before.ObservedGeneration
 	if before.State == "" {
 		a.State, a.LastTransitionTime, a.LastTransitionReason = before.State, before.LastTransitionTime, before.LastTransitionReason
 	}
-	was := apimeta.FindStatusCondition(before.Conditions, metalv1alpha1.ConditionReady)
-	for i := range a.Conditions {
-		if a.Conditions[i].Type != metalv1alpha1.ConditionReady {
-			continue
-		}
-		if was != nil {
-			a.Conditions[i] = *was
-		} else {
-			a.Conditions = append(a.Conditions[:i], a.Conditions[i+1:]...)
-		}
-		break
+	for _, t := range []string{metalv1alpha1.ConditionReady, metalv1alpha1.ConditionBootMode} {
+		a.Conditions = withConditionOf(a.Conditions, before.Conditions, t)
 	}
 	return equality.Semantic.DeepEqual(a, before)
+}
+
+// withConditionOf is conds with its condition of type t as it is in was (none if none is).
+func withConditionOf(conds, was []metav1.Condition, t string) []metav1.Condition {
+	old := apimeta.FindStatusCondition(was, t)
+	for i := range conds {
+		if conds[i].Type != t {
+			continue
+		}
+		if old != nil {
+			conds[i] = *old
+			return conds
+		}
+		return append(conds[:i], conds[i+1:]...)
+	}
+	if old != nil {
+		// Removed after: put it back (not the case of Ready or BootMode, which stay once set).
+		conds = append(conds, *old)
+	}
+	return conds
 }
 
 // bmcLookGrace is how long a new Server waits for its BMC's first look at the system (identity,

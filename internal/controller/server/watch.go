@@ -41,8 +41,9 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 		Complete(r)
 }
 
-// serverChanged lets through what the lifecycle reacts to (spec, metadata, a new probe report),
-// and not the status writes of the reconcilers themselves or the BMC's power polls.
+// serverChanged lets through what the lifecycle reacts to (spec, metadata, a new probe report,
+// a boot mode found: the BootMode condition), and not the status writes of the reconcilers
+// themselves or the BMC's power polls.
 func serverChanged() predicate.Predicate {
 	return predicate.Funcs{
 		UpdateFunc: func(e event.UpdateEvent) bool {
@@ -55,7 +56,8 @@ func serverChanged() predicate.Predicate {
 				!mapsEqual(old.Annotations, now.Annotations) ||
 				old.Status.State == "" ||
 				reportTime(old) != reportTime(now) || reportSource(old) != reportSource(now) ||
-				wipeTime(old) != wipeTime(now) || hardwareRecord(old) != hardwareRecord(now)
+				wipeTime(old) != wipeTime(now) || hardwareRecord(old) != hardwareRecord(now) ||
+				old.Status.BootMode != now.Status.BootMode || old.Status.BootModeSource != now.Status.BootModeSource
 		},
 	}
 }

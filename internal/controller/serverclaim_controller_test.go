@@ -58,12 +58,22 @@ func startPool(t *testing.T, name string, first int, fixtureOf []string) *pool {
 // credentials and systems are the pool's).
 func startPoolWith(t *testing.T, name string, first int, fixtureOf []string, opts bmcsim.Options) *pool {
 	t.Helper()
+	return startPoolOf(t, name, first, fixtureOf, opts, nil)
+}
+
+// startPoolOf is startPoolWith whose hosts' trees prepare changes (the i-th host's) before
+// anything boots them.
+func startPoolOf(t *testing.T, name string, first int, fixtureOf []string, opts bmcsim.Options, prepare func(i int, host lab.Host)) *pool {
+	t.Helper()
 	specs := make([]bmcsim.SystemSpec, len(fixtureOf))
 	p := &pool{name: name, hosts: map[string]lab.Host{}}
 	for i, fixture := range fixtureOf {
 		specs[i] = testSystem(first + i)
 		host, err := lab.PrepareHost(fixture, t.TempDir(), specs[i].UUID)
 		require.NoError(t, err)
+		if prepare != nil {
+			prepare(i, host)
+		}
 		boots.AddHost(host)
 		p.hosts[host.UUID] = host
 	}

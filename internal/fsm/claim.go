@@ -35,7 +35,7 @@ var Claim = Machine[metalv1alpha1.ClaimPhase, ClaimEvent, struct{}]{
 	States: ClaimPhases, Events: ClaimEvents,
 	Rows: []Row[metalv1alpha1.ClaimPhase, ClaimEvent, struct{}]{
 		{Event: ClaimEventServerBound, From: claimPhases(metalv1alpha1.ClaimPhasePending), To: metalv1alpha1.ClaimPhaseBound,
-			When: "an Available server matching the claim's spec (serverRef, serverSelector, minimum cores, memory, disk) was taken: the claim recorded which " +
+			When: "an Available server matching the claim's spec (serverRef, serverSelector, minimum cores, memory, disk, bootMode) was taken: the claim recorded which " +
 				"(status.serverRef, under an optimistic lock), then the server its claim reference. While none matches the claim " +
 				"stays Pending with Bound=False NoMatchingServer: add a server, or loosen the claim"},
 		{Event: ClaimEventServerLost, From: claimPhases(metalv1alpha1.ClaimPhaseBound), To: metalv1alpha1.ClaimPhasePending,

@@ -26,8 +26,8 @@ type requirement struct {
 	met  func(*metalv1alpha1.Server) bool
 }
 
-// requirements are what claim asks of a server: its name, its labels, and its discovered
-// hardware. A requirement the inventory cannot answer is not met.
+// requirements are what claim asks of a server: its name, its labels, its discovered hardware
+// and the mode its firmware boots in. A requirement the inventory cannot answer is not met.
 func requirements(claim *metalv1alpha1.ServerClaim) ([]requirement, error) {
 	spec := &claim.Spec
 	var reqs []requirement
@@ -58,7 +58,19 @@ func requirements(claim *metalv1alpha1.ServerClaim) ([]requirement, error) {
 			return inv != nil && inv.TotalStorage != nil && inv.TotalStorage.Cmp(*q) >= 0
 		}})
 	}
+	if mode := spec.BootMode; mode != "" {
+		reqs = append(reqs, requirement{"boots " + string(mode) + " (spec.bootMode)", func(s *metalv1alpha1.Server) bool { return bootsIn(s, mode) }})
+	}
 	return reqs, nil
+}
+
+// bootsIn says whether a server's firmware was found booting mode and the server is not to be
+// switched to another: its spec.bootMode is empty or mode too. A server whose BootMode
+// condition is False (found in another mode than its spec.bootMode) is never one, whichever
+// mode is asked for: it is judged by the fields the condition is computed from, which the
+// cache shows as they are, not by the condition, which the next reconcile writes.
+func bootsIn(s *metalv1alpha1.Server, mode metalv1alpha1.BootMode) bool {
+	return s.Status.BootMode == mode && (s.Spec.BootMode == "" || s.Spec.BootMode == mode)
 }
 
 // matches reports whether server satisfies every requirement of claim.

@@ -51,6 +51,45 @@ func TestMatches(t *testing.T) {
 	assert.False(t, got, "a requirement the inventory cannot answer is not met")
 }
 
+// TestMatchesBootMode: a claim's bootMode takes a server found booting that mode whose own
+// spec.bootMode does not ask for another; a server found in a mode its spec does not ask for
+// (BootMode=False) goes to no claim that names a mode.
+func TestMatchesBootMode(t *testing.T) {
+	server := func(spec, found m.BootMode) *m.Server {
+		return &m.Server{ObjectMeta: metav1.ObjectMeta{Name: "s1"}, Spec: m.ServerSpec{BootMode: spec},
+			Status: m.ServerStatus{State: m.ServerStateAvailable, BootMode: found, BootModeSource: m.BootModeSourceProbe}}
+	}
+	cases := []struct {
+		name        string
+		claim       m.BootMode
+		spec, found m.BootMode
+		want        bool
+	}{
+		{"no mode asked: any server", "", m.BootModeUEFI, m.BootModeLegacy, true},
+		{"no mode asked, none known", "", "", "", true},
+		{"found so", m.BootModeUEFISecureBoot, "", m.BootModeUEFISecureBoot, true},
+		{"found so, and asked so", m.BootModeUEFISecureBoot, m.BootModeUEFISecureBoot, m.BootModeUEFISecureBoot, true},
+		{"found with Secure Boot off", m.BootModeUEFISecureBoot, "", m.BootModeUEFI, false},
+		{"Secure Boot asked of the server, found off (mismatch)", m.BootModeUEFISecureBoot, m.BootModeUEFISecureBoot, m.BootModeUEFI, false},
+		{"found with Secure Boot, the server asked not to (mismatch)", m.BootModeUEFISecureBoot, m.BootModeUEFI, m.BootModeUEFISecureBoot, false},
+		{"found Legacy", m.BootModeUEFI, "", m.BootModeLegacy, false},
+		{"UEFI is not UEFISecureBoot", m.BootModeUEFI, "", m.BootModeUEFISecureBoot, false},
+		{"not known yet", m.BootModeLegacy, "", "", false},
+		{"known only as asked", m.BootModeLegacy, m.BootModeLegacy, "", false},
+		{"Legacy found so", m.BootModeLegacy, "", m.BootModeLegacy, true},
+	}
+	for _, c := range cases {
+		got, err := matches(&m.ServerClaim{Spec: m.ServerClaimSpec{BootMode: c.claim}}, server(c.spec, c.found))
+		require.NoError(t, err, c.name)
+		assert.Equal(t, c.want, got, c.name)
+	}
+
+	pool := []*m.Server{server("", m.BootModeUEFI), server(m.BootModeUEFISecureBoot, m.BootModeUEFI)}
+	reqs, err := requirements(&m.ServerClaim{Spec: m.ServerClaimSpec{BootMode: m.BootModeUEFISecureBoot}})
+	require.NoError(t, err)
+	assert.Equal(t, "no Available server boots UEFISecureBoot (spec.bootMode); the claim binds as soon as one does", noMatchMessage(reqs, pool))
+}
+
 func TestBindable(t *testing.T) {
 	s := &m.Server{Status: m.ServerStatus{State: m.ServerStateAvailable}}
 	assert.True(t, bindable(s))

@@ -347,8 +347,15 @@ func pending(c *metalv1alpha1.ServerClaim) bool {
 	return c.Status.Phase != metalv1alpha1.ClaimPhaseBound && c.DeletionTimestamp.IsZero()
 }
 
-// claimRelevantServerChange passes server changes a claim reacts to: becoming bindable, and
-// state, claim or provisioning changes of a claimed server.
+// bootModeChanged says whether the boot mode a claim's spec.bootMode is compared with
+// (bootsIn) changed: found anew, or asked for by the server's spec.
+func bootModeChanged(old, now *metalv1alpha1.Server) bool {
+	return old.Status.BootMode != now.Status.BootMode || old.Spec.BootMode != now.Spec.BootMode
+}
+
+// claimRelevantServerChange passes server changes a claim reacts to: becoming bindable (or a
+// bindable server's boot mode changing), and state, claim or provisioning changes of a claimed
+// server.
 func claimRelevantServerChange() predicate.Predicate {
 	return predicate.Funcs{
 		UpdateFunc: func(e event.UpdateEvent) bool {
@@ -357,7 +364,7 @@ func claimRelevantServerChange() predicate.Predicate {
 			if !ok1 || !ok2 {
 				return false
 			}
-			if bindable(now) && !bindable(old) {
+			if bindable(now) && (!bindable(old) || bootModeChanged(old, now)) {
 				return true
 			}
 			return now.Spec.ServerClaimRef != nil && (old.Status.State != now.Status.State ||

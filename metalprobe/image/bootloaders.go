@@ -25,21 +25,32 @@ type DebPin struct {
 func (p DebPin) String() string { return p.Package + "=" + p.Version }
 
 // debGlob matches the file apt-get download gives the package, whatever its architecture
-// (isolinux and syslinux-common are "all", grub-efi-amd64-bin "amd64").
+// (isolinux and syslinux-common are "all", shim-signed and grub-efi-amd64-signed "amd64").
 func (p DebPin) debGlob() string {
 	return p.Package + "_" + strings.ReplaceAll(p.Version, ":", "%3a") + "_*.deb"
 }
 
 // The files the builder takes from the pinned packages, by package.
-var bootloaderFiles = map[string]string{
-	"isolinux":           "usr/lib/ISOLINUX/isolinux.bin",
-	"syslinux-common":    "usr/lib/syslinux/modules/bios/ldlinux.c32",
-	"grub-efi-amd64-bin": "usr/lib/grub/x86_64-efi/monolithic/gcdx64.efi",
-	// The signed chain: shim (Microsoft's signature, Debian's key built in) and the network
-	// GRUB it loads (Debian's signature; prefix /grub, modules built in, tftp but no http).
-	"shim-signed":           "usr/lib/shim/shimx64.efi.signed",
-	"grub-efi-amd64-signed": "usr/lib/grub/x86_64-efi-signed/grubnetx64.efi.signed",
+var bootloaderFiles = map[string][]string{
+	"isolinux":        {isolinuxBin},
+	"syslinux-common": {ldlinuxC32},
+	// shim, signed by Microsoft's UEFI CA (what firmware with Microsoft's keys trusts), with
+	// Debian's key built in.
+	"shim-signed": {shimSigned},
+	// Debian's GRUB, signed by Debian's key (shim checks it): the network image (prefix /grub
+	// on its TFTP server; TFTP built in, no HTTP) and the CD image (finds the ISO by
+	// /.disk/info, reads /boot/grub/grub.cfg). Under Secure Boot neither loads a module.
+	"grub-efi-amd64-signed": {grubNetSigned, grubCDSigned},
 }
+
+// Paths in the packages.
+const (
+	isolinuxBin   = "usr/lib/ISOLINUX/isolinux.bin"
+	ldlinuxC32    = "usr/lib/syslinux/modules/bios/ldlinux.c32"
+	shimSigned    = "usr/lib/shim/shimx64.efi.signed"
+	grubNetSigned = "usr/lib/grub/x86_64-efi-signed/grubnetx64.efi.signed"
+	grubCDSigned  = "usr/lib/grub/x86_64-efi-signed/gcdx64.efi.signed"
+)
 
 // DefaultBootloaderPins are the pins in bootloaders.version.
 func DefaultBootloaderPins() []DebPin {
@@ -82,10 +93,11 @@ func ParseDebPins(text string) ([]DebPin, error) {
 	return pins, nil
 }
 
-// bootloaders are the boot loader files of the ISO, and the signed chain (shim, network GRUB).
+// bootloaders are the boot loader files: isolinux for the ISO's BIOS boot; shim and Debian's
+// signed GRUBs for everything UEFI (the ISO's CD GRUB, the network GRUB of Secure Boot PXE).
 type bootloaders struct {
-	isolinux, ldlinux, grubEFI []byte
-	shim, grubNet              []byte
+	isolinux, ldlinux     []byte
+	shim, grubCD, grubNet []byte
 }
 
 // prepareBootloaders fetches the pinned packages (as the kernel's: apt-get download into the
@@ -107,19 +119,20 @@ func prepareBootloaders(ctx context.Context, opts Options, pins []DebPin, dir st
 		if err := UnpackDeb(ctx, deb, dir, opts.Log); err != nil {
 			return bootloaders{}, err
 		}
-		name := bootloaderFiles[pin.Package]
-		data, err := os.ReadFile(filepath.Join(dir, name))
-		if err != nil {
-			return bootloaders{}, fmt.Errorf("reading /%s from %s: %w", name, pin, err)
+		for _, name := range bootloaderFiles[pin.Package] {
+			data, err := os.ReadFile(filepath.Join(dir, name))
+			if err != nil {
+				return bootloaders{}, fmt.Errorf("reading /%s from %s: %w", name, pin, err)
+			}
+			files[name] = data
 		}
-		files[pin.Package] = data
 	}
 	return bootloaders{
-		isolinux: files["isolinux"],
-		ldlinux:  files["syslinux-common"],
-		grubEFI:  files["grub-efi-amd64-bin"],
-		shim:     files["shim-signed"],
-		grubNet:  files["grub-efi-amd64-signed"],
+		isolinux: files[isolinuxBin],
+		ldlinux:  files[ldlinuxC32],
+		shim:     files[shimSigned],
+		grubCD:   files[grubCDSigned],
+		grubNet:  files[grubNetSigned],
 	}, nil
 }
 

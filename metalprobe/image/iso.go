@@ -82,7 +82,8 @@ func grubCfg() string {
 // buildISO writes the template ISO into work and returns its bytes and manifest. Layout:
 // El Torito with a BIOS default entry (isolinux.bin, no emulation, 4 sectors, boot info table)
 // and an EFI section entry (EFIBOOT.IMG, a FAT16 ESP holding EFI/BOOT/BOOTX64.EFI = Debian's
-// gcdx64.efi); both loaders read /VMLINUZ, /INITRD.GZ and the embed area /IGNITION.IMG
+// signed shim and EFI/BOOT/grubx64.efi = Debian's signed CD GRUB, gcdx64.efi, which shim loads
+// from beside itself: the ISO boots with Secure Boot on or off); both loaders read /VMLINUZ, /INITRD.GZ and the embed area /IGNITION.IMG
 // (bootmedia.DefaultEmbedSize zeros) from the ISO9660 tree, the embed as a second initrd.
 // The embed area's offset is read back from the finished ISO.
 func buildISO(work string, kernel, initramfs []byte, bl bootloaders) ([]byte, bootmedia.Manifest, error) {
@@ -110,7 +111,7 @@ func buildISO(work string, kernel, initramfs []byte, bl bootloaders) ([]byte, bo
 			return nil, bootmedia.Manifest{}, err
 		}
 	}
-	if err := writeESP(filepath.Join(root, filepath.FromSlash(ISOESPPath)), bl.grubEFI); err != nil {
+	if err := writeESP(filepath.Join(root, filepath.FromSlash(ISOESPPath)), bl.shim, bl.grubCD); err != nil {
 		return nil, bootmedia.Manifest{}, err
 	}
 	// Rock Ridge records modes and times: make them independent of the umask and the clock
@@ -202,9 +203,17 @@ type memFile struct{ *bytes.Reader }
 func (memFile) Close() error                 { return nil }
 func (m memFile) Stat() (fs.FileInfo, error) { return nil, errors.New("no file info") }
 
-// writeESP writes the EFI system partition image: FAT16 with EFI/BOOT/BOOTX64.EFI, every
-// recorded time isoEpoch.
-func writeESP(p string, bootx64 []byte) error {
+// The ESP's files: shim as the removable-media loader firmware boots, and the GRUB shim loads
+// from beside itself by this name.
+const (
+	espBootDir  = "/EFI/BOOT"
+	ESPShimPath = espBootDir + "/BOOTX64.EFI"
+	ESPGRUBPath = espBootDir + "/grubx64.efi"
+)
+
+// writeESP writes the EFI system partition image: FAT16 with EFI/BOOT/BOOTX64.EFI (shim) and
+// EFI/BOOT/grubx64.efi (GRUB), every recorded time isoEpoch.
+func writeESP(p string, shim, grub []byte) error {
 	f, err := os.OpenFile(p, os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o644)
 	if err != nil {
 		return err
@@ -217,23 +226,27 @@ func writeESP(p string, bootx64 []byte) error {
 	if err != nil {
 		return fmt.Errorf("creating the ESP: %w", err)
 	}
-	const bootDir, bootFile = "/EFI/BOOT", "/EFI/BOOT/BOOTX64.EFI"
-	if err := esp.Mkdir(bootDir); err != nil {
-		return fmt.Errorf("creating the ESP's %s: %w", bootDir, err)
+	if err := esp.Mkdir(espBootDir); err != nil {
+		return fmt.Errorf("creating the ESP's %s: %w", espBootDir, err)
 	}
-	w, err := esp.OpenFile(bootFile, os.O_CREATE|os.O_RDWR)
-	if err != nil {
-		return fmt.Errorf("creating the ESP's %s: %w", bootFile, err)
-	}
-	if _, err := w.Write(bootx64); err != nil {
-		return fmt.Errorf("writing the ESP's %s: %w", bootFile, err)
-	}
-	if err := w.Close(); err != nil {
-		return fmt.Errorf("writing the ESP's %s: %w", bootFile, err)
+	for _, e := range []struct {
+		path string
+		data []byte
+	}{{ESPShimPath, shim}, {ESPGRUBPath, grub}} {
+		w, err := esp.OpenFile(e.path, os.O_CREATE|os.O_RDWR)
+		if err != nil {
+			return fmt.Errorf("creating the ESP's %s: %w", e.path, err)
+		}
+		if _, err := w.Write(e.data); err != nil {
+			return fmt.Errorf("writing the ESP's %s: %w", e.path, err)
+		}
+		if err := w.Close(); err != nil {
+			return fmt.Errorf("writing the ESP's %s: %w", e.path, err)
+		}
 	}
 	// go-diskfs stamps directory entries with the clock (or $SOURCE_DATE_EPOCH, which a library
 	// should not set for its process); Chtimes reaches every entry but the volume label's.
-	for _, e := range []string{"/EFI", "/EFI/.", "/EFI/..", bootDir, bootDir + "/.", bootDir + "/..", bootFile} {
+	for _, e := range []string{"/EFI", "/EFI/.", "/EFI/..", espBootDir, espBootDir + "/.", espBootDir + "/..", ESPShimPath, ESPGRUBPath} {
 		if err := esp.Chtimes(e, isoEpoch, isoEpoch, isoEpoch); err != nil {
 			return fmt.Errorf("setting the ESP's times: %w", err)
 		}

@@ -25,7 +25,7 @@ import (
 
 func TestParseDebPins(t *testing.T) {
 	pins := DefaultBootloaderPins()
-	require.Len(t, pins, 5)
+	require.Len(t, pins, 4)
 	assert.Equal(t, "isolinux=3:6.04~git20190206.bf6db5b4+dfsg1-3", pins[0].String())
 	assert.Equal(t, "isolinux_3%3a6.04~git20190206.bf6db5b4+dfsg1-3_*.deb", pins[0].debGlob())
 
@@ -49,7 +49,9 @@ func testBootloaders(t *testing.T) bootloaders {
 	require.NoError(t, err)
 	require.Len(t, bl.isolinux, 38912, "isolinux.bin")
 	require.NotEmpty(t, bl.ldlinux)
-	require.NotEmpty(t, bl.grubEFI)
+	require.NotEmpty(t, bl.shim)
+	require.NotEmpty(t, bl.grubCD)
+	require.NotEmpty(t, bl.grubNet)
 	return bl
 }
 
@@ -66,6 +68,7 @@ func TestSignedChainKeepsItsSignatures(t *testing.T) {
 	}{
 		{ShimFile, bl.shim, "Microsoft Corporation UEFI CA 2011"},
 		{GRUBFile, bl.grubNet, "Debian Secure Boot Signer"},
+		{"gcdx64.efi (the ISO's)", bl.grubCD, "Debian Secure Boot Signer"},
 	} {
 		f, err := pe.NewFile(bytes.NewReader(c.data))
 		require.NoError(t, err, c.name)
@@ -83,7 +86,8 @@ func TestSignedChainKeepsItsSignatures(t *testing.T) {
 // real boot loaders, twice, and reads it back: the same bytes both times, no build time
 // recorded, the El Torito catalog (a BIOS default entry: isolinux.bin, no emulation, 4
 // sectors, boot info table; an EFI section entry: the FAT16 ESP whose EFI/BOOT/BOOTX64.EFI is
-// gcdx64.efi), both loaders' configurations, and the manifest's embed area: zeros where
+// Debian's signed shim and EFI/BOOT/grubx64.efi its signed gcdx64.efi), both loaders'
+// configurations, and the manifest's embed area: zeros where
 // /ignition.img's data lies.
 func TestTemplateISOLayout(t *testing.T) {
 	bl := testBootloaders(t)
@@ -205,13 +209,17 @@ func TestTemplateISOLayout(t *testing.T) {
 	assert.Equal(t, checksum, binary.LittleEndian.Uint32(table[12:]))
 	assert.Equal(t, bl.isolinux[64:], iso[isolinuxAt+64:isolinuxAt+int64(len(bl.isolinux))], "isolinux.bin past the table")
 
-	// The ESP: FAT16, EFI/BOOT/BOOTX64.EFI is Debian's gcdx64.efi.
+	// The ESP: FAT16, EFI/BOOT/BOOTX64.EFI is Debian's signed shim, and beside it the GRUB
+	// shim loads, Debian's signed gcdx64.efi, both byte for byte.
 	espImage := iso[espAt : espAt+espSize]
 	esp, err := fat16.Read(file.New(&memFile{Reader: bytes.NewReader(espImage)}, true), espSize, 0, 512)
 	require.NoError(t, err)
-	boot, err := esp.ReadFile("/EFI/BOOT/BOOTX64.EFI")
+	boot, err := esp.ReadFile(ESPShimPath)
 	require.NoError(t, err)
-	assert.True(t, bytes.Equal(bl.grubEFI, boot), "BOOTX64.EFI is gcdx64.efi")
+	assert.True(t, bytes.Equal(bl.shim, boot), "BOOTX64.EFI is shimx64.efi.signed")
+	grub, err := esp.ReadFile(ESPGRUBPath)
+	require.NoError(t, err)
+	assert.True(t, bytes.Equal(bl.grubCD, grub), "grubx64.efi is gcdx64.efi.signed")
 	assert.Equal(t, []byte("FAT16   "), espImage[54:62], "FAT16 file system type")
 	var espNames []string
 	for _, dir := range []string{".", "EFI", "EFI/BOOT"} {
@@ -224,7 +232,7 @@ func TestTemplateISOLayout(t *testing.T) {
 			assert.True(t, info.ModTime().Equal(isoEpoch), "ESP %s/%s: %s", dir, e.Name(), info.ModTime())
 		}
 	}
-	assert.Subset(t, espNames, []string{"EFI", "BOOT", "BOOTX64.EFI"})
+	assert.Subset(t, espNames, []string{"EFI", "BOOT", "BOOTX64.EFI", "grubx64.efi"})
 	// The root directory (the volume label's entry included) holds no FAT date of today.
 	rootDir := (int(binary.LittleEndian.Uint16(espImage[14:])) + int(espImage[16])*int(binary.LittleEndian.Uint16(espImage[22:]))) * 512
 	fatToday := make([]byte, 2)

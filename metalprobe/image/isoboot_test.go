@@ -23,8 +23,8 @@ import (
 
 // TestProbeISOBootsTheEmbedWithoutANetwork boots a boot's ISO (the build's probe.iso with an
 // embed from bootmedia.Embed: a valid discovery ignition whose registry does not exist, and a
-// boot URL) as a QEMU CD-ROM, on BIOS (pc, SeaBIOS, isolinux) and on UEFI (q35, OVMF, GRUB),
-// with no NIC at all, and reads the serial console: the boot loader ran, the kernel booted,
+// boot URL) as a QEMU CD-ROM, on BIOS (pc, SeaBIOS, isolinux), on UEFI (q35, OVMF, shim and
+// GRUB) and on UEFI with Secure Boot enforced (Microsoft's keys), with no NIC at all, and reads the serial console: the boot loader ran, the kernel booted,
 // /init found the embed's files (ignition.MediaConsoleLine; InitStarted from the boot media,
 // so the boot URL was read and accepted) and parsed the ignition (it goes on to load the
 // modules, which it does only then), and no token reached the console. The VM is stopped
@@ -57,12 +57,17 @@ func TestProbeISOBootsTheEmbedWithoutANetwork(t *testing.T) {
 	require.Equal(t, tmpl.Size(), n)
 
 	for _, fw := range []struct {
-		name   string
-		args   []string
-		loader string // what the boot loader prints on the serial console
+		name       string
+		args       []string
+		loader     string // what the boot loader prints on the serial console
+		secureBoot bool
 	}{
 		{name: "BIOS", args: []string{"-machine", "pc", "-boot", "order=d"}, loader: "ISOLINUX 6.04"},
-		{name: "UEFI", args: uefiArgs(t, work), loader: "Welcome to GRUB!"},
+		{name: "UEFI", args: uefiArgs(t, work, false), loader: "Welcome to GRUB!"},
+		// Debian's OVMF with Microsoft's keys, Secure Boot on: the firmware runs shim only
+		// because Microsoft signed it, shim runs GRUB because Debian did, GRUB boots the kernel
+		// because shim verified Debian's signature on it.
+		{name: "UEFISecureBoot", args: uefiArgs(t, work, true), loader: "Welcome to GRUB!", secureBoot: true},
 	} {
 		t.Run(fw.name, func(t *testing.T) {
 			console := filepath.Join(work, fw.name+"-console.log")
@@ -87,24 +92,42 @@ func TestProbeISOBootsTheEmbedWithoutANetwork(t *testing.T) {
 			assert.NotContains(t, log, ignition.ConsolePrefix+string(ignition.StageFailed), "console:\n%s", tail(log, 30))
 			assert.NotContains(t, log, "Initramfs unpacking failed")
 			assert.Regexp(t, `ironfleet-init: loaded \d+ of \d+ kernel modules`, log, "the ignition parsed")
+			// Every module loads, under Secure Boot too: the kernel, locked down, takes them
+			// because Debian signed them.
+			if m := regexp.MustCompile(`ironfleet-init: loaded (\d+) of (\d+) kernel modules`).FindStringSubmatch(log); m != nil {
+				assert.Equal(t, m[2], m[1], "modules loaded of those in the initramfs")
+			}
 			for _, secret := range []string{probeToken, bootToken} {
 				assert.NotContains(t, log, secret, "a token reached the console")
+			}
+			if fw.name != "BIOS" {
+				on, err := vm.SecureBootEnabled(filepath.Join(work, fw.name+"-OVMF_VARS.fd"))
+				require.NoError(t, err)
+				assert.Equal(t, fw.secureBoot, on, "Secure Boot in the firmware's variable store after the boot")
 			}
 		})
 	}
 }
 
 // uefiArgs are QEMU's arguments for a q35 machine with Debian's OVMF (as test/vm runs it:
-// the code read-only, a copy of the variable store) booting from the CD-ROM.
-func uefiArgs(t *testing.T, work string) []string {
+// the code read-only, a copy of the variable store, <name>-OVMF_VARS.fd in work) booting from
+// the CD-ROM; with secureBoot, its Secure Boot build and Microsoft's keys, Secure Boot on.
+func uefiArgs(t *testing.T, work string, secureBoot bool) []string {
 	t.Helper()
-	vars, err := os.ReadFile(vm.DefaultOVMFVars)
+	def := vm.Definition{Firmware: vm.UEFI, SecureBoot: secureBoot}
+	vars, err := os.ReadFile(vm.OVMFVarsTemplate(def))
 	ciskip.Unless(t, err == nil, "OVMF is not installed (apt-get install --no-install-recommends ovmf): %v", err)
-	varsCopy := filepath.Join(work, "OVMF_VARS.fd")
+	name, machine, code := "UEFI", "q35", vm.DefaultOVMFCode
+	var secure []string
+	if secureBoot {
+		name, machine, code = "UEFISecureBoot", "q35,smm=on", vm.SecureBootOVMFCode
+		secure = []string{"-global", "driver=cfi.pflash01,property=secure,value=on"}
+	}
+	varsCopy := filepath.Join(work, name+"-OVMF_VARS.fd")
 	require.NoError(t, os.WriteFile(varsCopy, vars, 0o600))
-	return []string{"-machine", "q35",
-		"-drive", "if=pflash,format=raw,unit=0,readonly=on,file=" + vm.DefaultOVMFCode,
-		"-drive", "if=pflash,format=raw,unit=1,file=" + varsCopy}
+	return append([]string{"-machine", machine,
+		"-drive", "if=pflash,format=raw,unit=0,readonly=on,file=" + code,
+		"-drive", "if=pflash,format=raw,unit=1,file=" + varsCopy}, secure...)
 }
 
 // bootUntil runs QEMU and polls its serial console log until done says so, failing the test

@@ -109,6 +109,10 @@ func (v *VM) DiskFiles() []string { return append([]string(nil), v.layout.DiskFi
 // ReadConsole and TailConsole).
 func (v *VM) ConsoleLog() string { return v.layout.ConsoleLog }
 
+// FirmwareVars is the VM's OVMF variable store (UEFI only; "" for BIOS), which its firmware
+// writes as it runs: SecureBootEnabled reads it.
+func (v *VM) FirmwareVars() string { return v.layout.FirmwareVars }
+
 // QEMULog is QEMU's own output (its errors and warnings), appended across restarts.
 func (v *VM) QEMULog() string { return v.qemuLog }
 

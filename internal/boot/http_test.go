@@ -22,6 +22,7 @@ import (
 	eventsv1 "k8s.io/api/events/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	metalv1alpha1 "github.com/ironfleet/ironfleet/apis/metal/v1alpha1"
@@ -334,6 +335,15 @@ func TestServeOnCallerSockets(t *testing.T) {
 	assert.Equal(t, "undionly.kpxe", offer.BootFileName)
 	assert.Equal(t, "10.20.0.1", offer.ServerIPAddr.String())
 	assert.True(t, strings.HasPrefix(offer.YourIPAddr.String(), "10.20.0."), offer.YourIPAddr.String())
+	// The boot records the loader offered, for a Server to say the firmware did not run it.
+	require.Eventually(t, func() bool {
+		var sbc metalv1alpha1.ServerBootConfiguration
+		if err := k8s.Get(context.Background(), types.NamespacedName{Namespace: nsAll, Name: "serve-1-discovery"}, &sbc); err != nil {
+			return false
+		}
+		c := meta.FindStatusCondition(sbc.Status.Conditions, metalv1alpha1.ConditionLoaderOffered)
+		return c != nil && c.Reason == metalv1alpha1.ReasonLoaderIPXE && c.Message == "DHCP offered undionly.kpxe (iPXE, unsigned: a firmware with Secure Boot on refuses it) to 52:54:00:bb:01:01"
+	}, wait, poll, "LoaderOffered on the boot")
 
 	// TFTP: the binary.
 	tc, err := tftplib.NewClient(tftpConn.LocalAddr().String())

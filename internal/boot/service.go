@@ -362,8 +362,11 @@ func (s *Service) Serve(ctx context.Context, l Listeners) error {
 func (s *Service) dhcpServer() *dhcp.Server {
 	return &dhcp.Server{
 		Handler: &dhcp.Handler{Config: s.dhcpConfig(), Known: s.macBootable, SecureBoot: s.macSecureBoot, Leases: s.leases},
-		OnReply: func(m dhcp.Mode, t dhcpv4.MessageType) {
-			dhcpReplies.WithLabelValues(string(m), t.String()).Inc()
+		OnReply: func(m dhcp.Mode, reply *dhcpv4.DHCPv4) {
+			dhcpReplies.WithLabelValues(string(m), reply.MessageType().String()).Inc()
+			if loaderReason(reply.BootFileName) != "" {
+				go s.noteLoader(reply.ClientHWAddr, reply.BootFileName)
+			}
 		},
 		OnIgnored: func(r dhcp.Reason) { dhcpIgnored.WithLabelValues(string(r)).Inc() },
 		Log:       s.log.WithName("dhcp"),

@@ -47,6 +47,14 @@ const (
 	ConditionOutOfBandInventory = "OutOfBandInventory"
 	// ReasonInventoryUnsupported: the BMC's protocol reads no hardware inventory.
 	ReasonInventoryUnsupported = "InventoryUnsupported"
+	// ConditionLoaderOffered, on a ServerBootConfiguration, is what the boot service's DHCP last
+	// offered the server's NIC to load (True; reason LoaderIPXE or LoaderSignedChain, the file
+	// and when in the message): when a boot times out and nothing of it was asked for after
+	// that, the firmware did not run the loader, and the Server says so.
+	ConditionLoaderOffered = "LoaderOffered"
+	// Reasons of the LoaderOffered condition.
+	ReasonLoaderIPXE        = "LoaderIPXE"        // iPXE (undionly.kpxe, snponly.efi, ipxe.efi): unsigned
+	ReasonLoaderSignedChain = "LoaderSignedChain" // shimx64.efi: Secure Boot's signed chain
 	// ConditionBootMode, on a Server, says whether the mode its firmware was found booting in
 	// (status.bootMode) is the one spec.bootMode asks for: False, reason BootModeMismatch, with
 	// what to change where, when it is not.

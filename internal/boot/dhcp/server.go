@@ -20,7 +20,7 @@ import (
 type Server struct {
 	Handler *Handler
 	// OnReply and OnIgnored count what happened (either may be nil).
-	OnReply   func(mode Mode, t dhcpv4.MessageType)
+	OnReply   func(mode Mode, reply *dhcpv4.DHCPv4)
 	OnIgnored func(Reason)
 	Log       logr.Logger
 }
@@ -55,7 +55,7 @@ func (s *Server) Serve(ctx context.Context, conn net.PacketConn, port Port) erro
 			continue
 		}
 		if s.OnReply != nil {
-			s.OnReply(s.Handler.Config.Mode, d.Reply.MessageType())
+			s.OnReply(s.Handler.Config.Mode, d.Reply)
 		}
 	}
 }

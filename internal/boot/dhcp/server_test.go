@@ -22,7 +22,7 @@ func TestServerAnswersAndCounts(t *testing.T) {
 	replies := 0
 	s := &Server{Handler: newHandler(ModeProxy),
 		OnIgnored: func(r Reason) { mu.Lock(); ignored[r]++; mu.Unlock() },
-		OnReply:   func(Mode, dhcpv4.MessageType) { mu.Lock(); replies++; mu.Unlock() },
+		OnReply:   func(Mode, *dhcpv4.DHCPv4) { mu.Lock(); replies++; mu.Unlock() },
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)

@@ -201,11 +201,63 @@ func (r *Reconciler) discovery(ctx context.Context, server *metalv1alpha1.Server
 		return awaitReport(remaining), nil
 	}
 	// Power off but keep the boot configuration: the next attempt reuses it.
+	why := "the probe did not report in time"
+	if sbc, err := probeboot.Get(ctx, r.Client, r.Probe, server, discoveryPurpose(server)); err == nil && sbc != nil {
+		if notRun := loaderNotRun(server, sbc, started); notRun != "" {
+			why = notRun
+		}
+	}
 	return step{event: fsm.EventDiscoveryTimedOut, reason: metalv1alpha1.ReasonDiscoveryTimedOut, effect: setPower(server.Spec.SystemURI, bmc.PowerOff),
-		message: fmt.Sprintf("no report within %v (attempt %d of %d)", r.Discovery.Timeout, server.Status.DiscoveryAttempts, r.Discovery.Attempts),
+		message: fmt.Sprintf("no report within %v (attempt %d of %d): %s", r.Discovery.Timeout, server.Status.DiscoveryAttempts, r.Discovery.Attempts, why),
 		apply: func(s *metalv1alpha1.Server) {
-			setDiscovered(s, metalv1alpha1.ReasonDiscoveryTimedOut, "the probe did not report in time")
+			setDiscovered(s, metalv1alpha1.ReasonDiscoveryTimedOut, why)
 		}}, nil
+}
+
+// loaderNotRun says why a network boot that timed out never reached the probe, when its boot
+// configuration shows it: the boot service's DHCP offered the server's NIC a loader during the
+// attempt (LoaderOffered), and nothing of the boot was asked for after that (no iPXE script or
+// GRUB configuration, no ignition, no progress), so the firmware did not run the loader. For
+// unsigned iPXE on a UEFI server, the likely cause is Secure Boot, and what to set is said.
+// "" when that is not what happened.
+func loaderNotRun(server *metalv1alpha1.Server, sbc *metalv1alpha1.ServerBootConfiguration, started time.Time) string {
+	since := started.Truncate(time.Second)
+	offered := apimeta.FindStatusCondition(sbc.Status.Conditions, metalv1alpha1.ConditionLoaderOffered)
+	if offered == nil || offered.LastTransitionTime.Time.Before(since) {
+		return ""
+	}
+	if c := apimeta.FindStatusCondition(sbc.Status.Conditions, metalv1alpha1.ConditionIgnitionServed); c != nil {
+		return ""
+	}
+	if c := apimeta.FindStatusCondition(sbc.Status.Conditions, metalv1alpha1.ConditionBootProgress); c != nil && !c.LastTransitionTime.Time.Before(since) {
+		return ""
+	}
+	if rec := sbc.Status.Secrets; rec != nil && rec.HostAddress != "" {
+		return "" // its iPXE script or GRUB configuration was asked for
+	}
+	why := fmt.Sprintf("%s at %s, and nothing of the boot was asked for after it: the firmware did not run the loader (its console says why)",
+		offered.Message, offered.LastTransitionTime.UTC().Format(time.RFC3339))
+	switch {
+	case offered.Reason == metalv1alpha1.ReasonLoaderIPXE && server.EffectiveBootMode() != metalv1alpha1.BootModeLegacy:
+		why += fmt.Sprintf("; a firmware with Secure Boot on refuses unsigned iPXE: if this server's is on, set spec.bootMode to %s (its boot mode is %q%s)",
+			metalv1alpha1.BootModeUEFISecureBoot, server.EffectiveBootMode(), bootModeFrom(server))
+	case offered.Reason == metalv1alpha1.ReasonLoaderSignedChain:
+		why += "; a firmware that refuses shim (\"Verification failed\", \"Access Denied\") has no Microsoft UEFI CA in its db, or revoked this shim in its dbx: see docs/boot.md, Secure Boot"
+	}
+	return why
+}
+
+// bootModeFrom says where a server's boot mode came from, for a message.
+func bootModeFrom(server *metalv1alpha1.Server) string {
+	switch {
+	case server.Spec.BootMode != "":
+		return ", from spec.bootMode"
+	case server.Status.BootModeSource == metalv1alpha1.BootModeSourceBMC:
+		return ", as its BMC reports"
+	case server.Status.BootModeSource == metalv1alpha1.BootModeSourceProbe:
+		return ", as an earlier probe reported"
+	}
+	return ": neither its BMC nor a probe said"
 }
 
 // waitForBootService waits for a probe boot's configuration to be Ready, and says what its boot

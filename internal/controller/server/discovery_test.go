@@ -110,3 +110,44 @@ func TestAnInstallWaitingForTheBootServiceShowsInProvisioned(t *testing.T) {
 		assert.Equal(t, "boot configuration system/s1-provision is not Ready: ArtifactMissing: no probe kernel", c.Message)
 	}
 }
+
+// TestLoaderNotRunSaysWhyABootTimedOut: a boot whose loader DHCP offered in this attempt, and
+// of which nothing was asked for after, timed out because the firmware did not run the loader;
+// for iPXE on a UEFI server the message says to set spec.bootMode to UEFISecureBoot. Anything
+// asked for after the offer, or an offer from an earlier attempt, says nothing.
+func TestLoaderNotRunSaysWhyABootTimedOut(t *testing.T) {
+	started := time.Date(2026, 11, 28, 9, 0, 0, 0, time.UTC)
+	offer := func(reason, msg string, at time.Time) *m.ServerBootConfiguration {
+		sbc := &m.ServerBootConfiguration{}
+		sbc.Status.Conditions = []metav1.Condition{{Type: m.ConditionLoaderOffered, Status: metav1.ConditionTrue,
+			Reason: reason, Message: msg, LastTransitionTime: metav1.NewTime(at)}}
+		return sbc
+	}
+	ipxe := "DHCP offered snponly.efi (iPXE, unsigned: a firmware with Secure Boot on refuses it) to 52:54:00:1f:00:02"
+	uefi := &m.Server{Status: m.ServerStatus{BootMode: m.BootModeUEFI, BootModeSource: m.BootModeSourceBMC}}
+
+	why := loaderNotRun(uefi, offer(m.ReasonLoaderIPXE, ipxe, started.Add(20*time.Second)), started)
+	assert.Equal(t, ipxe+" at 2026-11-28T09:00:20Z, and nothing of the boot was asked for after it: the firmware did not run the loader (its console says why); "+
+		`a firmware with Secure Boot on refuses unsigned iPXE: if this server's is on, set spec.bootMode to UEFISecureBoot (its boot mode is "UEFI", as its BMC reports)`, why)
+
+	legacy := &m.Server{Spec: m.ServerSpec{BootMode: m.BootModeLegacy}}
+	why = loaderNotRun(legacy, offer(m.ReasonLoaderIPXE, ipxe, started.Add(time.Second)), started)
+	assert.NotEmpty(t, why)
+	assert.NotContains(t, why, "set spec.bootMode", "a legacy BIOS has no Secure Boot")
+
+	why = loaderNotRun(uefi, offer(m.ReasonLoaderSignedChain, "DHCP offered shimx64.efi (shim, the signed chain for Secure Boot) to x", started.Add(time.Second)), started)
+	assert.Contains(t, why, "Verification failed")
+
+	assert.Empty(t, loaderNotRun(uefi, offer(m.ReasonLoaderIPXE, ipxe, started.Add(-time.Minute)), started), "an offer of an earlier attempt")
+	assert.Empty(t, loaderNotRun(uefi, &m.ServerBootConfiguration{}, started), "no offer recorded")
+	scripted := offer(m.ReasonLoaderIPXE, ipxe, started.Add(time.Second))
+	scripted.Status.Secrets = &m.BootSecrets{Boot: "b", HostAddress: "10.0.0.5"}
+	assert.Empty(t, loaderNotRun(uefi, scripted, started), "the script was asked for: the loader ran")
+	served := offer(m.ReasonLoaderIPXE, ipxe, started.Add(time.Second))
+	meta.SetStatusCondition(&served.Status.Conditions, metav1.Condition{Type: m.ConditionIgnitionServed, Status: metav1.ConditionTrue, Reason: m.ReasonIgnitionServedOnce})
+	assert.Empty(t, loaderNotRun(uefi, served, started), "the ignition was served")
+	progressed := offer(m.ReasonLoaderIPXE, ipxe, started.Add(time.Second))
+	progressed.Status.Conditions = append(progressed.Status.Conditions, metav1.Condition{Type: m.ConditionBootProgress, Status: metav1.ConditionTrue,
+		Reason: "InitStarted", LastTransitionTime: metav1.NewTime(started.Add(time.Minute))})
+	assert.Empty(t, loaderNotRun(uefi, progressed, started), "the probe reported progress")
+}

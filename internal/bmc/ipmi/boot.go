@@ -25,13 +25,23 @@ const (
 	selectorPXE  = 0x1
 	selectorDisk = 0x2
 	selectorCD   = 0x5
+	// selectorSupermicroUEFIDisk (byte 2 0x24) is "primary remote media" in IPMI v2.0, and
+	// what Supermicro's BMCs take as "UEFI hard disk" (Supermicro FAQ 25559; Ironic's
+	// _vendor_aware_boot_device_map sends it for a UEFI disk boot on Supermicro).
+	selectorSupermicroUEFIDisk = 0x9
 )
+
+// IANASupermicro is Supermicro's IANA enterprise number, the manufacturer ID its BMCs answer
+// in Get Device ID.
+const IANASupermicro = 10876
 
 // BootFlags builds the 5 data bytes of boot option parameter 5 as Ironic sends them: byte 1 is
 // valid (0x80) | persistent (0x40) | UEFI (0x20), byte 2 the device selector shifted left by 2
 // (PXE 0x04, disk 0x08, CD 0x14), bytes 3–5 zero (no console redirection, lockouts or
-// instance). So UEFI PXE once is a0 04 00 00 00.
-func BootFlags(target bmc.BootTarget, persistent, uefi bool) ([5]byte, error) {
+// instance). So UEFI PXE once is a0 04 00 00 00. manufacturer is the BMC's IANA number (Get
+// Device ID; 0 when unknown): a Supermicro BMC in UEFI mode does not boot the disk for the
+// standard disk selector, and gets its own, 0x24, instead (a0 24 00 00 00 once).
+func BootFlags(target bmc.BootTarget, persistent, uefi bool, manufacturer uint32) ([5]byte, error) {
 	var flags [5]byte
 	var selector byte
 	switch target {
@@ -39,6 +49,9 @@ func BootFlags(target bmc.BootTarget, persistent, uefi bool) ([5]byte, error) {
 		selector = selectorPXE
 	case bmc.BootDisk:
 		selector = selectorDisk
+		if uefi && manufacturer == IANASupermicro {
+			selector = selectorSupermicroUEFIDisk
+		}
 	case bmc.BootCd:
 		selector = selectorCD
 	default:
@@ -112,7 +125,7 @@ func (c *Client) setBoot(ctx context.Context, systemURI string, target bmc.BootT
 	if err := checkSystem(systemURI); err != nil {
 		return err
 	}
-	if _, err := BootFlags(target, persistent, false); err != nil {
+	if _, err := BootFlags(target, persistent, false, 0); err != nil {
 		return unsupported("%v", err)
 	}
 	return c.do(ctx, fmt.Sprintf("set boot device %s (persistent %t)", target, persistent), func(ctx context.Context, ic *client.Client) error {
@@ -137,7 +150,8 @@ func (c *Client) reassertBoot(ctx context.Context, ic *client.Client) error {
 // asked for; without one, the firmware mode the BMC has now, which counts only with the valid
 // bit set (once the flags expire or are consumed many BMCs answer zeros or stale bits), else
 // the mode this client last sent or read valid, legacy at first. The BMC's flags are read only
-// when no mode is asked for.
+// when no mode is asked for; its manufacturer (Get Device ID, once per client) only for a UEFI
+// disk boot, whose selector depends on it (BootFlags).
 func (c *Client) sendBootFlags(ctx context.Context, ic *client.Client, target bmc.BootTarget, persistent bool, mode metalv1alpha1.BootMode) error {
 	var current []byte
 	if mode == "" {
@@ -148,10 +162,17 @@ func (c *Client) sendBootFlags(ctx context.Context, ic *client.Client, target bm
 		}
 	}
 	uefi, fromGuess := c.boot.efiBit(mode, current)
+	var manufacturer uint32
+	if target == bmc.BootDisk && uefi {
+		var err error
+		if manufacturer, err = c.manufacturerID(ctx, ic); err != nil {
+			return err
+		}
+	}
 	if _, err := raw(ctx, ic, types.CommandSetSystemBootOptions, bootParamValidBitClearing, bootNoTimeoutClear); err != nil && !isCC(err) {
 		return err
 	}
-	flags, err := BootFlags(target, persistent, uefi)
+	flags, err := BootFlags(target, persistent, uefi, manufacturer)
 	if err != nil {
 		return unsupported("%v", err)
 	}
@@ -205,6 +226,27 @@ func BootModeOf(flags [5]byte) metalv1alpha1.BootMode {
 		return metalv1alpha1.BootModeUEFI
 	}
 	return metalv1alpha1.BootModeLegacy
+}
+
+// manufacturerID is the BMC's IANA enterprise number from Get Device ID, read once per client
+// (Manager's read counts too). A BMC that refuses the command or answers it malformed is of no
+// known vendor (0), kept; no answer fails the call, as any other command would.
+func (c *Client) manufacturerID(ctx context.Context, ic *client.Client) (uint32, error) {
+	if c.manufacturer != nil {
+		return *c.manufacturer, nil
+	}
+	b, err := raw(ctx, ic, types.CommandGetDeviceID)
+	if err != nil && !isCC(err) {
+		return 0, err
+	}
+	var n uint32
+	if err == nil {
+		if id, derr := DecodeDeviceID(b); derr == nil {
+			n = id.ManufacturerID
+		}
+	}
+	c.manufacturer = &n
+	return n, nil
 }
 
 // isCC reports whether err is a completion code: the BMC answered, with a refusal.

@@ -11,24 +11,51 @@ import (
 )
 
 func TestBootFlags(t *testing.T) {
+	const dell = 674
+	for _, tc := range []struct {
+		target           bmc.BootTarget
+		persistent, uefi bool
+		manufacturer     uint32
+		want             [5]byte
+	}{
+		{bmc.BootPXE, false, true, 0, [5]byte{0xa0, 0x04}},
+		{bmc.BootPXE, true, true, 0, [5]byte{0xe0, 0x04}},
+		{bmc.BootPXE, false, false, 0, [5]byte{0x80, 0x04}},
+		{bmc.BootDisk, true, false, 0, [5]byte{0xc0, 0x08}},
+		{bmc.BootDisk, false, true, 0, [5]byte{0xa0, 0x08}},
+		{bmc.BootCd, false, true, 0, [5]byte{0xa0, 0x14}},
+		{bmc.BootDisk, false, true, dell, [5]byte{0xa0, 0x08}},
+	} {
+		got, err := BootFlags(tc.target, tc.persistent, tc.uefi, tc.manufacturer)
+		require.NoError(t, err)
+		assert.Equal(t, tc.want, got, "%s persistent=%t uefi=%t manufacturer=%d", tc.target, tc.persistent, tc.uefi, tc.manufacturer)
+	}
+	_, err := BootFlags("Floppy", false, false, 0)
+	require.ErrorIs(t, err, bmc.ErrUnsupported)
+}
+
+// TestSupermicroUEFIDiskSelector: a Supermicro BMC in UEFI mode gets its "UEFI hard disk"
+// selector (byte 2 0x24) for a disk boot, once or persistent, as Ironic sends it; the standard
+// 0x08 makes it skip the disk. Legacy disk, and PXE and CD in either mode, are the standard
+// bytes.
+func TestSupermicroUEFIDiskSelector(t *testing.T) {
 	for _, tc := range []struct {
 		target           bmc.BootTarget
 		persistent, uefi bool
 		want             [5]byte
 	}{
-		{bmc.BootPXE, false, true, [5]byte{0xa0, 0x04}},
-		{bmc.BootPXE, true, true, [5]byte{0xe0, 0x04}},
-		{bmc.BootPXE, false, false, [5]byte{0x80, 0x04}},
+		{bmc.BootDisk, false, true, [5]byte{0xa0, 0x24}},
+		{bmc.BootDisk, true, true, [5]byte{0xe0, 0x24}},
+		{bmc.BootDisk, false, false, [5]byte{0x80, 0x08}},
 		{bmc.BootDisk, true, false, [5]byte{0xc0, 0x08}},
-		{bmc.BootDisk, false, true, [5]byte{0xa0, 0x08}},
+		{bmc.BootPXE, false, true, [5]byte{0xa0, 0x04}},
+		{bmc.BootPXE, true, false, [5]byte{0xc0, 0x04}},
 		{bmc.BootCd, false, true, [5]byte{0xa0, 0x14}},
 	} {
-		got, err := BootFlags(tc.target, tc.persistent, tc.uefi)
+		got, err := BootFlags(tc.target, tc.persistent, tc.uefi, IANASupermicro)
 		require.NoError(t, err)
-		assert.Equal(t, tc.want, got, "%s persistent=%t uefi=%t", tc.target, tc.persistent, tc.uefi)
+		assert.Equal(t, tc.want, got, "Supermicro %s persistent=%t uefi=%t", tc.target, tc.persistent, tc.uefi)
 	}
-	_, err := BootFlags("Floppy", false, false)
-	require.ErrorIs(t, err, bmc.ErrUnsupported)
 }
 
 func TestBootMemory(t *testing.T) {
@@ -79,7 +106,7 @@ func TestEFIBitFollowsTheMode(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			m := tc.remembered
 			uefi, fromGuess := m.efiBit(tc.mode, tc.current)
-			got, err := BootFlags(tc.target, tc.persistent, uefi)
+			got, err := BootFlags(tc.target, tc.persistent, uefi, 0)
 			require.NoError(t, err)
 			assert.Equal(t, tc.want, got)
 			assert.Equal(t, tc.fromGuess, fromGuess)

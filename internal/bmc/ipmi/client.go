@@ -109,6 +109,9 @@ type Client struct {
 	fru *FRU
 	// mac is the BMC's own MAC, read once per client ("" when it did not say); nil until then.
 	mac *string
+	// manufacturer is the BMC's IANA number (Get Device ID), read once per client for the boot
+	// device selector (boot.go); nil until then.
+	manufacturer *uint32
 	// boot remembers the persistent override to re-send before power-on (see boot.go).
 	boot bootMemory
 }

@@ -314,6 +314,44 @@ func TestReferenceBMCEFIBitFollowsTheMode(t *testing.T) {
 	assert.Len(t, getBoot(), 1, "read for it")
 }
 
+// TestReferenceBMCSupermicroUEFIDisk: a BMC whose Get Device ID says Supermicro (IANA 10876)
+// gets Supermicro's UEFI hard disk selector (0x24) for a UEFI disk boot on the wire: once, set
+// persistent, re-sent before a power-on, and with the mode taken from the BMC's own valid EFI
+// flags; Legacy disk, and UEFI PXE and CD, are the standard bytes. Get Device ID is read once.
+// The same requests to the default (Dell) reference BMC send the standard disk selector.
+func TestReferenceBMCSupermicroUEFIDisk(t *testing.T) {
+	r := startRefBMC(t, refOptions{manufacturerID: IANASupermicro})
+	ctx := testContext(t)
+	c := dialRef(t, r)
+	setBoot := func() [][]byte { return r.received(types.CommandSetSystemBootOptions) }
+
+	require.NoError(t, c.SetBootOnce(ctx, SystemURI, bmc.BootDisk, metalv1alpha1.BootModeUEFI))
+	assert.Equal(t, [][]byte{{0x03, 0x08}, {0x05, 0xa0, 0x24, 0, 0, 0}}, setBoot(), "UEFI disk once: Supermicro's selector")
+	assert.Len(t, r.received(types.CommandGetDeviceID), 1, "the manufacturer is read for it")
+
+	require.NoError(t, c.SetBootPersistent(ctx, SystemURI, bmc.BootDisk, metalv1alpha1.BootModeUEFISecureBoot))
+	assert.Equal(t, [][]byte{{0x03, 0x08}, {0x05, 0xe0, 0x24, 0, 0, 0}}, setBoot(), "UEFISecureBoot disk persistent")
+	require.NoError(t, c.SetPower(ctx, SystemURI, bmc.PowerOn))
+	assert.Equal(t, [][]byte{{0x03, 0x08}, {0x05, 0xe0, 0x24, 0, 0, 0}}, setBoot(), "re-sent before the power-on with it")
+
+	require.NoError(t, r.hal.Chassis().SetBootFlags(ctx, &types.BootOptionParam_BootFlags{BootFlagsValid: true, BIOSBootType: types.BIOSBootTypeEFI}))
+	require.NoError(t, c.SetBootOnce(ctx, SystemURI, bmc.BootDisk, ""))
+	assert.Equal(t, [][]byte{{0x03, 0x08}, {0x05, 0xa0, 0x24, 0, 0, 0}}, setBoot(), "no mode, the BMC's valid EFI bit: UEFI, so Supermicro's selector")
+
+	require.NoError(t, c.SetBootOnce(ctx, SystemURI, bmc.BootDisk, metalv1alpha1.BootModeLegacy))
+	assert.Equal(t, [][]byte{{0x03, 0x08}, {0x05, 0x80, 0x08, 0, 0, 0}}, setBoot(), "Legacy disk: the standard selector")
+	require.NoError(t, c.SetBootOnce(ctx, SystemURI, bmc.BootPXE, metalv1alpha1.BootModeUEFI))
+	assert.Equal(t, [][]byte{{0x03, 0x08}, {0x05, 0xa0, 0x04, 0, 0, 0}}, setBoot(), "UEFI PXE: standard")
+	require.NoError(t, c.SetBootOnce(ctx, SystemURI, bmc.BootCd, metalv1alpha1.BootModeUEFI))
+	assert.Equal(t, [][]byte{{0x03, 0x08}, {0x05, 0xa0, 0x14, 0, 0, 0}}, setBoot(), "UEFI CD: standard")
+	assert.Empty(t, r.received(types.CommandGetDeviceID), "the manufacturer is read once per client")
+
+	dell := startRefBMC(t, refOptions{})
+	dc := dialRef(t, dell)
+	require.NoError(t, dc.SetBootPersistent(ctx, SystemURI, bmc.BootDisk, metalv1alpha1.BootModeUEFI))
+	assert.Equal(t, [][]byte{{0x03, 0x08}, {0x05, 0xe0, 0x08, 0, 0, 0}}, dell.received(types.CommandSetSystemBootOptions), "another vendor: the standard disk selector")
+}
+
 // TestReferenceBMCBootModeReadsTheValidFlags: BootMode is the EFI bit of valid flags, unknown
 // without the valid bit, and unknown for flags this client sent on a guess.
 func TestReferenceBMCBootModeReadsTheValidFlags(t *testing.T) {

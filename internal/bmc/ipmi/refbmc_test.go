@@ -65,6 +65,8 @@ type refOptions struct {
 	ipv6 bool
 	// userPrivilege is the highest privilege the user may have (default ADMINISTRATOR).
 	userPrivilege gbmc.PrivilegeLevel
+	// manufacturerID is the IANA number Get Device ID answers (default 674, Dell).
+	manufacturerID uint32
 }
 
 func startRefBMC(t *testing.T, o refOptions) *refBMC {
@@ -74,6 +76,9 @@ func startRefBMC(t *testing.T, o refOptions) *refBMC {
 	}
 	if o.userPrivilege == 0 {
 		o.userPrivilege = gbmc.PrivilegeLevelAdministrator
+	}
+	if o.manufacturerID == 0 {
+		o.manufacturerID = 674
 	}
 	r := &refBMC{t: t, hal: mock.New(), opts: o}
 	ctx := context.Background()
@@ -90,7 +95,7 @@ func startRefBMC(t *testing.T, o refOptions) *refBMC {
 // serve starts a BMC with no sessions on port (0: any free port).
 func (r *refBMC) serve(port int) {
 	t := r.t
-	b := gbmc.New(gbmc.DeviceInfo{DeviceID: 0x20, FirmwareMajor: 2, FirmwareMinor: 0x15, IPMIVersion: 0x20, ManufacturerID: 674, ProductID: 0x0100},
+	b := gbmc.New(gbmc.DeviceInfo{DeviceID: 0x20, FirmwareMajor: 2, FirmwareMinor: 0x15, IPMIVersion: 0x20, ManufacturerID: r.opts.manufacturerID, ProductID: 0x0100},
 		refGUID, r.hal, gbmc.WithCipherSuites(r.opts.suites))
 	user, err := b.Users.Add(2, refUser)
 	require.NoError(t, err)

@@ -122,6 +122,7 @@ func (c *Client) Manager(ctx context.Context) (bmc.ManagerInfo, error) {
 		if err != nil {
 			return err
 		}
+		c.manufacturer = &id.ManufacturerID
 		info = bmc.ManagerInfo{
 			Manufacturer:    ManufacturerName(id.ManufacturerID),
 			Model:           fmt.Sprintf("0x%04x", id.ProductID),

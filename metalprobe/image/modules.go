@@ -29,6 +29,9 @@ var WantedModules = []string{
 	"virtio_pci", "virtio_rng", "af_packet",
 	// 802.1Q tagging, for a static probe network with a vlanID (virtual-media boots)
 	"8021q",
+	// the firmware's variables (/sys/firmware/efi/efivars): the boot mode and Secure Boot state
+	// the probe reports
+	"efivarfs",
 }
 
 // Module is one kernel module as the image ships it.

@@ -110,7 +110,7 @@ func (b *BMC) patchSystem(s *system) http.HandlerFunc {
 		}
 		if patch != nil {
 			if patch.target != nil {
-				s.bootTarget = BootTarget(*patch.target)
+				s.bootTarget, s.virtualCd = BootTarget(*patch.target), false
 			}
 			if patch.enabled != nil {
 				s.bootOnce = *patch.enabled

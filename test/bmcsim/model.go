@@ -23,7 +23,10 @@ type system struct {
 	bootOnce   string // BootSourceOverrideEnabled: "Disabled", "Once" or "Continuous"
 	bootMode   string // BootSourceOverrideMode: "UEFI" or "Legacy"
 	bootGen    uint64 // bumped on every Boot change; the ETag of the system
-	bootLog    []PowerOnEvent
+	// virtualCd: the Cd override was set by the Dell OEM import (VCD-DVD), so it boots the
+	// virtual CD under CdOverrideBootsPhysicalDrive; a Boot PATCH clears it.
+	virtualCd bool
+	bootLog   []PowerOnEvent
 
 	// Secure Boot: the setting (SecureBootEnable, PATCHable) takes effect at the next power-on,
 	// when secureBootCurrent (SecureBootCurrentBoot) becomes it, in UEFI mode only.
@@ -58,6 +61,8 @@ type model struct {
 	// ignoreResets starts as the IgnoresResets quirk; SetIgnoresResets turns it on and off,
 	// as a BMC whose firmware hangs and recovers.
 	ignoreResets bool
+	// jobs counts the Dell OEM import jobs (dell_oem.go).
+	jobs int
 }
 
 var idPattern = regexp.MustCompile(`^[A-Za-z0-9._:-]+$`)

@@ -50,6 +50,12 @@ func (m *model) boot(s *system, now time.Time) PowerOnEvent {
 			target = s.bootTarget
 		}
 	}
+	if target == BootCd && m.dellCd() && !s.virtualCd {
+		target = BootPhysicalCd
+	}
+	if s.bootOnce == "Disabled" {
+		s.virtualCd = false
+	}
 	s.applySecureBoot()
 	ev := PowerOnEvent{SystemID: s.spec.ID, UUID: s.spec.UUID, Boot: target, BootMode: s.firmwareMode(), Time: now}
 	if len(s.bootLog) >= maxBootLog {

@@ -38,6 +38,11 @@ type Quirks struct {
 	NoPowerState               bool          // ComputerSystem has no PowerState
 	MalformedResetType         bool          // the allowable ResetType values carry one malformed entry ("Force Off ") besides the real ones
 	NoSecureBoot               bool          // ComputerSystem links no SecureBoot resource: the BMC cannot tell whether Secure Boot is on
+	// CdOverrideBootsPhysicalDrive: BootSourceOverrideTarget Cd boots the server's physical
+	// optical drive (BootPhysicalCd), not the virtual CD (iDRAC); the Manager's Dell OEM
+	// ImportSystemConfiguration with ServerBoot.1#FirstBootDevice VCD-DVD boots the virtual CD.
+	// Only on a BMC of one system, as an iDRAC is.
+	CdOverrideBootsPhysicalDrive bool
 
 	// VirtualMedia (docs/bmc-virtual-media.md).
 	NoVirtualMedia                    bool          // no VirtualMedia under any System or Manager
@@ -153,7 +158,7 @@ var profiles = map[Profile]profileDef{
 	},
 	ProfileDell: {
 		quirks: Quirks{GPUsFirst: true, RejectBootModePatch: true, ResetConflictInState: true,
-			VirtualMediaConflictWhenInserted: true, VirtualMediaInsertedLag: 500 * time.Millisecond},
+			VirtualMediaConflictWhenInserted: true, VirtualMediaInsertedLag: 500 * time.Millisecond, CdOverrideBootsPhysicalDrive: true},
 		vendor: "Dell", product: "Integrated Dell Remote Access Controller",
 		mgrManufacturer: "Dell Inc.", mgrModel: "16G Monolithic", mgrFirmware: "7.10.30.00", mgrID: "iDRAC.Embedded.1",
 		sysManufacturer: "Dell Inc.", sysModel: "PowerEdge R760", biosVersion: "2.3.5",

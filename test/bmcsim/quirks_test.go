@@ -317,6 +317,46 @@ var quirkCases = map[string]quirkCase{
 			assert.Equal(t, "Once", enabled)
 		},
 	},
+	"CdOverrideBootsPhysicalDrive": {
+		quirks: bmcsim.Quirks{CdOverrideBootsPhysicalDrive: true},
+		wire: func(t *testing.T, b *bmcsim.BMC) {
+			reset := func() bmcsim.BootTarget {
+				t.Helper()
+				status, _, _ := call(t, b, http.MethodPost, "/redfish/v1/Systems/1/Actions/ComputerSystem.Reset", map[string]any{"ResetType": "ForceRestart"})
+				require.Equal(t, http.StatusNoContent, status)
+				log := b.BootLog("1")
+				return log[len(log)-1].Boot
+			}
+			status, _, _ := call(t, b, http.MethodPatch, "/redfish/v1/Systems/1", map[string]any{"Boot": map[string]any{"BootSourceOverrideTarget": "Cd", "BootSourceOverrideEnabled": "Once"}})
+			require.Equal(t, http.StatusNoContent, status)
+			assert.Equal(t, bmcsim.BootPhysicalCd, reset(), "Cd is the physical drive")
+
+			mgr := getOK(t, b, "/redfish/v1/Managers/BMC")
+			action := mgr["Actions"].(map[string]any)["Oem"].(map[string]any)["#OemManager.v1_0_0#OemManager.ImportSystemConfiguration"].(map[string]any)
+			profile := `<SystemConfiguration><Component FQDD="BMC"><Attribute Name="ServerBoot.1#BootOnce">Enabled</Attribute>` +
+				`<Attribute Name="ServerBoot.1#FirstBootDevice">VCD-DVD</Attribute></Component></SystemConfiguration>`
+			status, header, _ := call(t, b, http.MethodPost, action["target"].(string), map[string]any{"ShareParameters": map[string]any{"Target": "ALL"}, "ImportBuffer": profile})
+			require.Equal(t, http.StatusAccepted, status)
+			task := getOK(t, b, header.Get("Location"))
+			assert.Equal(t, "Completed", task["TaskState"])
+			target, enabled := b.BootOverride("1")
+			assert.Equal(t, bmcsim.BootCd, target)
+			assert.Equal(t, "Once", enabled)
+			assert.Equal(t, bmcsim.BootCd, reset(), "VCD-DVD: the virtual CD")
+			assert.Equal(t, bmcsim.BootHdd, reset(), "once")
+
+			status, _, body := call(t, b, http.MethodPost, action["target"].(string), map[string]any{"ImportBuffer": `<SystemConfiguration><Component FQDD="BMC"><Attribute Name="Users.2#Password">x</Attribute></Component></SystemConfiguration>`})
+			assert.Equal(t, http.StatusBadRequest, status, "other attributes are not simulated")
+			assert.Contains(t, messageID(body), "ActionParameterValue")
+		},
+		gofish: func(t *testing.T, b *bmcsim.BMC, c *gofish.APIClient) {
+			s := walk(t, c).Systems[0].System
+			require.NoError(t, s.SetBoot(redfish.Boot{BootSourceOverrideTarget: redfish.CdBootSourceOverrideTarget, BootSourceOverrideEnabled: redfish.OnceBootSourceOverrideEnabled}))
+			require.NoError(t, s.Reset(redfish.ForceRestartResetType))
+			log := b.BootLog("1")
+			assert.Equal(t, bmcsim.BootPhysicalCd, log[len(log)-1].Boot, "the standard Cd override through gofish: the physical drive")
+		},
+	},
 	"RejectBootModePatch": {
 		quirks: bmcsim.Quirks{RejectBootModePatch: true},
 		wire: func(t *testing.T, b *bmcsim.BMC) {

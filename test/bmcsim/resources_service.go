@@ -133,6 +133,7 @@ func (m *model) manager() obj {
 	if len(m.managerMedia()) > 0 {
 		mgr["VirtualMedia"] = m.ref(m.managerPath() + "/VirtualMedia")
 	}
+	m.dellManagerOem(mgr)
 	return mgr
 }
 

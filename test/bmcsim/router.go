@@ -122,6 +122,15 @@ func (b *BMC) route(path string) (endpoint, bool) {
 			return get(func() any { return m.manager() }), true
 		case len(rest) >= 3 && strings.EqualFold(rest[1], m.prof.mgrID) && rest[2] == "virtualmedia":
 			return b.routeMedia(m.managerPath()+"/VirtualMedia", m.managerMedia(), rest[3:])
+		case len(rest) == 5 && strings.EqualFold(rest[1], m.prof.mgrID) && m.dellCd() &&
+			strings.EqualFold("/"+strings.Join(rest[2:], "/"), dellImportPathTail):
+			return endpoint{post: b.importSystemConfiguration}, true
+		}
+	case "taskservice":
+		if len(rest) == 3 && rest[1] == "tasks" {
+			if t, ok := m.task(rest[2]); ok {
+				return get(func() any { return t }), true
+			}
 		}
 	case "chassis":
 		if len(rest) == 1 {

@@ -184,6 +184,10 @@ func (c *Client) Manager(ctx context.Context) (bmc.ManagerInfo, error) {
 // the reset action's target and allowed values (inline or through ActionInfo) and the boot
 // override's allowed values.
 type systemControls struct {
+	Manufacturer string
+	Links        struct {
+		ManagedBy []link
+	}
 	Actions struct {
 		Reset *struct {
 			Target     string   `json:"target"`
@@ -327,7 +331,9 @@ func (c *Client) SetBootPersistent(ctx context.Context, systemURI string, target
 // for, the system shows the property (it lists the wanted value among its allowable ones, or,
 // listing none, reports a current mode) and the mode differs from the current one: some BMCs
 // refuse to PATCH it at all (iDRAC), and a PATCH that needs no mode change must not fail for
-// it. A BMC that refuses the PATCH with the mode in it (400) gets it once more without: the
+// it. A Cd boot of a Dell system whose iDRAC offers ImportSystemConfiguration goes through it
+// instead (dell.go): iDRAC's Cd is the physical drive. A BMC that refuses the PATCH with the
+// mode in it (400) gets it once more without: the
 // boot happens in the firmware's own mode, which the probe then reports (and the server's
 // BootMode condition compares with spec.bootMode).
 func (c *Client) setBoot(ctx context.Context, systemURI string, target bmc.BootTarget, enabled string, mode metalv1alpha1.BootMode) error {
@@ -346,6 +352,11 @@ func (c *Client) setBoot(ctx context.Context, systemURI string, target bmc.BootT
 	}
 	if len(ctl.Boot.EnabledAllowed) > 0 && !slices.Contains(ctl.Boot.EnabledAllowed, enabled) {
 		return bmc.Classify(metalv1alpha1.BMCReasonProtocolError, fmt.Errorf("system %s offers no %s boot override (offers %v): %w", systemURI, enabled, ctl.Boot.EnabledAllowed, bmc.ErrUnsupported))
+	}
+	if target == bmc.BootCd {
+		if action, fqdd := c.dellVirtualCD(ctl); action != "" {
+			return c.dellBootVirtualCD(ctx, systemURI, action, fqdd, enabled)
+		}
 	}
 	boot := map[string]string{
 		"BootSourceOverrideTarget":  string(target),

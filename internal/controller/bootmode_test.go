@@ -24,7 +24,7 @@ func uefi(t *testing.T, host lab.Host, secureBoot byte) {
 	t.Helper()
 	dir := filepath.Join(host.Root, "sys", "firmware", "efi", "efivars")
 	require.NoError(t, os.MkdirAll(dir, 0o755))
-	require.NoError(t, os.WriteFile(filepath.Join(dir, "SecureBoot-8be4df61-93ca-11d0-aa0d-00e098032b8c"), []byte{0x06, 0, 0, 0, secureBoot}, 0o644))
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "SecureBoot-8be4df61-93ca-11d2-aa0d-00e098032b8c"), []byte{0x06, 0, 0, 0, secureBoot}, 0o644))
 }
 
 // bootModeCondition waits until the server's BootMode condition has reason, and returns it.

@@ -21,7 +21,7 @@ const (
 	// secureBootVar is the UEFI global variable SecureBoot (EFI_GLOBAL_VARIABLE's GUID): 1 when
 	// the firmware enforces Secure Boot, 0 when it does not. efivarfs shows a variable as its 4
 	// bytes of attributes, then its data: one byte here.
-	secureBootVar = "SecureBoot-8be4df61-93ca-11d0-aa0d-00e098032b8c"
+	secureBootVar = "SecureBoot-8be4df61-93ca-11d2-aa0d-00e098032b8c"
 	// bootParams is the x86 boot protocol's boot_params as the kernel received them. The EFI
 	// stub records in its secure_boot byte what it read of the SecureBoot variable: the way
 	// left when efivarfs is not mounted (Debian builds it as a module).

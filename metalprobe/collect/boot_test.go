@@ -26,7 +26,7 @@ func bootTree(t *testing.T, mounted bool, vars map[string][]byte) string {
 	require.NoError(t, os.MkdirAll(dir, 0o755))
 	if mounted {
 		// Every UEFI firmware has boot entries: efivarfs is never empty.
-		require.NoError(t, os.WriteFile(filepath.Join(dir, "BootOrder-8be4df61-93ca-11d0-aa0d-00e098032b8c"), append(efiAttributes[:4:4], 0x01, 0x00), 0o644))
+		require.NoError(t, os.WriteFile(filepath.Join(dir, "BootOrder-8be4df61-93ca-11d2-aa0d-00e098032b8c"), append(efiAttributes[:4:4], 0x01, 0x00), 0o644))
 	}
 	for name, data := range vars {
 		require.NoError(t, os.WriteFile(filepath.Join(dir, name), data, 0o644))

@@ -37,7 +37,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	fs.IntVar(&opts.IPMIVMs, "ipmi-vms", 1, "number of real QEMU virtual machines behind IPMI BMCs (OpenIPMI's ipmi_sim), enrolled and network-booted like the others; the tour installs on the first (needs what --vms needs, and ipmi_sim; 0 turns them off, and so does --vms 0 unless --ipmi-vms is given)")
 	fs.StringVar(&opts.Dir, "dir", "lab", "directory for the lab's kubeconfig, logs and host trees (recreated)")
 	scenario := fs.String("scenario", "", "run a scenario and exit: tour (enroll → discover → claim → release → wipe → available; with VMs, a VM installs the tenant image and boots it from disk); capi (Cluster API: a Cluster and a MachineDeployment of 2 whose Machines get lab servers; exits 0 once both are provisioned)")
-	secureBoot := fs.Bool("secure-boot", false, "add a real QEMU VM that boots UEFI with Secure Boot enforced (Debian's OVMF with Microsoft's keys), network-booted through the signed chain (shim, GRUB, kernel) and discovered; its boot stages are shown like the others' (needs what --vms needs)")
+	secureBoot := fs.Bool("secure-boot", false, "add a real QEMU VM that boots UEFI with Secure Boot enforced (Debian's OVMF with Microsoft's keys), network-booted through the signed chain (shim, GRUB, kernel), or with --virtual-media booted from the probe's ISO (shim and signed GRUB), and discovered; its boot stages are shown like the others' (needs what --vms needs)")
 	fs.BoolVar(&opts.VirtualMedia, "virtual-media", false, "boot the VMs' probes from virtual media (a per-boot ISO their BMCs insert) with the boot service's DHCP off: each VM behind a BMC of its own with bootMethod VirtualMedia and a static probe network (docs/virtual-media.md)")
 	fs.BoolVar(&opts.ClusterAPI, "cluster-api", false, "run Cluster API's core controllers and Ironfleet's infrastructure provider too (docs/capi.md); --scenario=capi implies it")
 	if err := fs.Parse(args); err != nil {
@@ -62,10 +62,6 @@ func run(args []string, stdout, stderr io.Writer) int {
 	fs.Visit(func(f *flag.Flag) { ipmiGiven = ipmiGiven || f.Name == "ipmi-vms" })
 	if opts.VMs == 0 && !ipmiGiven {
 		opts.IPMIVMs = 0 // --vms 0: no VMs at all
-	}
-	if opts.VirtualMedia && opts.SecureBootVMs > 0 {
-		fmt.Fprintln(stderr, "metal-lab: --secure-boot and --virtual-media do not go together yet: the probe's ISO has no signed loader (docs/boot.md, \"Secure Boot\")")
-		return 2
 	}
 	if opts.VirtualMedia && opts.IPMIVMs > 0 {
 		if ipmiGiven {

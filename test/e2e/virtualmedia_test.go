@@ -16,13 +16,15 @@ import (
 	"github.com/ironfleet/ironfleet/internal/bootmedia"
 	"github.com/ironfleet/ironfleet/internal/ignition"
 	"github.com/ironfleet/ironfleet/test/lab"
+	"github.com/ironfleet/ironfleet/test/vm"
 )
 
 // TestAVirtualMediaVMIsDiscoveredInstalledAndWipedWithoutDHCP: real VMs whose BMCs boot by
 // VirtualMedia, with static probe networks, on a network where the boot service's DHCP is off.
 // Each BMC fetches each boot's ISO from the boot service and its VM boots it from its CD drive
-// through its own firmware (SeaBIOS and isolinux; OVMF and GRUB): both are discovered
-// (inventory exact); the BIOS one is provisioned (the installed OS reports the claim's ignition
+// through its own firmware (SeaBIOS and isolinux; OVMF with Secure Boot enforced — Microsoft's
+// keys — and the ISO's shim and signed GRUB): both are discovered (inventory exact, the second
+// in UEFISecureBoot by its probe's report and by its firmware's variable store); the BIOS one is provisioned (the installed OS reports the claim's ignition
 // byte for byte) and wiped (its disk read back); and the bridge sees not one DHCP packet from
 // either over the whole run. The ISO is ejected at the end of every boot.
 func TestAVirtualMediaVMIsDiscoveredInstalledAndWipedWithoutDHCP(t *testing.T) {
@@ -30,11 +32,12 @@ func TestAVirtualMediaVMIsDiscoveredInstalledAndWipedWithoutDHCP(t *testing.T) {
 	requireTenantImage(t)
 	requireProbeISO(t)
 	ctx := context.Background()
-	l, err := lab.Start(ctx, lab.Options{Dir: filepath.Join(t.TempDir(), "lab"), Servers: 1, BMCs: 1, VMs: 2,
+	l, err := lab.Start(ctx, lab.Options{Dir: filepath.Join(t.TempDir(), "lab"), Servers: 1, BMCs: 1, VMs: 1, SecureBootVMs: 1,
 		VirtualMedia: true, DiscoveryTimeout: 5 * time.Minute, VMDiskBytes: 256 << 20, ManualStart: true})
 	require.NoError(t, err)
 	t.Cleanup(l.Stop)
 	require.Len(t, l.VMs, 2)
+	require.True(t, l.VMs[1].Def.SecureBoot)
 	h := l.VMs[0]
 	t.Cleanup(func() {
 		if t.Failed() {
@@ -67,6 +70,13 @@ func TestAVirtualMediaVMIsDiscoveredInstalledAndWipedWithoutDHCP(t *testing.T) {
 		require.NoError(t, err)
 		assert.Contains(t, string(console), ignition.MediaConsoleLine, "VM %s's probe took its ignition from the ISO", h.Def.Name)
 		assert.Contains(t, string(console), " static ", "VM %s's probe configured its static network", h.Def.Name)
+		assert.Equal(t, bootModeOf(h.Def), server.Status.BootMode, "VM %s's boot mode", h.Def.Name)
+		assert.Equal(t, m.BootModeSourceProbe, server.Status.BootModeSource, "VM %s", h.Def.Name)
+		if h.Def.SecureBoot {
+			on, err := vm.SecureBootEnabled(h.Machine.FirmwareVars())
+			require.NoError(t, err)
+			assert.True(t, on, "VM %s: Secure Boot on in its firmware's variable store", h.Def.Name)
+		}
 		// The step that ends the boot ejects the ISO right after its status write.
 		assert.Eventually(t, func() bool { return !h.BMC.Media(h.SystemID).Inserted }, time.Minute, 200*time.Millisecond,
 			"VM %s's discovery ISO is ejected once the probe reported", h.Def.Name)

@@ -50,10 +50,13 @@ func requireVMs(t *testing.T) {
 	t.Skipf("the VM end-to-end test needs what this machine lacks: %v; it runs as root after make test-deps and make probe-image (make test does both), and in CI it fails instead of skipping", err)
 }
 
-// TestVMsNetworkBootTheProbeAndAreDiscovered: two real VMs — one BIOS with virtio NIC and
-// virtio + NVMe disks, one UEFI (OVMF, q35) with an e1000 NIC and SATA disks — enroll through
-// their Redfish BMC, PXE-boot the probe through Ironfleet's boot service (DHCP, TFTP, HTTP) on
-// a private network, and become Available with exactly the hardware they were defined with.
+// TestVMsNetworkBootTheProbeAndAreDiscovered: three real VMs — one BIOS with virtio NIC and
+// virtio + NVMe disks, one UEFI (OVMF, q35) with an e1000 NIC and SATA disks, and one UEFI with
+// Secure Boot enforced (Debian's OVMF with Microsoft's keys) — enroll through their Redfish
+// BMC, PXE-boot the probe through Ironfleet's boot service (DHCP, TFTP, HTTP; the Secure Boot
+// one through the signed chain, shim → GRUB → kernel, all over TFTP) on a private network, and
+// become Available with exactly the hardware they were defined with, each in the boot mode its
+// firmware has: from its BMC first, then from the probe's report (the firmware's variables).
 // On the way: an unknown MAC gets no DHCP answer; a probe that cannot reach the registry leaves
 // its Server in Discovery saying so, and reports once it can; each probe got its ignition
 // once, at the address the boot service leased it, and another host asking for a VM's script
@@ -62,11 +65,12 @@ func TestVMsNetworkBootTheProbeAndAreDiscovered(t *testing.T) {
 	requireVMs(t)
 	ctx := context.Background()
 	started := time.Now()
-	l, err := lab.Start(ctx, lab.Options{Dir: filepath.Join(t.TempDir(), "lab"), Servers: 1, BMCs: 1, VMs: 2,
+	l, err := lab.Start(ctx, lab.Options{Dir: filepath.Join(t.TempDir(), "lab"), Servers: 1, BMCs: 1, VMs: 2, SecureBootVMs: 1,
 		DiscoveryTimeout: 5 * time.Minute, VMRegistryClosed: true})
 	require.NoError(t, err)
 	t.Cleanup(l.Stop)
-	require.Len(t, l.VMs, 2)
+	require.Len(t, l.VMs, 3)
+	require.True(t, l.VMs[2].Def.SecureBoot)
 	t.Cleanup(func() {
 		if t.Failed() {
 			for _, h := range l.VMs {
@@ -75,7 +79,24 @@ func TestVMsNetworkBootTheProbeAndAreDiscovered(t *testing.T) {
 		}
 	})
 
-	// Both VMs boot the probe, whose registry is out of reach: their Servers say so.
+	// Before any probe reported, each Server has the boot mode its BMC reports.
+	for _, h := range l.VMs {
+		name := strings.ToLower(h.Def.SMBIOS.UUID)
+		require.NoError(t, lab.Poll(ctx, 2*time.Minute, "server "+name+" with its BMC's boot mode", func() (bool, error) {
+			var s m.Server
+			if err := l.Client.Get(ctx, client.ObjectKey{Name: name}, &s); err != nil {
+				return false, nil
+			}
+			return s.Status.BootMode != "", nil
+		}), "VM %s", h.Def.Name)
+		var s m.Server
+		require.NoError(t, l.Client.Get(ctx, client.ObjectKey{Name: name}, &s))
+		// The registry is out of the probes' reach: no report can have set it.
+		assert.Equal(t, m.BootModeSourceBMC, s.Status.BootModeSource, "VM %s", h.Def.Name)
+		assert.Equal(t, bootModeOf(h.Def), s.Status.BootMode, "VM %s: the BMC's boot mode", h.Def.Name)
+	}
+
+	// The VMs boot the probe, whose registry is out of reach: their Servers say so.
 	for _, h := range l.VMs {
 		name := strings.ToLower(h.Def.SMBIOS.UUID)
 		require.NoError(t, lab.Poll(ctx, 4*time.Minute, "server "+name+" in Discovery saying the registry is unreachable", func() (bool, error) {
@@ -133,8 +154,33 @@ func TestVMsNetworkBootTheProbeAndAreDiscovered(t *testing.T) {
 			}
 			return s.Status.State == m.ServerStateAvailable, nil
 		}), "VM %s", h.Def.Name)
-		t.Logf("VM %s (%s) Available %v after the lab started", h.Def.Name, h.Def.Firmware, time.Since(started).Round(time.Second))
+		t.Logf("VM %s (%s, %s) Available %v after the lab started", h.Def.Name, h.Def.Firmware, s.Status.BootMode, time.Since(started).Round(time.Second))
 		assertInventoryIsTheDefinition(t, h.Def, &s)
+		// The probe read the mode from the firmware's own variables (efivars: SecureBoot).
+		assert.Equal(t, bootModeOf(h.Def), s.Status.Inventory.BootMode, "VM %s: the probe's boot mode", h.Def.Name)
+		assert.Equal(t, bootModeOf(h.Def), s.Status.BootMode, "VM %s", h.Def.Name)
+		assert.Equal(t, m.BootModeSourceProbe, s.Status.BootModeSource, "VM %s", h.Def.Name)
+	}
+
+	// The Secure Boot VM came through the signed chain, with Secure Boot on in its firmware's
+	// own record (the variable store, read from the host); the UEFI VM without it came through
+	// iPXE.
+	for _, h := range l.VMs {
+		lines, err := vm.ReadConsole(h.Machine.ConsoleLog())
+		require.NoError(t, err)
+		console := strings.Join(lines, "\n")
+		if h.Def.Firmware != vm.UEFI {
+			continue
+		}
+		enabled, err := vm.SecureBootEnabled(h.Machine.FirmwareVars())
+		require.NoError(t, err)
+		assert.Equal(t, h.Def.SecureBoot, enabled, "VM %s: SecureBootEnable in its firmware's variable store", h.Def.Name)
+		if h.Def.SecureBoot {
+			assert.Contains(t, console, "NBP filename is shimx64.efi", "VM %s: its firmware loaded shim", h.Def.Name)
+			assert.Contains(t, console, "Ironfleet: booting the metalprobe (discovery)", "VM %s: GRUB read its boot configuration", h.Def.Name)
+		} else {
+			assert.Contains(t, console, "NBP filename is snponly.efi", "VM %s: its firmware loaded iPXE", h.Def.Name)
+		}
 	}
 
 	// The UEFI VM's firmware PXE loaded iPXE over TFTP.
@@ -203,6 +249,17 @@ func assertInventoryIsTheDefinition(t *testing.T, def vm.Definition, s *m.Server
 	sort.Strings(wantMACs)
 	sort.Strings(gotMACs)
 	assert.Equal(t, wantMACs, gotMACs, "NIC MACs")
+}
+
+// bootModeOf is the boot mode a VM definition's firmware has.
+func bootModeOf(def vm.Definition) m.BootMode {
+	switch {
+	case def.Firmware == vm.BIOS:
+		return m.BootModeLegacy
+	case def.SecureBoot:
+		return m.BootModeUEFISecureBoot
+	}
+	return m.BootModeUEFI
 }
 
 // discoverFrom sends a DHCPDISCOVER from mac on a new port of the VMs' bridge and returns the

@@ -60,7 +60,8 @@ type Options struct {
 	// SecureBootVMs is how many more Redfish VMs boot UEFI with Secure Boot enforced (Debian's
 	// OVMF with Microsoft's keys enrolled: SecureBootVMDefinition), after the VMs: their BMCs
 	// say so, and the boot service network-boots them through the signed chain (shim, GRUB,
-	// kernel). Needs what VMs needs.
+	// kernel), or with VirtualMedia their BMCs boot the ISO (whose UEFI loader is shim and
+	// signed GRUB too). Needs what VMs needs.
 	SecureBootVMs int
 	// IPMIVMs is how many more real VMs sit each behind an IPMI BMC of its own: OpenIPMI's
 	// ipmi_sim, enrolled through an Endpoint and the MAC-prefix database's IPMI entry, its
@@ -190,9 +191,6 @@ func Start(ctx context.Context, opts Options) (l *Lab, err error) {
 	}
 	if l.Images, err = StartImageServer(); err != nil {
 		return nil, err
-	}
-	if opts.SecureBootVMs > 0 && opts.VirtualMedia {
-		return nil, errors.New("lab: Secure Boot VMs network-boot the signed chain; the probe's ISO has no signed loader yet, so VirtualMedia cannot boot them")
 	}
 	if opts.IPMIVMs > 0 && opts.VirtualMedia {
 		return nil, errors.New("lab: IPMI hosts boot the probe by PXE, which VirtualMedia turns off (IPMI has no virtual media)")

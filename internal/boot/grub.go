@@ -60,13 +60,7 @@ func secureBoot(server *metalv1alpha1.Server) bool {
 // macSecureBoot says whether mac is a NIC of a server with a Ready boot that boots with Secure
 // Boot enforced.
 func (s *Service) macSecureBoot(mac net.HardwareAddr) bool {
-	ctx, cancel := context.WithTimeout(context.Background(), requestTimeout)
-	defer cancel()
-	t, err := s.targetByMAC(ctx, mac)
-	if err != nil {
-		s.log.Error(err, "looking up a DHCP client", "mac", mac.String())
-		return false
-	}
+	t := s.dhcpTarget(mac)
 	return t != nil && secureBoot(t.server)
 }
 

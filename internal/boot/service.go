@@ -384,13 +384,17 @@ func (s *Service) dhcpConfig() dhcp.Config {
 }
 
 // macBootable says whether mac is a NIC of a server with a Ready boot this service serves.
-func (s *Service) macBootable(mac net.HardwareAddr) bool {
+func (s *Service) macBootable(mac net.HardwareAddr) bool { return s.dhcpTarget(mac) != nil }
+
+// dhcpTarget is the Ready boot of a DHCP client's MAC; nil when there is none, or when it
+// cannot be looked up (logged: the client asks again).
+func (s *Service) dhcpTarget(mac net.HardwareAddr) *target {
 	ctx, cancel := context.WithTimeout(context.Background(), requestTimeout)
 	defer cancel()
 	t, err := s.targetByMAC(ctx, mac)
 	if err != nil {
 		s.log.Error(err, "looking up a DHCP client", "mac", mac.String())
-		return false
+		return nil
 	}
-	return t != nil
+	return t
 }

@@ -22,6 +22,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	metalv1alpha1 "github.com/ironfleet/ironfleet/apis/metal/v1alpha1"
+	"github.com/ironfleet/ironfleet/internal/boot/dhcp"
 	"github.com/ironfleet/ironfleet/internal/identity"
 	"github.com/ironfleet/ironfleet/internal/ignition"
 )
@@ -51,6 +52,7 @@ func (s *Service) Handler() http.Handler {
 	mux.HandleFunc("GET /ipxe/{mac}", s.serveScriptByMAC)
 	mux.HandleFunc("GET /ipxe", s.serveScriptByUUID)
 	mux.HandleFunc("GET /artifacts/{name}", s.serveArtifact)
+	mux.HandleFunc("GET "+loadersPath+"{name}", s.serveLoader)
 	mux.HandleFunc("GET "+ignition.IgnitionPathPrefix+"{id}", s.serveIgnition)
 	mux.HandleFunc("POST /boot/{token}/progress", s.recordProgress)
 	mux.HandleFunc("GET /boot/{token}/"+MediaFile, s.serveMedia) // and HEAD
@@ -188,6 +190,9 @@ func (s *Service) serveScript(ctx context.Context, w http.ResponseWriter, r *htt
 	httpBytes.WithLabelValues(kindScript).Add(float64(n))
 }
 
+// loadersPath is where UEFI HTTP boot clients fetch iPXE (the URL DHCP gives them).
+const loadersPath = "/loaders/"
+
 // serveArtifact serves the probe's kernel and initramfs (Range requests included: firmware
 // HTTP clients resume).
 func (s *Service) serveArtifact(w http.ResponseWriter, r *http.Request) {
@@ -196,7 +201,23 @@ func (s *Service) serveArtifact(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, http.StatusNotFound, errNotFound)
 		return
 	}
-	f, err := os.Open(filepath.Join(s.cfg.ProbeDir, name))
+	s.serveFile(w, r, s.cfg.ProbeDir, name)
+}
+
+// serveLoader serves the EFI iPXE binaries to UEFI HTTP boot clients, as TFTP serves them to
+// PXE ROMs.
+func (s *Service) serveLoader(w http.ResponseWriter, r *http.Request) {
+	name := r.PathValue("name")
+	if name != dhcp.FileEFISNPOnly && name != dhcp.FileEFI {
+		s.fail(w, http.StatusNotFound, errNotFound)
+		return
+	}
+	s.serveFile(w, r, s.cfg.IPXEDir, name)
+}
+
+// serveFile serves the regular file name of dir, whose name the caller checked.
+func (s *Service) serveFile(w http.ResponseWriter, r *http.Request, dir, name string) {
+	f, err := os.Open(filepath.Join(dir, name))
 	if err != nil {
 		s.log.Info("artifact missing", "file", name, "error", err.Error())
 		s.fail(w, http.StatusNotFound, errNotFound)

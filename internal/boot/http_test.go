@@ -140,7 +140,12 @@ func TestScriptBootsTheProbeWithAPerBootURL(t *testing.T) {
 	code, initrd := get(t, srv.URL+"/artifacts/initramfs.cpio.gz")
 	assert.Equal(t, http.StatusOK, code)
 	assert.Equal(t, "initramfs bytes", initrd)
-	for _, path := range []string{"/artifacts/..%2f..%2fetc%2fpasswd", "/artifacts/undionly.kpxe", "/artifacts/", "/etc/passwd"} {
+	// iPXE for UEFI HTTP boot clients, and nothing else.
+	code, loader := get(t, srv.URL+"/loaders/snponly.efi")
+	assert.Equal(t, http.StatusOK, code)
+	assert.Equal(t, "ipxe binary snponly.efi", loader)
+	for _, path := range []string{"/artifacts/..%2f..%2fetc%2fpasswd", "/artifacts/undionly.kpxe", "/artifacts/", "/etc/passwd",
+		"/loaders/undionly.kpxe", "/loaders/vmlinuz", "/loaders/..%2fprobe%2fvmlinuz"} {
 		code, _ := get(t, srv.URL+path)
 		assert.Equal(t, http.StatusNotFound, code, path)
 	}

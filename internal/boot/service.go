@@ -376,7 +376,8 @@ func (s *Service) dhcpServer() *dhcp.Server {
 func (s *Service) dhcpConfig() dhcp.Config {
 	c := dhcp.Config{Mode: s.cfg.Mode, ServerIP: s.cfg.ServerIP, EFIBootFile: s.cfg.EFIBootFile,
 		Router: s.cfg.Router, LeaseTime: s.cfg.LeaseTime,
-		ScriptURL: func(mac net.HardwareAddr) string { return s.cfg.PublicURL + "/ipxe/" + mac.String() }}
+		ScriptURL: func(mac net.HardwareAddr) string { return s.cfg.PublicURL + "/ipxe/" + mac.String() },
+		LoaderURL: func(file string) string { return s.cfg.PublicURL + loadersPath + file }}
 	if s.cfg.Mode == dhcp.ModeFull {
 		c.SubnetMask, _ = s.cfg.mask()
 	}

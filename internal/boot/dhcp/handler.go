@@ -49,7 +49,7 @@ type Reason string
 const (
 	IgnoredMalformed   Reason = "malformed"        // not a DHCP request from an Ethernet client
 	IgnoredUnknownMAC  Reason = "unknown_mac"      // not a server with a Ready boot configuration
-	IgnoredNotPXE      Reason = "not_pxe"          // proxy mode: neither PXE nor iPXE
+	IgnoredNotPXE      Reason = "not_pxe"          // proxy mode: neither PXE, nor HTTP boot, nor iPXE
 	IgnoredArch        Reason = "unsupported_arch" // a PXE client of an architecture with no iPXE binary here
 	IgnoredNotForUs    Reason = "not_for_us"       // a REQUEST to another server
 	IgnoredMessageType Reason = "unsupported_message"
@@ -57,6 +57,9 @@ const (
 	IgnoredReleased    Reason = "released"        // a RELEASE or DECLINE: recorded, nothing to answer
 	IgnoredDecline     Reason = "decline_refused" // full mode: a DECLINE outside its lease's exchange (leases.go)
 	IgnoredOff         Reason = "dhcp_off"        // ModeOff: this service answers no DHCP
+	// IgnoredHTTPSecureBoot: a UEFI HTTP boot client of a server booting with Secure Boot.
+	// Debian's signed GRUB has no HTTP: such a server boots the signed chain by PXE (TFTP).
+	IgnoredHTTPSecureBoot Reason = "http_boot_secure_boot"
 )
 
 // Boot files the chain starts with, served by TFTP.
@@ -84,6 +87,9 @@ type Config struct {
 	ServerIP netip.Addr
 	// ScriptURL is the iPXE script URL of a MAC: what iPXE is told to chain.
 	ScriptURL func(mac net.HardwareAddr) string
+	// LoaderURL is the HTTP URL of a loader (FileEFISNPOnly, FileEFI): what a UEFI HTTP boot
+	// client is told to load.
+	LoaderURL func(file string) string
 	// EFIBootFile is what EFI PXE clients get: FileEFISNPOnly (default) or FileEFI.
 	EFIBootFile string
 	// Full mode only.
@@ -117,6 +123,7 @@ type Decision struct {
 type client struct {
 	mac      net.HardwareAddr
 	pxe      bool // option 60 starts with PXEClient
+	http     bool // option 60 starts with HTTPClient: UEFI HTTP boot
 	ipxe     bool // user class iPXE, or option 175
 	arch     iana.Arch
 	hasArch  bool
@@ -149,7 +156,7 @@ func (h *Handler) HandleRequest(req *dhcpv4.DHCPv4, port Port) Decision {
 	default:
 		return ignore(IgnoredMessageType)
 	}
-	if h.Config.Mode == ModeProxy && !c.pxe && !c.ipxe {
+	if h.Config.Mode == ModeProxy && !c.pxe && !c.ipxe && !c.http {
 		return ignore(IgnoredNotPXE)
 	}
 	if h.Known == nil || !h.Known(c.mac) {
@@ -173,6 +180,7 @@ func classify(req *dhcpv4.DHCPv4, port Port) (client, bool) {
 	}
 	c := client{mac: req.ClientHWAddr, msgType: mt, request: req, onPXEPrt: port == PortPXE}
 	c.pxe = strings.HasPrefix(req.ClassIdentifier(), "PXEClient")
+	c.http = strings.HasPrefix(req.ClassIdentifier(), "HTTPClient")
 	c.ipxe = req.Options.Has(dhcpv4.GenericOptionCode(optionIPXE)) || isIPXEUserClass(req.Options.Get(dhcpv4.OptionUserClassInformation))
 	if v := req.Options.Get(dhcpv4.OptionClientSystemArchitectureType); len(v) >= 2 {
 		c.arch, c.hasArch = iana.Arch(uint16(v[0])<<8|uint16(v[1])), true
@@ -205,6 +213,17 @@ func (h *Handler) bootFile(c client) (string, bool) {
 	switch {
 	case c.ipxe:
 		return h.Config.ScriptURL(c.mac), true
+	case c.http:
+		// UEFI HTTP boot: iPXE over HTTP, which then asks DHCP for its script as any iPXE;
+		// no TFTP on the way. x86 only (ARM64, 19, comes with the arm64 probe).
+		if !c.hasArch || (c.arch != iana.EFI_X86_64_HTTP && c.arch != iana.EFI_X86_HTTP) || h.Config.LoaderURL == nil {
+			return "", false
+		}
+		file := FileEFISNPOnly
+		if h.Config.EFIBootFile != "" {
+			file = h.Config.EFIBootFile
+		}
+		return h.Config.LoaderURL(file), true
 	case !c.pxe:
 		return "", true
 	case !c.hasArch || c.arch == iana.INTEL_X86PC:
@@ -223,9 +242,19 @@ func (h *Handler) bootFile(c client) (string, bool) {
 	return "", false
 }
 
+// httpUnderSecureBoot: a UEFI HTTP boot client whose server boots with Secure Boot gets no
+// answer (its firmware goes on to PXE, where it gets the signed chain).
+func (h *Handler) httpUnderSecureBoot(c client) bool {
+	return c.http && !c.ipxe && h.SecureBoot != nil && h.SecureBoot(c.mac)
+}
+
 // proxy answers as a ProxyDHCP server: no address, the boot file, and the PXE options that
-// tell the client to use it without a boot-server discovery.
+// tell the client to use it without a boot-server discovery (for HTTP boot clients, option 60
+// HTTPClient and the URL).
 func (h *Handler) proxy(c client) Decision {
+	if h.httpUnderSecureBoot(c) {
+		return ignore(IgnoredHTTPSecureBoot)
+	}
 	file, ok := h.bootFile(c)
 	if !ok {
 		return ignore(IgnoredArch)
@@ -248,10 +277,14 @@ func (h *Handler) proxy(c client) Decision {
 	}
 	m := h.newReply(c, reply)
 	m.YourIPAddr = net.IPv4zero
-	m.UpdateOption(dhcpv4.OptClassIdentifier("PXEClient"))
-	// Discovery control (sub-option 6) = 8: boot the file in this offer, no boot-server
-	// discovery (PXE 2.1, 2.4.6).
-	m.UpdateOption(dhcpv4.OptGeneric(dhcpv4.GenericOptionCode(optionPXEVendor), []byte{6, 1, 8, 255}))
+	if c.http {
+		m.UpdateOption(dhcpv4.OptClassIdentifier("HTTPClient"))
+	} else {
+		m.UpdateOption(dhcpv4.OptClassIdentifier("PXEClient"))
+		// Discovery control (sub-option 6) = 8: boot the file in this offer, no boot-server
+		// discovery (PXE 2.1, 2.4.6).
+		m.UpdateOption(dhcpv4.OptGeneric(dhcpv4.GenericOptionCode(optionPXEVendor), []byte{6, 1, 8, 255}))
+	}
 	if uuid := c.request.Options.Get(dhcpv4.GenericOptionCode(optionClientUUID)); len(uuid) > 0 {
 		m.UpdateOption(dhcpv4.OptGeneric(dhcpv4.GenericOptionCode(optionClientUUID), uuid))
 	}
@@ -264,6 +297,9 @@ func (h *Handler) proxy(c client) Decision {
 func (h *Handler) full(c client) Decision {
 	if c.onPXEPrt {
 		return ignore(IgnoredMessageType)
+	}
+	if h.httpUnderSecureBoot(c) {
+		return ignore(IgnoredHTTPSecureBoot)
 	}
 	file, ok := h.bootFile(c)
 	if !ok {
@@ -286,6 +322,9 @@ func (h *Handler) full(c client) Decision {
 		}
 		m := h.addressReply(c, dhcpv4.MessageTypeOffer, ip)
 		h.setBootFile(m, file)
+		if c.http {
+			m.UpdateOption(dhcpv4.OptClassIdentifier("HTTPClient")) // EDK II takes a URL only with it
+		}
 		return Decision{Reply: m}
 	}
 	// REQUEST: selecting (names a server), init-reboot (option 50), renewing (ciaddr).
@@ -304,6 +343,9 @@ func (h *Handler) full(c client) Decision {
 	}
 	m := h.addressReply(c, dhcpv4.MessageTypeAck, ip)
 	h.setBootFile(m, file)
+	if c.http {
+		m.UpdateOption(dhcpv4.OptClassIdentifier("HTTPClient"))
+	}
 	return Decision{Reply: m}
 }
 

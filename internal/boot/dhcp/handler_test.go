@@ -31,7 +31,7 @@ func known(mac net.HardwareAddr) bool {
 
 func newHandler(mode Mode) *Handler {
 	h := &Handler{
-		Config: Config{Mode: mode, ServerIP: serverIP, ScriptURL: scriptURL,
+		Config: Config{Mode: mode, ServerIP: serverIP, ScriptURL: scriptURL, LoaderURL: func(f string) string { return "http://10.20.0.1:8080/loaders/" + f },
 			SubnetMask: net.CIDRMask(24, 32), Router: netip.MustParseAddr("10.20.0.254"), LeaseTime: time.Hour},
 		Known: known,
 	}
@@ -113,7 +113,10 @@ func TestSecureBootServersGetShim(t *testing.T) {
 	for _, mode := range []Mode{ModeProxy, ModeFull} {
 		h := newHandler(mode)
 		var asked []string
-		h.SecureBoot = func(mac net.HardwareAddr) bool { asked = append(asked, mac.String()); return mac.String() == knownMAC.String() }
+		h.SecureBoot = func(mac net.HardwareAddr) bool {
+			asked = append(asked, mac.String())
+			return mac.String() == knownMAC.String()
+		}
 		for _, arch := range []iana.Arch{iana.EFI_BC, iana.EFI_X86_64} {
 			r := requireReply(t, handle(h, discover(t, knownMAC, pxe(arch)...), PortDHCP), dhcpv4.MessageTypeOffer)
 			assert.Equal(t, FileShim, r.BootFileName, "%s arch %d", mode, arch)
@@ -127,6 +130,38 @@ func TestSecureBootServersGetShim(t *testing.T) {
 		h.SecureBoot = func(net.HardwareAddr) bool { return false }
 		r = requireReply(t, handle(h, discover(t, knownMAC, pxe(iana.EFI_BC)...), PortDHCP), dhcpv4.MessageTypeOffer)
 		assert.Equal(t, FileEFISNPOnly, r.BootFileName, "%s: without Secure Boot", mode)
+	}
+}
+
+// TestUEFIHTTPBootGetsIPXEOverHTTP: a UEFI HTTP boot client (option 60 HTTPClient, x86
+// architecture 16 or 15) is offered iPXE's URL with option 60 HTTPClient, and no TFTP server,
+// in both modes; ARM64's (19) is not served yet; a Secure Boot server's HTTP client gets no
+// answer (the signed chain has no HTTP), so its firmware goes on to PXE.
+func TestUEFIHTTPBootGetsIPXEOverHTTP(t *testing.T) {
+	httpClient := func(arch iana.Arch) []dhcpv4.Modifier {
+		return []dhcpv4.Modifier{dhcpv4.WithOption(dhcpv4.OptClassIdentifier("HTTPClient:Arch:00016:UNDI:003001")),
+			dhcpv4.WithOption(dhcpv4.OptClientArch(arch))}
+	}
+	for _, mode := range []Mode{ModeProxy, ModeFull} {
+		h := newHandler(mode)
+		for _, arch := range []iana.Arch{iana.EFI_X86_64_HTTP, iana.EFI_X86_HTTP} {
+			r := requireReply(t, handle(h, discover(t, knownMAC, httpClient(arch)...), PortDHCP), dhcpv4.MessageTypeOffer)
+			assert.Equal(t, "http://10.20.0.1:8080/loaders/snponly.efi", r.BootFileName, "%s arch %d", mode, arch)
+			assert.Equal(t, "HTTPClient", r.ClassIdentifier(), mode)
+			assert.Empty(t, r.TFTPServerName(), "%s: no TFTP on the way", mode)
+			assert.Nil(t, r.Options.Get(dhcpv4.GenericOptionCode(optionPXEVendor)), "%s: no PXE options", mode)
+		}
+		d := handle(h, discover(t, knownMAC, httpClient(iana.EFI_ARM64_HTTP)...), PortDHCP)
+		assert.Equal(t, IgnoredArch, d.Ignored, mode)
+		d = handle(h, discover(t, unknownMAC, httpClient(iana.EFI_X86_64_HTTP)...), PortDHCP)
+		assert.Equal(t, IgnoredUnknownMAC, d.Ignored, mode)
+
+		h.SecureBoot = func(net.HardwareAddr) bool { return true }
+		d = handle(h, discover(t, knownMAC, httpClient(iana.EFI_X86_64_HTTP)...), PortDHCP)
+		assert.Nil(t, d.Reply, mode)
+		assert.Equal(t, IgnoredHTTPSecureBoot, d.Ignored, mode)
+		r := requireReply(t, handle(h, discover(t, knownMAC, pxe(iana.EFI_BC)...), PortDHCP), dhcpv4.MessageTypeOffer)
+		assert.Equal(t, FileShim, r.BootFileName, "%s: its PXE gets the signed chain", mode)
 	}
 }
 

@@ -38,6 +38,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	fs.StringVar(&opts.Dir, "dir", "lab", "directory for the lab's kubeconfig, logs and host trees (recreated)")
 	scenario := fs.String("scenario", "", "run a scenario and exit: tour (enroll → discover → claim → release → wipe → available; with VMs, a VM installs the tenant image and boots it from disk); capi (Cluster API: a Cluster and a MachineDeployment of 2 whose Machines get lab servers; exits 0 once both are provisioned)")
 	secureBoot := fs.Bool("secure-boot", false, "add a real QEMU VM that boots UEFI with Secure Boot enforced (Debian's OVMF with Microsoft's keys), network-booted through the signed chain (shim, GRUB, kernel), or with --virtual-media booted from the probe's ISO (shim and signed GRUB), and discovered; its boot stages are shown like the others' (needs what --vms needs)")
+	httpBoot := fs.Bool("http-boot", false, "add a real QEMU VM that boots UEFI by UEFI HTTP boot alone (its firmware's PXE off): DHCP gives it iPXE's URL, and it boots with no TFTP (needs what --vms needs)")
 	fs.BoolVar(&opts.VirtualMedia, "virtual-media", false, "boot the VMs' probes from virtual media (a per-boot ISO their BMCs insert) with the boot service's DHCP off: each VM behind a BMC of its own with bootMethod VirtualMedia and a static probe network (docs/virtual-media.md)")
 	fs.BoolVar(&opts.ClusterAPI, "cluster-api", false, "run Cluster API's core controllers and Ironfleet's infrastructure provider too (docs/capi.md); --scenario=capi implies it")
 	if err := fs.Parse(args); err != nil {
@@ -54,6 +55,9 @@ func run(args []string, stdout, stderr io.Writer) int {
 	if *secureBoot {
 		opts.SecureBootVMs = 1
 	}
+	if *httpBoot {
+		opts.HTTPBootVMs = 1
+	}
 	if opts.Servers < 1 || opts.BMCs < 1 || opts.VMs < 0 || opts.IPMIVMs < 0 {
 		fmt.Fprintln(stderr, "metal-lab: --servers and --bmcs must be at least 1, --vms and --ipmi-vms at least 0")
 		return 2
@@ -69,10 +73,10 @@ func run(args []string, stdout, stderr io.Writer) int {
 		}
 		opts.IPMIVMs = 0
 	}
-	if opts.VMs > 0 || opts.IPMIVMs > 0 || opts.SecureBootVMs > 0 {
+	if opts.VMs > 0 || opts.IPMIVMs > 0 || opts.SecureBootVMs > 0 || opts.HTTPBootVMs > 0 {
 		if err := lab.CanRunVMs(); err != nil {
 			fmt.Fprintf(stdout, "Running without virtual machines: %v.\n", err)
-			opts.VMs, opts.IPMIVMs, opts.SecureBootVMs = 0, 0, 0
+			opts.VMs, opts.IPMIVMs, opts.SecureBootVMs, opts.HTTPBootVMs = 0, 0, 0, 0
 		}
 	}
 	if opts.IPMIVMs > 0 {
@@ -96,7 +100,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	started := time.Now()
-	fmt.Fprintf(stdout, "Starting the Ironfleet lab: control plane, %d BMCs, %d simulated servers, %d VMs (%d behind IPMI BMCs, %d with Secure Boot), boot services, operator…\n", opts.BMCs, opts.Servers, opts.VMs+opts.SecureBootVMs+opts.IPMIVMs, opts.IPMIVMs, opts.SecureBootVMs)
+	fmt.Fprintf(stdout, "Starting the Ironfleet lab: control plane, %d BMCs, %d simulated servers, %d VMs (%d behind IPMI BMCs, %d with Secure Boot, %d by HTTP boot), boot services, operator…\n", opts.BMCs, opts.Servers, opts.VMs+opts.SecureBootVMs+opts.HTTPBootVMs+opts.IPMIVMs, opts.IPMIVMs, opts.SecureBootVMs, opts.HTTPBootVMs)
 	l, err := lab.Start(ctx, opts)
 	if err != nil {
 		fmt.Fprintf(stderr, "metal-lab: starting the lab: %v\n", err)

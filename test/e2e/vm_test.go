@@ -50,11 +50,13 @@ func requireVMs(t *testing.T) {
 	t.Skipf("the VM end-to-end test needs what this machine lacks: %v; it runs as root after make test-deps and make probe-image (make test does both), and in CI it fails instead of skipping", err)
 }
 
-// TestVMsNetworkBootTheProbeAndAreDiscovered: three real VMs — one BIOS with virtio NIC and
-// virtio + NVMe disks, one UEFI (OVMF, q35) with an e1000 NIC and SATA disks, and one UEFI with
-// Secure Boot enforced (Debian's OVMF with Microsoft's keys) — enroll through their Redfish
-// BMC, PXE-boot the probe through Ironfleet's boot service (DHCP, TFTP, HTTP; the Secure Boot
-// one through the signed chain, shim → GRUB → kernel, all over TFTP) on a private network, and
+// TestVMsNetworkBootTheProbeAndAreDiscovered: four real VMs — one BIOS with virtio NIC and
+// virtio + NVMe disks, one UEFI (OVMF, q35) with an e1000 NIC and SATA disks, one UEFI with
+// Secure Boot enforced (Debian's OVMF with Microsoft's keys), one UEFI that boots by UEFI HTTP
+// boot only — enroll through their Redfish BMC, network-boot the probe through Ironfleet's boot
+// service (DHCP, TFTP, HTTP; the Secure Boot one through the signed chain, shim → GRUB → kernel,
+// all over TFTP; the HTTP boot one iPXE over HTTP, without one TFTP request) on a private
+// network, and
 // become Available with exactly the hardware they were defined with, each in the boot mode its
 // firmware has: from its BMC first, then from the probe's report (the firmware's variables).
 // On the way: an unknown MAC gets no DHCP answer; a probe that cannot reach the registry leaves
@@ -65,12 +67,19 @@ func TestVMsNetworkBootTheProbeAndAreDiscovered(t *testing.T) {
 	requireVMs(t)
 	ctx := context.Background()
 	started := time.Now()
-	l, err := lab.Start(ctx, lab.Options{Dir: filepath.Join(t.TempDir(), "lab"), Servers: 1, BMCs: 1, VMs: 2, SecureBootVMs: 1,
-		DiscoveryTimeout: 5 * time.Minute, VMRegistryClosed: true})
+	l, err := lab.Start(ctx, lab.Options{Dir: filepath.Join(t.TempDir(), "lab"), Servers: 1, BMCs: 1, VMs: 2, SecureBootVMs: 1, HTTPBootVMs: 1,
+		DiscoveryTimeout: 5 * time.Minute, VMRegistryClosed: true, ManualStart: true})
 	require.NoError(t, err)
 	t.Cleanup(l.Stop)
-	require.Len(t, l.VMs, 3)
+	require.Len(t, l.VMs, 4)
 	require.True(t, l.VMs[2].Def.SecureBoot)
+	require.True(t, l.VMs[3].Def.HTTPBoot)
+	// Watching from before anything boots: any TFTP request from a VM, ever, is seen.
+	tftpSeen, err := l.VMNetwork().WatchTFTP()
+	require.NoError(t, err)
+	t.Cleanup(tftpSeen.Close)
+	require.NoError(t, l.StartManager())
+	require.NoError(t, l.CreateEndpoints(ctx))
 	t.Cleanup(func() {
 		if t.Failed() {
 			for _, h := range l.VMs {
@@ -175,11 +184,18 @@ func TestVMsNetworkBootTheProbeAndAreDiscovered(t *testing.T) {
 		enabled, err := vm.SecureBootEnabled(h.Machine.FirmwareVars())
 		require.NoError(t, err)
 		assert.Equal(t, h.Def.SecureBoot, enabled, "VM %s: SecureBootEnable in its firmware's variable store", h.Def.Name)
-		if h.Def.SecureBoot {
+		switch {
+		case h.Def.SecureBoot:
 			assert.Contains(t, console, "NBP filename is shimx64.efi", "VM %s: its firmware loaded shim", h.Def.Name)
 			assert.Contains(t, console, "Ironfleet: booting the metalprobe (discovery)", "VM %s: GRUB read its boot configuration", h.Def.Name)
-		} else {
+		case h.Def.HTTPBoot:
+			// UEFI HTTP boot: iPXE's URL from DHCP, iPXE over HTTP, and not one TFTP request.
+			assert.Contains(t, console, "Start HTTP Boot over IPv4", "VM %s: its firmware HTTP-booted", h.Def.Name)
+			assert.NotContains(t, console, "Start PXE over", "VM %s: its firmware's PXE is off", h.Def.Name)
+			assert.Empty(t, tftpSeen.Seen(h.Def.NICs[0].MAC), "VM %s: no TFTP request on the bridge", h.Def.Name)
+		default:
 			assert.Contains(t, console, "NBP filename is snponly.efi", "VM %s: its firmware loaded iPXE", h.Def.Name)
+			assert.NotEmpty(t, tftpSeen.Seen(h.Def.NICs[0].MAC), "VM %s: the watch sees its TFTP requests", h.Def.Name)
 		}
 	}
 

@@ -63,6 +63,9 @@ type Options struct {
 	// kernel), or with VirtualMedia their BMCs boot the ISO (whose UEFI loader is shim and
 	// signed GRUB too). Needs what VMs needs.
 	SecureBootVMs int
+	// HTTPBootVMs is how many more Redfish VMs boot UEFI by UEFI HTTP boot only (their PXE off:
+	// HTTPBootVMDefinition), after the SecureBootVMs: DHCP gives them iPXE's URL, with no TFTP.
+	HTTPBootVMs int
 	// IPMIVMs is how many more real VMs sit each behind an IPMI BMC of its own: OpenIPMI's
 	// ipmi_sim, enrolled through an Endpoint and the MAC-prefix database's IPMI entry, its
 	// power and boot device carried out on the VM (ipmi.go). Like VMs, it needs root and QEMU,
@@ -94,8 +97,9 @@ type Options struct {
 // vmCount is how many real VMs the lab runs: Redfish ones and IPMI ones.
 func (o *Options) vmCount() int { return o.redfishVMs() + o.IPMIVMs }
 
-// redfishVMs is how many real VMs sit behind Redfish BMCs: VMs, then SecureBootVMs.
-func (o *Options) redfishVMs() int { return o.VMs + o.SecureBootVMs }
+// redfishVMs is how many real VMs sit behind Redfish BMCs: VMs, then SecureBootVMs, then
+// HTTPBootVMs.
+func (o *Options) redfishVMs() int { return o.VMs + o.SecureBootVMs + o.HTTPBootVMs }
 
 func (o *Options) defaults() {
 	if o.vmCount() > 0 && o.ProbeDir == "" {

@@ -74,6 +74,14 @@ func VMDefinition(i int) vm.Definition { return labVM(i, i%2 == 1, false) }
 // Boot enforced: Debian's OVMF with Microsoft's keys enrolled, as servers ship.
 func SecureBootVMDefinition(i int) vm.Definition { return labVM(i, true, true) }
 
+// HTTPBootVMDefinition is the lab's VM i as a UEFI machine (the odd ones' shape) that boots
+// from the network by UEFI HTTP boot alone.
+func HTTPBootVMDefinition(i int) vm.Definition {
+	def := labVM(i, true, false)
+	def.HTTPBoot = true
+	return def
+}
+
 func labVM(i int, uefi, secureBoot bool) vm.Definition {
 	uuid := fixUUID(sha256.Sum256(fmt.Appendf(nil, "ironfleet-lab-vm-%d", i)))
 	serial := func(kind string, j int) string { return fmt.Sprintf("LAB%s%02d%02d", kind, i, j) }
@@ -97,12 +105,16 @@ func labVM(i int, uefi, secureBoot bool) vm.Definition {
 	return def
 }
 
-// vmDefinition is VMDefinition(i) (SecureBootVMDefinition(i) for the SecureBootVMs) with the
-// lab's options applied: VMDiskBytes shrinks its disks.
+// vmDefinition is VMDefinition(i) (SecureBootVMDefinition(i) for the SecureBootVMs,
+// HTTPBootVMDefinition(i) for the HTTPBootVMs) with the lab's options applied: VMDiskBytes
+// shrinks its disks.
 func (l *Lab) vmDefinition(i int) vm.Definition {
 	def := VMDefinition(i)
-	if i >= l.Opts.VMs && i < l.Opts.redfishVMs() {
+	switch sb := l.Opts.VMs + l.Opts.SecureBootVMs; {
+	case i >= l.Opts.VMs && i < sb:
 		def = SecureBootVMDefinition(i)
+	case i >= sb && i < l.Opts.redfishVMs():
+		def = HTTPBootVMDefinition(i)
 	}
 	def.CDROM = l.Opts.VirtualMedia // the drive its BMC's virtual media appears in
 	if l.Opts.VMDiskBytes > 0 {

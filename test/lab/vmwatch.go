@@ -26,6 +26,10 @@ func BootStage(line string) string {
 		return "firmware PXE"
 	case strings.Contains(line, "Station IP address"):
 		return "firmware PXE: DHCP"
+	case strings.Contains(line, "Start HTTP Boot over IPv4"):
+		return "firmware HTTP boot"
+	case strings.Contains(line, "URI: http"):
+		return "firmware HTTP boot: loading iPXE over HTTP"
 	case strings.Contains(line, "NBP filename is shimx64.efi"):
 		return "firmware PXE: shim (the signed chain) over TFTP"
 	case strings.Contains(line, "Fetching Netboot Image grubx64.efi"):

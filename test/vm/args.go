@@ -139,6 +139,10 @@ func Args(def Definition, l Layout, boot BootDevice) ([]string, error) {
 		if def.SecureBoot {
 			args = append(args, "-global", "driver=cfi.pflash01,property=secure,value=on")
 		}
+		if def.HTTPBoot {
+			args = append(args, "-fw_cfg", "name=opt/org.tianocore/IPv4PXESupport,string=n",
+				"-fw_cfg", "name=opt/org.tianocore/IPv6PXESupport,string=n")
+		}
 		args = append(args,
 			"-drive", "if=pflash,format=raw,unit=0,readonly=on,file="+escape(code),
 			"-drive", "if=pflash,format=raw,unit=1,file="+escape(l.FirmwareVars))

@@ -121,6 +121,24 @@ func TestArgsForASecureBootMachine(t *testing.T) {
 	assert.ErrorContains(t, err, "Secure Boot needs UEFI")
 }
 
+// TestArgsForAnHTTPBootMachine: OVMF's PXE turned off through its fw_cfg knobs, leaving UEFI
+// HTTP boot; only on UEFI.
+func TestArgsForAnHTTPBootMachine(t *testing.T) {
+	def := twoNICDefinition(vm.UEFI)
+	def.HTTPBoot = true
+	args, err := vm.Args(def, argvLayout(def), vm.BootNetwork)
+	require.NoError(t, err)
+	assert.Equal(t, []string{"name=opt/org.tianocore/IPv4PXESupport,string=n", "name=opt/org.tianocore/IPv6PXESupport,string=n"}, values(args, "-fw_cfg"))
+	def.HTTPBoot = false
+	args, err = vm.Args(def, argvLayout(def), vm.BootNetwork)
+	require.NoError(t, err)
+	assert.Empty(t, values(args, "-fw_cfg"))
+	bios := testDefinition("bios", vm.BIOS)
+	bios.HTTPBoot = true
+	_, err = vm.Args(bios, argvLayout(bios), vm.BootNetwork)
+	assert.ErrorContains(t, err, "HTTP boot needs UEFI")
+}
+
 func TestArgsEscapeCommasInValues(t *testing.T) {
 	def := testDefinition("comma", vm.BIOS)
 	def.SMBIOS.Manufacturer = "Acme, Inc."

@@ -75,6 +75,11 @@ type Definition struct {
 	// keys enrolled and Secure Boot on (SecureBootOVMFCode, SecureBootOVMFVars), on a q35 with
 	// SMM, as servers ship: only loaders signed by Microsoft's UEFI CA run, such as shim.
 	SecureBoot bool
+	// HTTPBoot (UEFI only) makes the firmware boot from the network by UEFI HTTP boot alone:
+	// OVMF's PXE is turned off (its fw_cfg knobs opt/org.tianocore/IPv4PXESupport and
+	// IPv6PXESupport), so it asks DHCP as an HTTPClient and loads what the URL it gets names,
+	// with no TFTP.
+	HTTPBoot bool
 }
 
 // maxSATAPorts is the port count of QEMU's AHCI controller.
@@ -100,6 +105,9 @@ func (d Definition) Validate() error {
 	}
 	if d.SecureBoot && d.Firmware != UEFI {
 		bad("Secure Boot needs UEFI firmware, not %s", d.Firmware)
+	}
+	if d.HTTPBoot && d.Firmware != UEFI {
+		bad("HTTP boot needs UEFI firmware, not %s", d.Firmware)
 	}
 	if d.SMBIOS.UUID != "" && !uuidPattern.MatchString(d.SMBIOS.UUID) {
 		bad("SMBIOS UUID %q is not a UUID", d.SMBIOS.UUID)

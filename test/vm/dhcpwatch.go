@@ -10,21 +10,42 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// DHCPWatch records every DHCP (BOOTP) request a client sends on the network's bridge, by
-// the client's hardware address, independently of whatever DHCP server answers it: it reads
-// the bridge's frames with a packet socket, so that a test can say that a machine sent no
-// DHCP at all (one that boots from its disk with a static address, say).
-type DHCPWatch struct {
-	fd   int
-	done chan struct{}
+// PacketWatch records packets of one kind a machine sends on the network's bridge, by the
+// machine's hardware address, independently of whatever answers them: it reads the bridge's
+// frames with a packet socket, so that a test can say that a machine sent no DHCP at all (one
+// that boots from its disk with a static address, say), or no TFTP (one that boots by UEFI
+// HTTP boot).
+type PacketWatch struct {
+	fd    int
+	done  chan struct{}
+	match func(pkt []byte, from *unix.SockaddrLinklayer) (net.HardwareAddr, bool)
 
 	mu   sync.Mutex
 	seen map[string][]time.Time
 }
 
-// WatchDHCP starts watching the bridge for DHCP requests (IPv4 UDP to port 67).
-func (n *Network) WatchDHCP() (*DHCPWatch, error) {
-	w := &DHCPWatch{done: make(chan struct{}), seen: map[string][]time.Time{}}
+// DHCPWatch is a PacketWatch of DHCP requests.
+type DHCPWatch = PacketWatch
+
+// WatchDHCP starts watching the bridge for DHCP requests (IPv4 UDP to port 67), by the
+// requests' client hardware address.
+func (n *Network) WatchDHCP() (*PacketWatch, error) {
+	return n.watch("DHCP", func(pkt []byte, _ *unix.SockaddrLinklayer) (net.HardwareAddr, bool) { return dhcpClient(pkt) })
+}
+
+// WatchTFTP starts watching the bridge for TFTP requests (IPv4 UDP to port 69: every TFTP
+// transfer starts with one), by the frame's source hardware address.
+func (n *Network) WatchTFTP() (*PacketWatch, error) {
+	return n.watch("TFTP", func(pkt []byte, from *unix.SockaddrLinklayer) (net.HardwareAddr, bool) {
+		if from == nil || from.Halen != 6 || udpDstPort(pkt) != 69 {
+			return nil, false
+		}
+		return net.HardwareAddr(append([]byte(nil), from.Addr[:6]...)), true
+	})
+}
+
+func (n *Network) watch(what string, match func([]byte, *unix.SockaddrLinklayer) (net.HardwareAddr, bool)) (*PacketWatch, error) {
+	w := &PacketWatch{done: make(chan struct{}), seen: map[string][]time.Time{}, match: match}
 	err := n.Do(func() error {
 		ifi, err := net.InterfaceByName(BridgeName)
 		if err != nil {
@@ -48,13 +69,13 @@ func (n *Network) WatchDHCP() (*DHCPWatch, error) {
 		return nil
 	})
 	if err != nil {
-		return nil, fmt.Errorf("watching DHCP on %s: %w", n.name, err)
+		return nil, fmt.Errorf("watching %s on %s: %w", what, n.name, err)
 	}
 	go w.read()
 	return w, nil
 }
 
-func (w *DHCPWatch) read() {
+func (w *PacketWatch) read() {
 	defer unix.Close(w.fd)
 	buf := make([]byte, 2048)
 	for {
@@ -63,11 +84,12 @@ func (w *DHCPWatch) read() {
 			return
 		default:
 		}
-		n, _, err := unix.Recvfrom(w.fd, buf, 0)
+		n, from, err := unix.Recvfrom(w.fd, buf, 0)
 		if err != nil {
 			continue // a timeout, or an interrupted read: look at done again
 		}
-		if mac, ok := dhcpClient(buf[:n]); ok {
+		ll, _ := from.(*unix.SockaddrLinklayer)
+		if mac, ok := w.match(buf[:n], ll); ok {
 			w.mu.Lock()
 			w.seen[mac.String()] = append(w.seen[mac.String()], time.Now())
 			w.mu.Unlock()
@@ -75,18 +97,31 @@ func (w *DHCPWatch) read() {
 	}
 }
 
+// udpOf is the UDP header and payload of an IPv4 packet; nil when it is not UDP.
+func udpOf(pkt []byte) []byte {
+	if len(pkt) < 20 || pkt[0]>>4 != 4 || pkt[9] != unix.IPPROTO_UDP {
+		return nil
+	}
+	ihl := int(pkt[0]&0x0f) * 4
+	if len(pkt) < ihl+8 {
+		return nil
+	}
+	return pkt[ihl:]
+}
+
+// udpDstPort is the destination port of an IPv4 UDP packet; 0 when it is none.
+func udpDstPort(pkt []byte) uint16 {
+	if udp := udpOf(pkt); udp != nil {
+		return binary.BigEndian.Uint16(udp[2:4])
+	}
+	return 0
+}
+
 // dhcpClient is the client hardware address of an IPv4 packet that is a BOOTP request to
 // port 67.
 func dhcpClient(pkt []byte) (net.HardwareAddr, bool) {
-	if len(pkt) < 20 || pkt[0]>>4 != 4 || pkt[9] != unix.IPPROTO_UDP {
-		return nil, false
-	}
-	ihl := int(pkt[0]&0x0f) * 4
-	if len(pkt) < ihl+8+44 {
-		return nil, false
-	}
-	udp := pkt[ihl:]
-	if binary.BigEndian.Uint16(udp[2:4]) != 67 {
+	udp := udpOf(pkt)
+	if len(udp) < 8+44 || binary.BigEndian.Uint16(udp[2:4]) != 67 {
 		return nil, false
 	}
 	bootp := udp[8:]
@@ -96,8 +131,8 @@ func dhcpClient(pkt []byte) (net.HardwareAddr, bool) {
 	return net.HardwareAddr(append([]byte(nil), bootp[28:34]...)), true
 }
 
-// Seen is when the client with mac sent DHCP requests since the watch began.
-func (w *DHCPWatch) Seen(mac string) []time.Time {
+// Seen is when the machine with mac sent the packets watched for since the watch began.
+func (w *PacketWatch) Seen(mac string) []time.Time {
 	hw, err := net.ParseMAC(mac)
 	if err != nil {
 		return nil
@@ -108,7 +143,7 @@ func (w *DHCPWatch) Seen(mac string) []time.Time {
 }
 
 // Close stops watching.
-func (w *DHCPWatch) Close() {
+func (w *PacketWatch) Close() {
 	select {
 	case <-w.done:
 	default:

@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -19,6 +20,7 @@ import (
 	"github.com/ironfleet/ironfleet/test/bmcsim"
 	"github.com/ironfleet/ironfleet/test/lab"
 	"github.com/ironfleet/ironfleet/test/testenv"
+	"github.com/ironfleet/ironfleet/test/vm"
 )
 
 // BootResult is the boot benchmark's record (docs/bench/boot.json): how long a real VM takes
@@ -28,9 +30,13 @@ type BootResult struct {
 	Date    string  `json:"date"`
 	Machine Machine `json:"machine"`
 	VMs     int     `json:"vms"`
-	// Paths is each VM's boot path, in VM order: "BIOS PXE (iPXE)", "UEFI PXE (iPXE)", and
-	// "UEFI Secure Boot PXE (shim, GRUB)" for the Secure Boot VMs, which come last.
+	// Paths is each VM's boot path, in VM order: "BIOS PXE (iPXE)", "UEFI PXE (iPXE)", then
+	// "UEFI Secure Boot PXE (shim, GRUB)" for the Secure Boot VMs and "UEFI HTTP boot (iPXE)"
+	// for the HTTP boot VMs.
 	Paths []string `json:"paths"`
+	// Stages is, for each VM in VM order, when its console first showed each boot stage
+	// (lab.BootStage), in seconds after its power-on: where the time goes.
+	Stages [][]StageAt `json:"stages"`
 	// PowerOnToReportSeconds is each VM's time, in VM order (Paths).
 	PowerOnToReportSeconds []float64 `json:"powerOnToReportSeconds"`
 	MedianSeconds          float64   `json:"medianSeconds"`
@@ -44,6 +50,12 @@ type BootResult struct {
 	ProbeImage probeImage `json:"probeImage"`
 }
 
+// StageAt is when a boot stage first showed on a VM's console.
+type StageAt struct {
+	Stage   string  `json:"stage"`
+	Seconds float64 `json:"seconds"`
+}
+
 type probeImage struct {
 	KernelPackage  string `json:"kernelPackage"`
 	KernelBytes    int64  `json:"kernelBytes"`
@@ -52,11 +64,12 @@ type probeImage struct {
 	LimitBytes     int64  `json:"limitBytes"`
 }
 
-// TestBenchBoot measures real network boots (make bench): BENCH_VMS (2: BIOS and UEFI) VMs and
-// BENCH_SECURE_BOOT_VMS (1) UEFI VMs with Secure Boot enforced power on together from their
-// BMCs, PXE-boot the probe through the boot service (iPXE, or the signed chain), and report.
+// TestBenchBoot measures real network boots (make bench): BENCH_VMS (2: BIOS and UEFI) VMs,
+// BENCH_SECURE_BOOT_VMS (1) UEFI VMs with Secure Boot enforced and BENCH_HTTP_BOOT_VMS (1)
+// UEFI VMs that boot by UEFI HTTP boot power on together from their BMCs, network-boot the
+// probe through the boot service (iPXE over TFTP or HTTP, or the signed chain), and report.
 // The time of each is from the PXE power-on the BMC recorded to the moment the Server holds
-// the probe's report.
+// the probe's report; each boot stage's time is read from the VM's console as it goes.
 func TestBenchBoot(t *testing.T) {
 	if os.Getenv("IRONFLEET_BENCH") == "" {
 		t.Skip("the benchmark runs with `make bench` (IRONFLEET_BENCH=1)")
@@ -66,19 +79,28 @@ func TestBenchBoot(t *testing.T) {
 	}
 	root, err := testenv.RepoRoot()
 	require.NoError(t, err)
-	vms, sbVMs := 2, 1
-	if s := os.Getenv("BENCH_VMS"); s != "" {
-		vms, err = strconv.Atoi(s)
-		require.NoError(t, err, "BENCH_VMS")
+	counts := map[string]int{"BENCH_VMS": 2, "BENCH_SECURE_BOOT_VMS": 1, "BENCH_HTTP_BOOT_VMS": 1}
+	for name := range counts {
+		if s := os.Getenv(name); s != "" {
+			counts[name], err = strconv.Atoi(s)
+			require.NoError(t, err, name)
+		}
 	}
-	if s := os.Getenv("BENCH_SECURE_BOOT_VMS"); s != "" {
-		sbVMs, err = strconv.Atoi(s)
-		require.NoError(t, err, "BENCH_SECURE_BOOT_VMS")
-	}
-	ctx := context.Background()
-	l, err := lab.Start(ctx, lab.Options{Dir: filepath.Join(t.TempDir(), "lab"), Servers: 1, BMCs: 1, VMs: vms, SecureBootVMs: sbVMs, DiscoveryTimeout: 5 * time.Minute})
+	vms, sbVMs, httpVMs := counts["BENCH_VMS"], counts["BENCH_SECURE_BOOT_VMS"], counts["BENCH_HTTP_BOOT_VMS"]
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	l, err := lab.Start(ctx, lab.Options{Dir: filepath.Join(t.TempDir(), "lab"), Servers: 1, BMCs: 1, VMs: vms, SecureBootVMs: sbVMs, HTTPBootVMs: httpVMs,
+		DiscoveryTimeout: 5 * time.Minute, ManualStart: true})
 	require.NoError(t, err)
 	defer l.Stop()
+	// Each VM's stages, as its console shows them, from before anything boots.
+	seen := make([]*stageLog, len(l.VMs))
+	for i, h := range l.VMs {
+		seen[i] = &stageLog{at: map[string]time.Time{}}
+		go seen[i].follow(ctx, h.Machine.ConsoleLog())
+	}
+	require.NoError(t, l.StartManager())
+	require.NoError(t, l.CreateEndpoints(ctx))
 
 	reported, available := map[string]time.Time{}, map[string]time.Time{}
 	require.NoError(t, waitFor(ctx, 10*time.Minute, "every VM's probe report and Available", func() (bool, string) {
@@ -101,7 +123,7 @@ func TestBenchBoot(t *testing.T) {
 
 	r := BootResult{Commit: commit(root), Date: time.Now().UTC().Format(time.RFC3339), Machine: thisMachine(), VMs: len(l.VMs), TargetSeconds: 20}
 	var times []time.Duration
-	for _, h := range l.VMs {
+	for i, h := range l.VMs {
 		var powerOn time.Time
 		for _, ev := range h.BMC.BootLog(h.SystemID) {
 			if ev.Boot == bmcsim.BootPxe {
@@ -115,11 +137,16 @@ func TestBenchBoot(t *testing.T) {
 		r.PowerOnToReportSeconds = append(r.PowerOnToReportSeconds, d.Round(100*time.Millisecond).Seconds())
 		r.PowerOnToAvailableSeconds = append(r.PowerOnToAvailableSeconds, a.Round(100*time.Millisecond).Seconds())
 		path := map[bool]string{true: "BIOS PXE (iPXE)", false: "UEFI PXE (iPXE)"}[h.Def.Firmware == "BIOS"]
-		if h.Def.SecureBoot {
+		switch {
+		case h.Def.SecureBoot:
 			path = "UEFI Secure Boot PXE (shim, GRUB)"
+		case h.Def.HTTPBoot:
+			path = "UEFI HTTP boot (iPXE)"
 		}
 		r.Paths = append(r.Paths, path)
-		fmt.Printf("bench: VM %s (%s): power-on → report %.1f s, → Available %.1f s\n", h.Def.Name, path, d.Seconds(), a.Seconds())
+		stages := seen[i].since(powerOn)
+		r.Stages = append(r.Stages, stages)
+		fmt.Printf("bench: VM %s (%s): power-on → report %.1f s, → Available %.1f s; stages %v\n", h.Def.Name, path, d.Seconds(), a.Seconds(), stages)
 	}
 	sorted := slices.Clone(times)
 	slices.Sort(sorted)
@@ -147,7 +174,40 @@ func TestBenchBoot(t *testing.T) {
 		}
 	}
 	fmt.Printf("bench: boot median %.1f s, max %.1f s over %d VMs; probe image %.1f MiB\n", r.MedianSeconds, r.MaxSeconds, len(l.VMs), float64(r.ProbeImage.TotalBytes)/(1<<20))
-	path, err := writeFigures(outputDir(root, vms == 2 && sbVMs == 1, r.Commit, os.Getenv("BENCH_OUT")), "boot.json", r)
+	path, err := writeFigures(outputDir(root, vms == 2 && sbVMs == 1 && httpVMs == 1, r.Commit, os.Getenv("BENCH_OUT")), "boot.json", r)
 	require.NoError(t, err)
 	fmt.Printf("bench: figures in %s\n", path)
+}
+
+// stageLog is when each boot stage first showed on a VM's console.
+type stageLog struct {
+	mu    sync.Mutex
+	at    map[string]time.Time
+	order []string
+}
+
+func (s *stageLog) follow(ctx context.Context, console string) {
+	for line := range vm.TailConsole(ctx, console) {
+		stage := lab.BootStage(line)
+		if stage == "" {
+			continue
+		}
+		s.mu.Lock()
+		if _, ok := s.at[stage]; !ok {
+			s.at[stage] = time.Now()
+			s.order = append(s.order, stage)
+		}
+		s.mu.Unlock()
+	}
+}
+
+// since is each stage's time after start, in the order they showed.
+func (s *stageLog) since(start time.Time) []StageAt {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := make([]StageAt, 0, len(s.order))
+	for _, stage := range s.order {
+		out = append(out, StageAt{Stage: stage, Seconds: s.at[stage].Sub(start).Round(100 * time.Millisecond).Seconds()})
+	}
+	return out
 }

@@ -113,6 +113,14 @@ type VirtualMediaControl interface {
 	EjectMedia(ctx context.Context, systemURI string) error
 }
 
+// SecureBootControl turns a system's UEFI Secure Boot on or off for its next boot: Redfish's
+// SecureBoot resource (SecureBootEnable), which takes effect at the system's next power-on or
+// reset. A system that links no SecureBoot resource answers ErrUnsupported (wrapped); IPMI has
+// no such control. changed says whether the setting was changed (false: it already was so).
+type SecureBootControl interface {
+	SetSecureBoot(ctx context.Context, systemURI string, enable bool) (changed bool, err error)
+}
+
 // Client is everything controllers do with a BMC.
 type Client interface {
 	PowerControl

@@ -2,11 +2,13 @@ package redfish
 
 import (
 	"context"
+	"fmt"
 	"strings"
 
 	"github.com/stmcginnis/gofish/redfish"
 
 	metalv1alpha1 "github.com/ironfleet/ironfleet/apis/metal/v1alpha1"
+	"github.com/ironfleet/ironfleet/internal/bmc"
 )
 
 // BootMode reads how a system's firmware boots: BootSourceOverrideMode says UEFI or Legacy, and
@@ -61,4 +63,31 @@ func overrideMode(mode metalv1alpha1.BootMode) string {
 		return string(redfish.UEFIBootSourceOverrideMode)
 	}
 	return ""
+}
+
+// SetSecureBoot sets the system's SecureBootEnable for its next boot, when it differs: a PATCH
+// of the SecureBoot resource the system links. A system without one answers ErrUnsupported.
+func (c *Client) SetSecureBoot(ctx context.Context, systemURI string, enable bool) (bool, error) {
+	if err := ctx.Err(); err != nil {
+		return false, err
+	}
+	system, err := redfish.GetComputerSystem(c.api, systemURI)
+	if err != nil {
+		return false, classify("reading system "+systemURI, err)
+	}
+	sb, err := system.SecureBoot()
+	if err != nil {
+		return false, classify("reading the SecureBoot resource of system "+systemURI, err)
+	}
+	if sb == nil {
+		return false, bmc.Classify(metalv1alpha1.BMCReasonProtocolError, fmt.Errorf("system %s links no SecureBoot resource: %w", systemURI, bmc.ErrUnsupported))
+	}
+	if sb.SecureBootEnable == enable {
+		return false, nil
+	}
+	sb.SecureBootEnable = enable
+	if err := sb.Update(); err != nil {
+		return false, classify(fmt.Sprintf("setting SecureBootEnable %t on system %s", enable, systemURI), err)
+	}
+	return true, nil
 }

@@ -149,3 +149,44 @@ func patch(t *testing.T, sim *bmcsim.BMC, path string, body any) {
 	_ = resp.Body.Close()
 	require.Equal(t, http.StatusNoContent, resp.StatusCode, "PATCH %s", path)
 }
+
+// TestSetSecureBootPatchesTheSecureBootResource: SetSecureBoot turns a system's Secure Boot on
+// for its next boot (the simulator applies it at the power-on), answers "unchanged" when it is
+// already so, turns it off again, and answers ErrUnsupported on a BMC without the resource.
+func TestSetSecureBootPatchesTheSecureBootResource(t *testing.T) {
+	ctx := context.Background()
+	spec := testSystem(0)
+	spec.BootMode = bmcsim.BootModeUEFI
+	sim := startSim(t, bmcsim.Options{Systems: []bmcsim.SystemSpec{spec}})
+	c := connect(t, sim)
+	systems, err := c.Systems(ctx)
+	require.NoError(t, err)
+	uri, id := systems[0].URI, systems[0].ID
+
+	changed, err := c.SetSecureBoot(ctx, uri, true)
+	require.NoError(t, err)
+	assert.True(t, changed)
+	enable, current := sim.SecureBoot(id)
+	assert.True(t, enable, "SecureBootEnable patched")
+	assert.False(t, current, "not before the power-on that applies it")
+	require.NoError(t, c.SetPower(ctx, uri, bmc.PowerOn))
+	got, err := c.BootMode(ctx, uri)
+	require.NoError(t, err)
+	assert.Equal(t, m.BootModeUEFISecureBoot, got, "the power-on applied it")
+	changed, err = c.SetSecureBoot(ctx, uri, true)
+	require.NoError(t, err)
+	assert.False(t, changed, "already on: no PATCH")
+
+	changed, err = c.SetSecureBoot(ctx, uri, false)
+	require.NoError(t, err)
+	assert.True(t, changed)
+	enable, _ = sim.SecureBoot(id)
+	assert.False(t, enable)
+
+	none := startSim(t, bmcsim.Options{Profile: bmcsim.ProfileOpenBMC, Systems: []bmcsim.SystemSpec{testSystem(0)}})
+	nc := connect(t, none)
+	systems, err = nc.Systems(ctx)
+	require.NoError(t, err)
+	_, err = nc.SetSecureBoot(ctx, systems[0].URI, true)
+	assert.ErrorIs(t, err, bmc.ErrUnsupported)
+}

@@ -58,7 +58,10 @@ type Client struct {
 	slots   map[string]string // system URI -> its CD/DVD slot's URI, once found
 }
 
-var _ bmc.Client = (*Client)(nil)
+var (
+	_ bmc.Client            = (*Client)(nil)
+	_ bmc.SecureBootControl = (*Client)(nil)
+)
 
 // Connector returns a bmc.Connector that logs in with a Redfish session (one per BMC, kept by
 // bmc.Cache and reused across reconciles). Its clients share two HTTP transports, one that

@@ -11,6 +11,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/log"
 
 	metalv1alpha1 "github.com/ironfleet/ironfleet/apis/metal/v1alpha1"
 	"github.com/ironfleet/ironfleet/internal/bmc"
@@ -74,9 +75,8 @@ func (r *Reconciler) probeMediumOf(ctx context.Context, server *metalv1alpha1.Se
 // boot cannot start yet (the boot service has not published the ISO's URL, or the BMC has no
 // virtual media), it returns the step to wait with instead.
 func (r *Reconciler) probeBoot(ctx context.Context, server *metalv1alpha1.Server, sbc *metalv1alpha1.ServerBootConfiguration, via probeMedium) (effect, *step, error) {
-	uri := server.Spec.SystemURI
 	if !via.virtualMedia() {
-		return bootOnce(uri, bmc.BootPXE, "", server.EffectiveBootMode()), nil, nil
+		return bootOnce(server, bmc.BootPXE, ""), nil, nil
 	}
 	if via.unsupported != "" {
 		st := wait(metalv1alpha1.ReasonVirtualMediaUnsupported, fmt.Sprintf("BMC %s boots by VirtualMedia but has none (%s): not booted; set the BMC's spec.bootMethod to PXE, or fix its virtual media", via.bmc, via.unsupported), 30*time.Second)
@@ -90,14 +90,20 @@ func (r *Reconciler) probeBoot(ctx context.Context, server *metalv1alpha1.Server
 		st := wait(metalv1alpha1.ReasonWaitingForBootService, fmt.Sprintf("waiting for the boot service to publish the ISO of %s/%s", sbc.Namespace, sbc.Name), 2*time.Second)
 		return effect{}, &st, nil
 	}
-	return bootOnce(uri, bmc.BootCd, url, server.EffectiveBootMode()), nil, nil
+	return bootOnce(server, bmc.BootCd, url), nil, nil
 }
 
-// bootOnce sets a one-time boot override to target and powers the server on, restarting it if
-// it is on; with a media URL, the URL is inserted as the virtual CD first. The power state is
-// read now: the last poll may be minutes old.
-func bootOnce(uri string, target bmc.BootTarget, media string, mode metalv1alpha1.BootMode) effect {
+// bootOnce sets a one-time boot override to target, in the server's boot mode, and powers the
+// server on, restarting it if it is on; with a media URL, the URL is inserted as the virtual
+// CD first. A server whose spec.bootMode asks for UEFI with or without Secure Boot has its
+// BMC's SecureBootEnable set to match first, where the BMC has the setting: the power-on that
+// follows applies it. The power state is read now: the last poll may be minutes old.
+func bootOnce(server *metalv1alpha1.Server, target bmc.BootTarget, media string) effect {
+	uri, mode, want := server.Spec.SystemURI, server.EffectiveBootMode(), server.Spec.BootMode
 	return effect{powering: metalv1alpha1.PowerStatePoweringOn, insertsMedia: media != "", run: func(ctx context.Context, c bmc.Client) error {
+		if err := matchSecureBoot(ctx, c, uri, want); err != nil {
+			return err
+		}
 		if media != "" {
 			if err := c.InsertMedia(ctx, uri, media); err != nil {
 				return err
@@ -116,6 +122,25 @@ func bootOnce(uri string, target bmc.BootTarget, media string, mode metalv1alpha
 		}
 		return c.SetPower(ctx, uri, action)
 	}}
+}
+
+// matchSecureBoot sets the system's SecureBootEnable to what a UEFI spec.bootMode asks for
+// (on for UEFISecureBoot, off for UEFI), where its BMC has the setting; nothing for Legacy or
+// no spec.bootMode. A BMC without it is no error: the probe's report shows the mode found, and
+// the BootMode condition says when it differs.
+func matchSecureBoot(ctx context.Context, c bmc.Client, uri string, want metalv1alpha1.BootMode) error {
+	sb, ok := c.(bmc.SecureBootControl)
+	if !ok || !want.UEFI() {
+		return nil
+	}
+	changed, err := sb.SetSecureBoot(ctx, uri, want == metalv1alpha1.BootModeUEFISecureBoot)
+	if errors.Is(err, bmc.ErrUnsupported) {
+		return nil
+	}
+	if err == nil && changed {
+		log.FromContext(ctx).Info("Secure Boot set to match spec.bootMode for the boot that follows", "system", uri, "bootMode", want)
+	}
+	return err
 }
 
 // trackProbeMedia keeps status.probeMediaInserted: set in the status write before a probe

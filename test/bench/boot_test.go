@@ -66,8 +66,9 @@ type probeImage struct {
 
 // TestBenchBoot measures real network boots (make bench): BENCH_VMS (2: BIOS and UEFI) VMs,
 // BENCH_SECURE_BOOT_VMS (1) UEFI VMs with Secure Boot enforced and BENCH_HTTP_BOOT_VMS (1)
-// UEFI VMs that boot by UEFI HTTP boot power on together from their BMCs, network-boot the
-// probe through the boot service (iPXE over TFTP or HTTP, or the signed chain), and report.
+// UEFI VMs that boot by UEFI HTTP boot, in two rounds (the BIOS and UEFI VMs, then the others),
+// power on together from their BMCs, network-boot the probe through the boot service (iPXE over
+// TFTP or HTTP, or the signed chain), and report.
 // The time of each is from the PXE power-on the BMC recorded to the moment the Server holds
 // the probe's report; each boot stage's time is read from the VM's console as it goes.
 func TestBenchBoot(t *testing.T) {
@@ -87,10 +88,73 @@ func TestBenchBoot(t *testing.T) {
 		}
 	}
 	vms, sbVMs, httpVMs := counts["BENCH_VMS"], counts["BENCH_SECURE_BOOT_VMS"], counts["BENCH_HTTP_BOOT_VMS"]
+	// Two rounds of (by default) two VMs each, as the figures of the BIOS and UEFI paths have
+	// always been taken: four TCG VMs on two cores would measure the contention, not the paths.
+	var boots []vmBoot
+	for _, round := range []lab.Options{{VMs: vms}, {SecureBootVMs: sbVMs, HTTPBootVMs: httpVMs}} {
+		if round.VMs+round.SecureBootVMs+round.HTTPBootVMs > 0 {
+			boots = append(boots, bootRound(t, round)...)
+		}
+	}
+
+	r := BootResult{Commit: commit(root), Date: time.Now().UTC().Format(time.RFC3339), Machine: thisMachine(), VMs: len(boots), TargetSeconds: 20}
+	var times []time.Duration
+	for _, b := range boots {
+		times = append(times, b.report)
+		r.Paths = append(r.Paths, b.path)
+		r.Stages = append(r.Stages, b.stages)
+		r.PowerOnToReportSeconds = append(r.PowerOnToReportSeconds, b.report.Round(100*time.Millisecond).Seconds())
+		r.PowerOnToAvailableSeconds = append(r.PowerOnToAvailableSeconds, b.available.Round(100*time.Millisecond).Seconds())
+		fmt.Printf("bench: VM %s (%s): power-on → report %.1f s, → Available %.1f s; stages %v\n", b.name, b.path, b.report.Seconds(), b.available.Seconds(), b.stages)
+	}
+	sorted := slices.Clone(times)
+	slices.Sort(sorted)
+	r.MedianSeconds = percentile(sorted, 50).Round(100 * time.Millisecond).Seconds()
+	r.MaxSeconds = sorted[len(sorted)-1].Round(100 * time.Millisecond).Seconds()
+
+	var manifest struct {
+		Kernel struct{ Package, Version string }
+		Files  []struct {
+			Name string
+			Size int64
+		}
+		TotalBytes int64
+	}
+	probeDir, err := lab.ProbeDir()
+	require.NoError(t, err)
+	data, err := os.ReadFile(filepath.Join(probeDir, "manifest.json"))
+	require.NoError(t, err)
+	require.NoError(t, json.Unmarshal(data, &manifest))
+	r.ProbeImage = probeImage{KernelPackage: manifest.Kernel.Package + "=" + manifest.Kernel.Version, TotalBytes: manifest.TotalBytes, LimitBytes: 40 << 20}
+	for _, f := range manifest.Files {
+		switch f.Name {
+		case "vmlinuz":
+			r.ProbeImage.KernelBytes = f.Size
+		case "initramfs.cpio.gz":
+			r.ProbeImage.InitramfsBytes = f.Size
+		}
+	}
+	fmt.Printf("bench: boot median %.1f s, max %.1f s over %d VMs; probe image %.1f MiB\n", r.MedianSeconds, r.MaxSeconds, len(boots), float64(r.ProbeImage.TotalBytes)/(1<<20))
+	path, err := writeFigures(outputDir(root, vms == 2 && sbVMs == 1 && httpVMs == 1, r.Commit, os.Getenv("BENCH_OUT")), "boot.json", r)
+	require.NoError(t, err)
+	fmt.Printf("bench: figures in %s\n", path)
+}
+
+// vmBoot is one VM's boot, measured.
+type vmBoot struct {
+	name, path        string
+	report, available time.Duration // after the PXE power-on its BMC recorded
+	stages            []StageAt
+}
+
+// bootRound starts a lab of the VMs opts asks for, lets them enroll and be discovered together,
+// and measures each from its BMC's power-on.
+func bootRound(t *testing.T, opts lab.Options) []vmBoot {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	l, err := lab.Start(ctx, lab.Options{Dir: filepath.Join(t.TempDir(), "lab"), Servers: 1, BMCs: 1, VMs: vms, SecureBootVMs: sbVMs, HTTPBootVMs: httpVMs,
-		DiscoveryTimeout: 5 * time.Minute, ManualStart: true})
+	opts.Dir, opts.Servers, opts.BMCs = filepath.Join(t.TempDir(), "lab"), 1, 1
+	opts.DiscoveryTimeout, opts.ManualStart = 5*time.Minute, true
+	l, err := lab.Start(ctx, opts)
 	require.NoError(t, err)
 	defer l.Stop()
 	// Each VM's stages, as its console shows them, from before anything boots.
@@ -121,8 +185,7 @@ func TestBenchBoot(t *testing.T) {
 		return len(available) == len(l.VMs), fmt.Sprintf("%d of %d reported, %d Available", len(reported), len(l.VMs), len(available))
 	}))
 
-	r := BootResult{Commit: commit(root), Date: time.Now().UTC().Format(time.RFC3339), Machine: thisMachine(), VMs: len(l.VMs), TargetSeconds: 20}
-	var times []time.Duration
+	var out []vmBoot
 	for i, h := range l.VMs {
 		var powerOn time.Time
 		for _, ev := range h.BMC.BootLog(h.SystemID) {
@@ -131,11 +194,6 @@ func TestBenchBoot(t *testing.T) {
 			}
 		}
 		require.False(t, powerOn.IsZero(), "VM %s was never PXE-booted", h.Def.Name)
-		d := reported[strings.ToLower(h.Def.SMBIOS.UUID)].Sub(powerOn)
-		a := available[strings.ToLower(h.Def.SMBIOS.UUID)].Sub(powerOn)
-		times = append(times, d)
-		r.PowerOnToReportSeconds = append(r.PowerOnToReportSeconds, d.Round(100*time.Millisecond).Seconds())
-		r.PowerOnToAvailableSeconds = append(r.PowerOnToAvailableSeconds, a.Round(100*time.Millisecond).Seconds())
 		path := map[bool]string{true: "BIOS PXE (iPXE)", false: "UEFI PXE (iPXE)"}[h.Def.Firmware == "BIOS"]
 		switch {
 		case h.Def.SecureBoot:
@@ -143,40 +201,10 @@ func TestBenchBoot(t *testing.T) {
 		case h.Def.HTTPBoot:
 			path = "UEFI HTTP boot (iPXE)"
 		}
-		r.Paths = append(r.Paths, path)
-		stages := seen[i].since(powerOn)
-		r.Stages = append(r.Stages, stages)
-		fmt.Printf("bench: VM %s (%s): power-on → report %.1f s, → Available %.1f s; stages %v\n", h.Def.Name, path, d.Seconds(), a.Seconds(), stages)
+		name := strings.ToLower(h.Def.SMBIOS.UUID)
+		out = append(out, vmBoot{name: h.Def.Name, path: path, report: reported[name].Sub(powerOn), available: available[name].Sub(powerOn), stages: seen[i].since(powerOn)})
 	}
-	sorted := slices.Clone(times)
-	slices.Sort(sorted)
-	r.MedianSeconds = percentile(sorted, 50).Round(100 * time.Millisecond).Seconds()
-	r.MaxSeconds = sorted[len(sorted)-1].Round(100 * time.Millisecond).Seconds()
-
-	var manifest struct {
-		Kernel struct{ Package, Version string }
-		Files  []struct {
-			Name string
-			Size int64
-		}
-		TotalBytes int64
-	}
-	data, err := os.ReadFile(filepath.Join(l.Opts.ProbeDir, "manifest.json"))
-	require.NoError(t, err)
-	require.NoError(t, json.Unmarshal(data, &manifest))
-	r.ProbeImage = probeImage{KernelPackage: manifest.Kernel.Package + "=" + manifest.Kernel.Version, TotalBytes: manifest.TotalBytes, LimitBytes: 40 << 20}
-	for _, f := range manifest.Files {
-		switch f.Name {
-		case "vmlinuz":
-			r.ProbeImage.KernelBytes = f.Size
-		case "initramfs.cpio.gz":
-			r.ProbeImage.InitramfsBytes = f.Size
-		}
-	}
-	fmt.Printf("bench: boot median %.1f s, max %.1f s over %d VMs; probe image %.1f MiB\n", r.MedianSeconds, r.MaxSeconds, len(l.VMs), float64(r.ProbeImage.TotalBytes)/(1<<20))
-	path, err := writeFigures(outputDir(root, vms == 2 && sbVMs == 1 && httpVMs == 1, r.Commit, os.Getenv("BENCH_OUT")), "boot.json", r)
-	require.NoError(t, err)
-	fmt.Printf("bench: figures in %s\n", path)
+	return out
 }
 
 // stageLog is when each boot stage first showed on a VM's console.

@@ -267,16 +267,9 @@ func assertInventoryIsTheDefinition(t *testing.T, def vm.Definition, s *m.Server
 	assert.Equal(t, wantMACs, gotMACs, "NIC MACs")
 }
 
-// bootModeOf is the boot mode a VM definition's firmware has.
-func bootModeOf(def vm.Definition) m.BootMode {
-	switch {
-	case def.Firmware == vm.BIOS:
-		return m.BootModeLegacy
-	case def.SecureBoot:
-		return m.BootModeUEFISecureBoot
-	}
-	return m.BootModeUEFI
-}
+// bootModeOf is the boot mode a VM definition's firmware has, as its simulated BMC reports it
+// (test/vm's SystemSpec; the simulator's modes are the API's words).
+func bootModeOf(def vm.Definition) m.BootMode { return m.BootMode(vm.SystemSpec(def).BootMode) }
 
 // discoverFrom sends a DHCPDISCOVER from mac on a new port of the VMs' bridge and returns the
 // offer, or the error of getting none within a few seconds.

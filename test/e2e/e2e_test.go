@@ -7,6 +7,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -43,7 +44,9 @@ func startLab(t *testing.T, servers int) *lab.Lab {
 
 // TestTour is `make lab ARGS=--scenario=tour` as a test, with a Redfish VM and an IPMI one (as
 // make lab runs by default): enroll → discover → claim → release → wipe → available, and the
-// IPMI VM installs the tenant image and boots it from disk.
+// IPMI VM installs the tenant image and boots it from disk. It is also the IPMI VM's whole
+// lifecycle without Redfish, checked afterwards (assertIPMIVMLifecycle): one lab for both, as a
+// VM's boots cost minutes under TCG.
 func TestTour(t *testing.T) {
 	requireVMs(t)
 	ipmisim.RequireTools(t)
@@ -51,17 +54,22 @@ func TestTour(t *testing.T) {
 	l, err := lab.Start(context.Background(), lab.Options{Dir: filepath.Join(t.TempDir(), "lab"), Servers: 4, BMCs: 2, VMs: 1, IPMIVMs: 1})
 	require.NoError(t, err)
 	t.Cleanup(l.Stop)
+	hosts := l.IPMIHosts()
+	require.Len(t, hosts, 1)
 	t.Cleanup(func() {
 		if t.Failed() {
 			for _, h := range l.VMs {
 				logConsole(t, h)
 			}
+			t.Logf("ipmi_sim chassis commands: %q", hosts[0].IPMI.Log())
+			logOperator(t, 150)
 		}
 	})
 	var said syncbuf.Buffer
 	out := io.MultiWriter(&testWriter{t: t}, &said)
 	require.NoError(t, l.Tour(context.Background(), out))
 	assert.Contains(t, said.String(), "behind IPMI (ipmi_sim at ", "the tour installs on the IPMI VM")
+	assertIPMIVMLifecycle(t, l, hosts[0])
 	// kubectl works against the lab, as the lab prints it.
 	_, err = os.Stat(l.Kubectl)
 	require.NoError(t, err)
@@ -116,6 +124,16 @@ func waitState(t *testing.T, l *lab.Lab, name string, state m.ServerState) *m.Se
 		return l.Client.Get(context.Background(), client.ObjectKey{Name: name}, &s) == nil && s.Status.State == state
 	}, 2*time.Minute, 50*time.Millisecond, "server %s reaches %s", name, state)
 	return &s
+}
+
+// logOperator logs the last n lines the tests' operators wrote (at a failure: what they did
+// last).
+func logOperator(t *testing.T, n int) {
+	lines := strings.Split(strings.TrimSpace(operatorLog.String()), "\n")
+	if len(lines) > n {
+		lines = lines[len(lines)-n:]
+	}
+	t.Logf("operator log (last %d lines):\n%s", len(lines), strings.Join(lines, "\n"))
 }
 
 type testWriter struct{ t *testing.T }

@@ -4,7 +4,6 @@ import (
 	"context"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -20,39 +19,23 @@ import (
 	"github.com/ironfleet/ironfleet/test/lab"
 )
 
-// TestAnIPMIVMIsEnrolledDiscoveredInstalledAndWipedWithoutRedfish: a real VM whose BMC is
-// OpenIPMI's ipmi_sim, speaking only IPMI, goes through the whole lifecycle. Its Endpoint is
-// matched by the MAC-prefix database's IPMI entry, whose wrong default credential is refused
-// (RMCP+ authentication) before the right one logs in; its Server is named by the System GUID,
-// which is the VM's SMBIOS UUID; the operator sets the boot device to PXE and powers it on
-// over IPMI, and the VM boots the probe from the boot service and is discovered with exactly
-// its hardware; it is claimed, the image installed to its disk and booted from there (the OS
-// reports the claim's ignition), then wiped (its disk read back). ipmitool, a third-party
-// client, sees the same power state, GUID and FRU; the BMC says it reads no inventory.
-func TestAnIPMIVMIsEnrolledDiscoveredInstalledAndWipedWithoutRedfish(t *testing.T) {
-	requireVMs(t)
-	ipmisim.RequireTools(t)
-	requireTenantImage(t)
+// assertIPMIVMLifecycle checks what the tour did with its IPMI VM, whose BMC is OpenIPMI's
+// ipmi_sim, speaking only IPMI. Its Endpoint was matched by the MAC-prefix database's IPMI
+// entry, whose wrong default credential was refused (RMCP+ authentication) before the right one
+// logged in; its Server is named by the System GUID, which is the VM's SMBIOS UUID; the operator
+// set the boot device to PXE and powered it on over IPMI, and the VM booted the probe from the
+// boot service and was discovered with exactly its hardware. The tour then installed the tenant
+// image on it (its OS reported the claim's ignition) and released it: it is wiped (its disk read
+// back) and off. ipmitool, a third-party client, sees the same power state, GUID and FRU; the
+// BMC says it reads no inventory.
+func assertIPMIVMLifecycle(t *testing.T, l *lab.Lab, h *lab.VMHost) {
+	t.Helper()
 	ctx := context.Background()
-	l, err := lab.Start(ctx, lab.Options{Dir: filepath.Join(t.TempDir(), "lab"), Servers: 1, BMCs: 1, IPMIVMs: 1,
-		DiscoveryTimeout: 5 * time.Minute, VMDiskBytes: 256 << 20})
-	require.NoError(t, err)
-	t.Cleanup(l.Stop)
-	hosts := l.IPMIHosts()
-	require.Len(t, hosts, 1)
-	h := hosts[0]
 	require.Nil(t, h.BMC, "no Redfish BMC behind the IPMI host")
-	t.Cleanup(func() {
-		if t.Failed() {
-			logConsole(t, h)
-			t.Logf("ipmi_sim chassis commands: %q", h.IPMI.Log())
-		}
-	})
 	name := strings.ToLower(h.Def.SMBIOS.UUID)
 	bmcName := l.IPMIBMCName(h)
 
 	// Enrolled and discovered, by PXE, with exactly its hardware.
-	require.NoError(t, l.WaitForServers(ctx, 2, m.ServerStateAvailable, 8*time.Minute))
 	var server m.Server
 	require.NoError(t, l.Client.Get(ctx, client.ObjectKey{Name: name}, &server), "the Server is named by the System GUID")
 	assertInventoryIsTheDefinition(t, h.Def, &server)
@@ -88,11 +71,14 @@ func TestAnIPMIVMIsEnrolledDiscoveredInstalledAndWipedWithoutRedfish(t *testing.
 	assert.Contains(t, strings.ToLower(witness), name, "ipmitool reads the GUID the Server is named by")
 	assert.Contains(t, ipmitool(t, h.IPMI, "fru", "print", "0"), h.Def.SMBIOS.Serial)
 
-	// Claimed and installed: the probe, PXE-booted again over IPMI, writes the image; the VM
-	// boots it from its disk. Released: wiped by a probe PXE-booted over IPMI, then off.
-	installAndWipe(t, l, h, "ipmi-tenant", "IPMI", func() {
-		assert.Contains(t, ipmitool(t, h.IPMI, "chassis", "power", "status"), "is on", "ipmitool sees the claimed VM on")
-	})
+	// Installed, released: wiped by a probe PXE-booted over IPMI, then off.
+	require.NoError(t, l.Client.Get(ctx, client.ObjectKey{Name: name}, &server))
+	require.NotNil(t, server.Status.LastInstall, "the tour installed on the IPMI VM")
+	assert.True(t, server.Status.LastInstall.Succeeded, "%+v", server.Status.LastInstall)
+	waitWipedAndOff(t, l, name)
+	disks := h.Machine.DiskFiles()
+	assertZero(t, disks[0], 0, 1<<20, "the first MiB of the installed disk")
+	assertZero(t, disks[0], fileSize(t, disks[0])-1<<20, 1<<20, "its last MiB")
 	assert.Contains(t, ipmitool(t, h.IPMI, "chassis", "power", "status"), "is off", "ipmitool sees the wiped VM off")
 	assert.Equal(t, "Off", h.IPMI.PowerState())
 }

@@ -147,9 +147,49 @@ func (l *Lab) ClaimAndWait(ctx context.Context, claim *metalv1alpha1.ServerClaim
 		return claim.Status.Phase == metalv1alpha1.ClaimPhaseBound && meta.IsStatusConditionTrue(claim.Status.Conditions, metalv1alpha1.ConditionReady), nil
 	})
 	if err != nil {
-		return "", err
+		return "", fmt.Errorf("%w (%s)", err, l.whereClaimStands(ctx, claim))
 	}
 	return claim.Status.ServerRef.Name, nil
+}
+
+// whereClaimStands says where a claim that did not become Ready stopped: its phase and
+// conditions, and its server's state, conditions and boot configurations.
+func (l *Lab) whereClaimStands(ctx context.Context, claim *metalv1alpha1.ServerClaim) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "claim phase %q, conditions %s", claim.Status.Phase, conditionsText(claim.Status.Conditions))
+	if claim.Status.ServerRef == nil {
+		return b.String()
+	}
+	var s metalv1alpha1.Server
+	if err := l.Client.Get(ctx, client.ObjectKey{Name: claim.Status.ServerRef.Name}, &s); err != nil {
+		fmt.Fprintf(&b, "; server %s: %v", claim.Status.ServerRef.Name, err)
+		return b.String()
+	}
+	fmt.Fprintf(&b, "; server %s state %q power %q, conditions %s", s.Name, s.Status.State, s.Status.PowerState, conditionsText(s.Status.Conditions))
+	var sbcs metalv1alpha1.ServerBootConfigurationList
+	if err := l.Client.List(ctx, &sbcs); err == nil {
+		for _, sbc := range sbcs.Items {
+			if sbc.Spec.ServerRef.Name == s.Name {
+				fmt.Fprintf(&b, "; boot %s/%s state %q, conditions %s", sbc.Namespace, sbc.Name, sbc.Status.State, conditionsText(sbc.Status.Conditions))
+			}
+		}
+	}
+	if l.Boots != nil {
+		for _, boot := range l.Boots.Boots() {
+			if boot.Server == s.Name || (boot.Server == "" && boot.Err != nil) {
+				fmt.Fprintf(&b, "; simulated boot at %s: %s %s, error %v", boot.Time.Format("15:04:05.000"), boot.Purpose, boot.Image, boot.Err)
+			}
+		}
+	}
+	return b.String()
+}
+
+func conditionsText(conds []metav1.Condition) string {
+	parts := make([]string, 0, len(conds))
+	for _, c := range conds {
+		parts = append(parts, fmt.Sprintf("%s=%s %s: %s", c.Type, c.Status, c.Reason, c.Message))
+	}
+	return "[" + strings.Join(parts, "; ") + "]"
 }
 
 // Tour runs enroll → discover → claim → release → wipe → available, saying what it does; with

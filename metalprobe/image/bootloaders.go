@@ -40,16 +40,19 @@ var bootloaderFiles = map[string][]string{
 	// Debian's GRUB, signed by Debian's key (shim checks it): the network image (prefix /grub
 	// on its TFTP server; TFTP built in, no HTTP) and the CD image (finds the ISO by
 	// /.disk/info, reads /boot/grub/grub.cfg). Under Secure Boot neither loads a module.
-	"grub-efi-amd64-signed": {grubNetSigned, grubCDSigned},
+	// The disk image (prefix /EFI/debian on the partition it was loaded from) is an installed
+	// OS's: the tenant image's (DiskLoaders).
+	"grub-efi-amd64-signed": {grubNetSigned, grubCDSigned, grubDiskSigned},
 }
 
 // Paths in the packages.
 const (
-	isolinuxBin   = "usr/lib/ISOLINUX/isolinux.bin"
-	ldlinuxC32    = "usr/lib/syslinux/modules/bios/ldlinux.c32"
-	shimSigned    = "usr/lib/shim/shimx64.efi.signed"
-	grubNetSigned = "usr/lib/grub/x86_64-efi-signed/grubnetx64.efi.signed"
-	grubCDSigned  = "usr/lib/grub/x86_64-efi-signed/gcdx64.efi.signed"
+	isolinuxBin    = "usr/lib/ISOLINUX/isolinux.bin"
+	ldlinuxC32     = "usr/lib/syslinux/modules/bios/ldlinux.c32"
+	shimSigned     = "usr/lib/shim/shimx64.efi.signed"
+	grubNetSigned  = "usr/lib/grub/x86_64-efi-signed/grubnetx64.efi.signed"
+	grubCDSigned   = "usr/lib/grub/x86_64-efi-signed/gcdx64.efi.signed"
+	grubDiskSigned = "usr/lib/grub/x86_64-efi-signed/grubx64.efi.signed"
 )
 
 // DefaultBootloaderPins are the pins in bootloaders.version.
@@ -96,8 +99,40 @@ func ParseDebPins(text string) ([]DebPin, error) {
 // bootloaders are the boot loader files: isolinux for the ISO's BIOS boot; shim and Debian's
 // signed GRUBs for everything UEFI (the ISO's CD GRUB, the network GRUB of Secure Boot PXE).
 type bootloaders struct {
-	isolinux, ldlinux     []byte
-	shim, grubCD, grubNet []byte
+	isolinux, ldlinux               []byte
+	shim, grubCD, grubNet, grubDisk []byte
+}
+
+// DiskLoaders are Debian's signed shim and disk GRUB, from the packages bootloaders.version
+// pins: what an installed OS's EFI system partition boots through under Secure Boot.
+type DiskLoaders struct {
+	// Shim is shimx64.efi, signed by Microsoft's UEFI CA; installed as /EFI/BOOT/BOOTX64.EFI
+	// it loads grubx64.efi from its own directory.
+	Shim []byte
+	// GRUB is grubx64.efi, signed by Debian's key: it reads /EFI/debian/grub.cfg from the
+	// partition it was loaded from, and under Secure Boot boots only a kernel shim verifies.
+	GRUB []byte
+	// Pins are the packages they came from.
+	Pins []DebPin
+}
+
+// PrepareDiskLoaders fetches the pinned shim-signed and grub-efi-amd64-signed packages into
+// cacheDir (DefaultCacheDir() when empty), unpacks them into dir and returns the disk loaders.
+func PrepareDiskLoaders(ctx context.Context, cacheDir string, log io.Writer, dir string) (DiskLoaders, error) {
+	if log == nil {
+		log = io.Discard
+	}
+	var pins []DebPin
+	for _, pin := range DefaultBootloaderPins() {
+		if pin.Package == "shim-signed" || pin.Package == "grub-efi-amd64-signed" {
+			pins = append(pins, pin)
+		}
+	}
+	loaders, err := prepareBootloaders(ctx, Options{CacheDir: cacheDir, Log: log}, pins, dir)
+	if err != nil {
+		return DiskLoaders{}, err
+	}
+	return DiskLoaders{Shim: loaders.shim, GRUB: loaders.grubDisk, Pins: pins}, nil
 }
 
 // prepareBootloaders fetches the pinned packages (as the kernel's: apt-get download into the
@@ -133,6 +168,7 @@ func prepareBootloaders(ctx context.Context, opts Options, pins []DebPin, dir st
 		shim:     files[shimSigned],
 		grubCD:   files[grubCDSigned],
 		grubNet:  files[grubNetSigned],
+		grubDisk: files[grubDiskSigned],
 	}, nil
 }
 

@@ -27,6 +27,7 @@ import (
 	"github.com/ironfleet/ironfleet/test/lab"
 	"github.com/ironfleet/ironfleet/test/tenantimage"
 	"github.com/ironfleet/ironfleet/test/tenantimage/contract"
+	"github.com/ironfleet/ironfleet/test/vm"
 )
 
 // TestVMInstallsTheClaimsImageBootsItFromDiskAndIsWiped: a claim with the tenant test image
@@ -274,6 +275,20 @@ func nextReport(t *testing.T, tenants *lab.Tenants) contract.Report {
 	return rep
 }
 
+// tenantFirmware is how the tenant image's OS finds itself booted on a VM defined as def:
+// SeaBIOS and syslinux, OVMF and the image's shim and GRUB, with Secure Boot enforced when
+// the VM's firmware has Microsoft's keys.
+func tenantFirmware(def vm.Definition) string {
+	switch {
+	case def.Firmware != vm.UEFI:
+		return contract.FirmwareBIOS
+	case def.SecureBoot:
+		return contract.FirmwareUEFISecureBoot
+	default:
+		return contract.FirmwareUEFI
+	}
+}
+
 func mustChecksum(t *testing.T, tenants *lab.Tenants, file string) string {
 	t.Helper()
 	sum, err := tenants.Checksum(file)
@@ -317,6 +332,7 @@ func installAndWipe(t *testing.T, l *lab.Lab, h *lab.VMHost, tenant, note string
 	report := nextReport(t, tenants)
 	assert.Equal(t, userData, report.UserData, "the installed OS reads the claim's ignition from its config drive")
 	assert.Contains(t, report.Cmdline, "BOOT_IMAGE=", "booted by the disk's boot loader")
+	assert.Equal(t, tenantFirmware(h.Def), report.Firmware, "the installed OS booted from its disk as VM %s's firmware boots", h.Def.Name)
 	installed()
 
 	require.NoError(t, l.Client.Delete(ctx, claim))

@@ -24,9 +24,11 @@ import (
 // Each BMC fetches each boot's ISO from the boot service and its VM boots it from its CD drive
 // through its own firmware (SeaBIOS and isolinux; OVMF with Secure Boot enforced — Microsoft's
 // keys — and the ISO's shim and signed GRUB): both are discovered (inventory exact, the second
-// in UEFISecureBoot by its probe's report and by its firmware's variable store); the BIOS one is provisioned (the installed OS reports the claim's ignition
-// byte for byte) and wiped (its disk read back); and the bridge sees not one DHCP packet from
-// either over the whole run. The ISO is ejected at the end of every boot.
+// in UEFISecureBoot by its probe's report and by its firmware's variable store); the Secure
+// Boot one is provisioned with Secure Boot on (the installed OS reports the claim's ignition
+// byte for byte, and that the EFI stub found Secure Boot enforced) and wiped (its disk read
+// back); and the bridge sees not one DHCP packet from either over the whole run. The ISO is
+// ejected at the end of every boot.
 func TestAVirtualMediaVMIsDiscoveredInstalledAndWipedWithoutDHCP(t *testing.T) {
 	requireVMs(t)
 	requireTenantImage(t)
@@ -38,7 +40,7 @@ func TestAVirtualMediaVMIsDiscoveredInstalledAndWipedWithoutDHCP(t *testing.T) {
 	t.Cleanup(l.Stop)
 	require.Len(t, l.VMs, 2)
 	require.True(t, l.VMs[1].Def.SecureBoot)
-	h := l.VMs[0]
+	h := l.VMs[1]
 	t.Cleanup(func() {
 		if t.Failed() {
 			for _, h := range l.VMs {
@@ -85,9 +87,11 @@ func TestAVirtualMediaVMIsDiscoveredInstalledAndWipedWithoutDHCP(t *testing.T) {
 		assert.GreaterOrEqual(t, stats.MediaEjects, int64(1), "and to eject it")
 	}
 	noDHCP("during discovery")
-	// Provisioned: the claim's image installed by a probe booted from its ISO, on the BIOS VM
-	// (whose SeaBIOS boots the tenant image's syslinux from the disk the hints name); then
-	// wiped: the claim goes, a wipe probe boots from its ISO, the disk is read back.
+	// Provisioned: the claim's image installed by a probe booted from its ISO, on the Secure
+	// Boot VM (whose OVMF boots the tenant image's shim, GRUB and kernel, all signed, from the
+	// disk the hints name); then wiped: the claim goes, a wipe probe boots from its ISO, the
+	// disk is read back. The BIOS VM's boots from its ISO are the discovery's above; its
+	// firmware boots the tenant image's syslinux in the network-boot tests.
 	installAndWipe(t, l, h, "vmedia-tenant", "virtual media", func() {
 		assert.False(t, h.BMC.Media(h.SystemID).Inserted, "the install ISO was ejected before the disk booted")
 	})

@@ -68,7 +68,9 @@ func TestVMsNetworkBootTheProbeAndAreDiscovered(t *testing.T) {
 	ctx := context.Background()
 	started := time.Now()
 	l, err := lab.Start(ctx, lab.Options{Dir: filepath.Join(t.TempDir(), "lab"), Servers: 1, BMCs: 1, VMs: 2, SecureBootVMs: 1, HTTPBootVMs: 1,
-		DiscoveryTimeout: 5 * time.Minute, VMRegistryClosed: true, ManualStart: true})
+		DiscoveryTimeout: 5 * time.Minute, VMRegistryClosed: true, ManualStart: true,
+		// The Secure Boot VM is installed and wiped at the end: disks the wipe zero-fills quickly.
+		VMDiskBytes: 256 << 20})
 	require.NoError(t, err)
 	t.Cleanup(l.Stop)
 	require.Len(t, l.VMs, 4)
@@ -201,6 +203,21 @@ func TestVMsNetworkBootTheProbeAndAreDiscovered(t *testing.T) {
 
 	// The UEFI VM's firmware PXE loaded iPXE over TFTP.
 	assert.Positive(t, counter(t, "ironfleet_boot_tftp_sent_bytes_total"), "iPXE served over TFTP")
+
+	// The Secure Boot VM is installed and wiped with Secure Boot on all the way: the install's
+	// probe through the signed chain, the tenant image from its disk through the image's own
+	// shim and signed GRUB to Debian's signed kernel (its OS reports that the EFI stub found
+	// Secure Boot enforced), the wipe's probe through the chain again; its disk read back.
+	sb := l.VMs[2]
+	installAndWipe(t, l, sb, "secure-boot-tenant", "Secure Boot", func() {
+		enabled, err := vm.SecureBootEnabled(sb.Machine.FirmwareVars())
+		require.NoError(t, err)
+		assert.True(t, enabled, "VM %s: Secure Boot still on in its firmware's variable store", sb.Def.Name)
+	})
+	lines, err := vm.ReadConsole(sb.Machine.ConsoleLog())
+	require.NoError(t, err)
+	assert.GreaterOrEqual(t, strings.Count(strings.Join(lines, "\n"), "NBP filename is shimx64.efi"), 3,
+		"VM %s loaded shim from the network for discovery, install and wipe", sb.Def.Name)
 }
 
 // bootSecretsOf is the record of where the current discovery boot of a server's secrets went.

@@ -15,6 +15,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/ironfleet/ironfleet/metalprobe/configdrive"
+	"github.com/ironfleet/ironfleet/test/tenantimage/contract"
 	"github.com/ironfleet/ironfleet/test/vm"
 )
 
@@ -29,14 +30,31 @@ const (
 )
 
 // TestTenantBootsFromDiskAndReadsConfigDrive installs the image onto a larger disk, adds a
-// config drive with metalprobe/configdrive, and boots the disk with SeaBIOS in QEMU (no
-// -kernel: the firmware loads syslinux's MBR, syslinux the kernel). The console must show
-// syslinux and a kernel command line that came from it, and /init's line with the SHA-256 of
-// the user_data written; the report /init POSTs over the static address from the user_data
-// must carry exactly the user_data's bytes; and nothing may have asked for DHCP.
+// config drive with metalprobe/configdrive, and boots the disk in QEMU (no -kernel) by each
+// firmware: SeaBIOS, which loads syslinux's MBR, syslinux the kernel; and OVMF with Secure
+// Boot enforced (Microsoft's keys), which loads the image's shim, shim the signed GRUB, GRUB
+// Debian's signed kernel. The console must show a kernel command line that came from the
+// image's boot loader, and /init's line with the SHA-256 of the user_data written; the report
+// /init POSTs over the static address from the user_data must carry exactly the user_data's
+// bytes, and how the firmware booted it; and nothing may have asked for DHCP.
 func TestTenantBootsFromDiskAndReadsConfigDrive(t *testing.T) {
 	requireVMs(t)
 	dir, m := testImage(t)
+	for _, c := range []struct {
+		firmware   vm.Firmware
+		secureBoot bool
+		want       string
+	}{
+		{vm.BIOS, false, contract.FirmwareBIOS},
+		{vm.UEFI, true, contract.FirmwareUEFISecureBoot},
+	} {
+		t.Run(c.want, func(t *testing.T) {
+			bootTenant(t, dir, m, c.firmware, c.secureBoot, c.want)
+		})
+	}
+}
+
+func bootTenant(t *testing.T, dir string, m *Manifest, firmware vm.Firmware, secureBoot bool, wantFirmware string) {
 
 	network, err := vm.NewNetwork(vm.NetworkOptions{})
 	require.NoError(t, err)
@@ -84,7 +102,7 @@ func TestTenantBootsFromDiskAndReadsConfigDrive(t *testing.T) {
 	require.NoError(t, err)
 
 	machine, err := vm.New(vm.Definition{
-		Name: "tenant", Firmware: vm.BIOS, CPUs: 1, MemoryMiB: 256,
+		Name: "tenant", Firmware: firmware, SecureBoot: secureBoot, CPUs: 1, MemoryMiB: 512,
 		SMBIOS: vm.SMBIOS{Manufacturer: "Ironfleet", Product: "Tenant VM", Serial: "IF-TENANT-1", UUID: instanceID},
 		Disks:  []vm.Disk{{Bus: vm.Virtio, SizeBytes: targetDiskBytes, Serial: "TENANT-DISK-1"}},
 		NICs:   []vm.NIC{{Model: vm.VirtioNet, MAC: targetMAC}},
@@ -127,6 +145,7 @@ func TestTenantBootsFromDiskAndReadsConfigDrive(t *testing.T) {
 	assert.Equal(t, "vda2", report.ConfigDrive)
 	assert.Equal(t, m.Kernel.Release(), report.Kernel)
 	assert.Equal(t, "BOOT_IMAGE=/"+BootKernel+" "+KernelCmdline, report.Cmdline, "syslinux booted the image's entry")
+	assert.Equal(t, wantFirmware, report.Firmware, "how the firmware booted it, as the EFI stub found it")
 	assert.Equal(t, guestAddr.String(), report.Address)
 	assert.NotEmpty(t, report.Interface)
 	var meta struct {
@@ -157,9 +176,16 @@ func TestTenantBootsFromDiskAndReadsConfigDrive(t *testing.T) {
 			t.Log("console: " + l)
 		}
 	}
-	assert.Contains(t, console, "Booting from Hard Disk", "SeaBIOS booted the disk")
-	assert.NotContains(t, console, "Booting from ROM", "the NIC's option ROM never booted")
-	assert.Contains(t, console, "SYSLINUX 6.04", "syslinux's banner")
+	if firmware == vm.BIOS {
+		assert.Contains(t, console, "Booting from Hard Disk", "SeaBIOS booted the disk")
+		assert.NotContains(t, console, "Booting from ROM", "the NIC's option ROM never booted")
+		assert.Contains(t, console, "SYSLINUX 6.04", "syslinux's banner")
+	} else {
+		enabled, err := vm.SecureBootEnabled(machine.FirmwareVars())
+		require.NoError(t, err)
+		assert.Equal(t, secureBoot, enabled, "Secure Boot in the firmware's own variable store")
+		assert.NotContains(t, console, "Start PXE over", "the firmware booted the disk, not the network")
+	}
 	assert.Contains(t, lines, BootedLine(m.Kernel.Release(), "BOOT_IMAGE=/"+BootKernel+" "+KernelCmdline))
 	assert.Contains(t, lines, ConfigDriveLine("vda2", userData))
 	assert.Contains(t, lines, LineNetwork+report.Interface+" "+guestAddr.String())

@@ -59,8 +59,8 @@ type Manifest struct {
 	Files []image.FileDigest `json:"files"`
 	// Disk is the disk's layout.
 	Disk DiskLayout `json:"disk"`
-	// Boot are the files copied onto the boot partition (syslinux adds ldlinux.sys and
-	// ldlinux.c32).
+	// Boot are the files copied onto the boot partition, by path (syslinux adds ldlinux.sys
+	// and ldlinux.c32).
 	Boot []image.FileDigest `json:"boot"`
 	// Modules are the kernel modules in the initramfs, in the order /init loads them.
 	Modules []image.Module `json:"modules"`
@@ -77,8 +77,12 @@ type DiskLayout struct {
 	PartitionBytes int64  `json:"partitionBytes"`
 	PartitionType  string `json:"partitionType"`
 	Filesystem     string `json:"filesystem"`
-	Bootloader     string `json:"bootloader"`
-	KernelCmdline  string `json:"kernelCmdline"`
+	// Bootloader is the BIOS boot's: syslinux, in the MBR and the partition's boot sector.
+	Bootloader    string `json:"bootloader"`
+	KernelCmdline string `json:"kernelCmdline"`
+	// UEFILoaders are the packages of the UEFI boot's shim and GRUB (EFIShim, EFIGRUB), both
+	// signed: the disk boots with Secure Boot on.
+	UEFILoaders []image.DebPin `json:"uefiLoaders"`
 }
 
 // File returns the digest of the output file name.
@@ -190,8 +194,9 @@ func build(ctx context.Context, opts Options, t *tools, digest string) (*Manifes
 	})
 	kernel, modules, files, kerr := image.PrepareKernel(ctx, image.KernelSource{Pin: opts.Kernel, Deb: opts.KernelDeb, CacheDir: opts.CacheDir, Log: opts.Log}, WantedModules, filepath.Join(work, "kernel"))
 	logf("prepared the kernel and %d modules in %s", len(modules), since(start))
+	loaders, lerr := image.PrepareDiskLoaders(ctx, opts.CacheDir, opts.Log, filepath.Join(work, "loaders"))
 	wg.Wait()
-	if err := errors.Join(kerr, initErr); err != nil {
+	if err := errors.Join(kerr, lerr, initErr); err != nil {
 		return nil, err
 	}
 	files = append(files,
@@ -211,6 +216,9 @@ func build(ctx context.Context, opts Options, t *tools, digest string) (*Manifes
 		{BootKernel, kernel},
 		{BootInitrd, initrd.Bytes()},
 		{SyslinuxCfg, []byte(SyslinuxConfig)},
+		{EFIShim, loaders.Shim},
+		{EFIGRUB, loaders.GRUB},
+		{EFIGRUBCfg, []byte(GRUBConfig)},
 	}
 	disk, err := assembleDisk(ctx, t, filepath.Join(work, "disk"), boot, opts.Log)
 	if err != nil {
@@ -232,6 +240,7 @@ func build(ctx context.Context, opts Options, t *tools, digest string) (*Manifes
 			Bytes: DiskBytes, PartitionStart: PartitionStart, PartitionBytes: PartitionBytes,
 			PartitionType: fmt.Sprintf("0x%02x", PartitionType), Filesystem: "FAT32",
 			Bootloader: "syslinux " + t.versions["syslinux"], KernelCmdline: KernelCmdline,
+			UEFILoaders: loaders.Pins,
 		},
 		Modules:      modules,
 		Tools:        t.versions,

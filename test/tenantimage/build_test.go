@@ -90,7 +90,8 @@ func TestDamagedBuildIsNotCurrent(t *testing.T) {
 
 // TestDiskLayout reads the disk with go-diskfs (not with the tools that wrote it): syslinux's
 // MBR code, one bootable FAT32 partition at 1 MiB, and on it the kernel, the initramfs,
-// syslinux.cfg and what syslinux installed; fsck.fat finds the filesystem clean.
+// syslinux.cfg and what syslinux installed, and the UEFI boot's shim, GRUB and grub.cfg;
+// fsck.fat finds the filesystem clean.
 func TestDiskLayout(t *testing.T) {
 	dir, m := testImage(t)
 	path := filepath.Join(dir, DiskFile)
@@ -138,6 +139,25 @@ func TestDiskLayout(t *testing.T) {
 		sum := sha256.Sum256(got)
 		assert.Equal(t, b.SHA256, hex.EncodeToString(sum[:]), "%s on the partition is what the manifest says", b.Name)
 	}
+	// The UEFI boot: shim on the removable-media path, the signed GRUB beside it, and GRUB's
+	// configuration at its prefix, booting what syslinux boots.
+	var names []string
+	for _, b := range m.Boot {
+		names = append(names, b.Name)
+	}
+	assert.Subset(t, names, []string{EFIShim, EFIGRUB, EFIGRUBCfg})
+	grubCfg, err := fs.ReadFile(fsys, "/"+EFIGRUBCfg)
+	require.NoError(t, err)
+	assert.Equal(t, GRUBConfig, string(grubCfg))
+	assert.Contains(t, string(grubCfg), "linux /vmlinuz initrd=/initrd.img console=ttyS0,115200 ironfleet.tenant=1\n")
+	shim, err := fs.ReadFile(fsys, "/"+EFIShim)
+	require.NoError(t, err)
+	assert.Equal(t, []byte("MZ"), shim[:2], "shim is a PE image")
+	var pkgs []string
+	for _, pin := range m.Disk.UEFILoaders {
+		pkgs = append(pkgs, pin.Package)
+	}
+	assert.Equal(t, []string{"shim-signed", "grub-efi-amd64-signed"}, pkgs, "the loaders' packages, pinned in metalprobe/image/bootloaders.version")
 	for _, name := range []string{"ldlinux.sys", "ldlinux.c32"} {
 		got, err := fs.ReadFile(fsys, "/"+name)
 		require.NoError(t, err, "syslinux installed %s", name)

@@ -2,9 +2,9 @@ package tenantimage
 
 // The disk is written with Debian's own tools, none of which needs root or a loop device:
 // mkfs.vfat formats the partition inside the image file (--offset), mtools' mcopy copies the
-// kernel, initramfs and syslinux.cfg onto it (-i file@@offset), and syslinux installs
-// ldlinux.sys, ldlinux.c32 and its boot sector the same way (--offset). The MBR is syslinux's
-// mbr.bin with a partition table written here.
+// kernel, initramfs, syslinux.cfg and the UEFI loaders onto it (-i file@@offset; mmd makes
+// their directories), and syslinux installs ldlinux.sys, ldlinux.c32 and its boot sector the
+// same way (--offset). The MBR is syslinux's mbr.bin with a partition table written here.
 //
 // Reproducibility: mkfs.vfat --invariant fixes the time stamps it writes and -i the volume
 // ID; mtools (and so syslinux, which runs mcopy and mattrib) takes "now" from
@@ -18,6 +18,7 @@ import (
 	"io"
 	"os"
 	"os/exec"
+	"path"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -35,9 +36,9 @@ var toolPackages = []string{"syslinux", "syslinux-common", "mtools", "dosfstools
 
 // tools are the programs that write the disk.
 type tools struct {
-	syslinux, mcopy, mkfs string
-	mbr                   []byte
-	versions              map[string]string
+	syslinux, mcopy, mmd, mkfs string
+	mbr                        []byte
+	versions                   map[string]string
 }
 
 // findTools finds the programs and mbr.bin, and the versions of their packages.
@@ -58,6 +59,7 @@ func findTools(ctx context.Context) (*tools, error) {
 	}
 	t.syslinux = look("syslinux")
 	t.mcopy = look("mcopy")
+	t.mmd = look("mmd")
 	t.mkfs = look("mkfs.vfat", "/usr/sbin", "/sbin")
 	mbr, err := os.ReadFile(MBRCode)
 	switch {
@@ -93,7 +95,8 @@ func isExecutable(path string) bool {
 	return err == nil && st.Mode().IsRegular() && st.Mode()&0o111 != 0
 }
 
-// bootFile is a file copied onto the boot partition's root.
+// bootFile is a file copied onto the boot partition; name is its path there, in directories
+// (EFI/BOOT/...) or not.
 type bootFile struct {
 	name string
 	data []byte
@@ -135,16 +138,21 @@ func assembleDisk(ctx context.Context, t *tools, dir string, files []bootFile, l
 		disk, strconv.Itoa(PartitionBytes/1024)); err != nil {
 		return nil, err
 	}
-	mcopy := []string{"-i", fmt.Sprintf("%s@@%d", disk, PartitionStart), "-o"}
-	for _, f := range files {
-		path := filepath.Join(dir, "files", f.name)
-		if err := os.WriteFile(path, f.data, 0o644); err != nil {
+	// Directories first, parents before children, each once; then every file, in the order
+	// given, to its path: FAT keeps entries in the order they were written.
+	part := fmt.Sprintf("%s@@%d", disk, PartitionStart)
+	made := map[string]bool{}
+	for i, f := range files {
+		if err := mkdirs(path.Dir(f.name), made, func(d string) error { return run(t.mmd, "-i", part, "::/"+d) }); err != nil {
 			return nil, err
 		}
-		mcopy = append(mcopy, path)
-	}
-	if err := run(t.mcopy, append(mcopy, "::/")...); err != nil {
-		return nil, err
+		local := filepath.Join(dir, "files", strconv.Itoa(i))
+		if err := os.WriteFile(local, f.data, 0o644); err != nil {
+			return nil, err
+		}
+		if err := run(t.mcopy, "-i", part, "-o", local, "::/"+f.name); err != nil {
+			return nil, err
+		}
 	}
 	if err := run(t.syslinux, "--offset", strconv.Itoa(PartitionStart), "--install", disk); err != nil {
 		return nil, err
@@ -156,6 +164,18 @@ func assembleDisk(ctx context.Context, t *tools, dir string, files []bootFile, l
 	copyBackupBootSector(data[PartitionStart:])
 	writeMBR(data[:sector], t.mbr)
 	return data, nil
+}
+
+// mkdirs makes dir and its parents on the partition with mkdir, those not in made yet.
+func mkdirs(dir string, made map[string]bool, mkdir func(string) error) error {
+	if dir == "." || dir == "/" || dir == "" || made[dir] {
+		return nil
+	}
+	if err := mkdirs(path.Dir(dir), made, mkdir); err != nil {
+		return err
+	}
+	made[dir] = true
+	return mkdir(dir)
 }
 
 // writeMBR writes the boot code, the disk signature and a partition table with one entry,

@@ -52,6 +52,13 @@ const (
 	BootInitrd    = "initrd.img"
 	SyslinuxCfg   = "syslinux.cfg"
 	SyslinuxLabel = "tenant"
+	// The UEFI boot, through Debian's signed chain so that it boots with Secure Boot on: the
+	// removable-media path, where firmware finds a loader on a disk without a boot entry, is
+	// shim, which loads the signed GRUB beside it; GRUB reads its configuration from its
+	// prefix, /EFI/debian, and boots the kernel shim verifies.
+	EFIShim    = "EFI/BOOT/BOOTX64.EFI"
+	EFIGRUB    = "EFI/BOOT/grubx64.efi"
+	EFIGRUBCfg = "EFI/debian/grub.cfg"
 )
 
 // KernelCmdline is the APPEND line of the syslinux entry; syslinux puts BOOT_IMAGE=/vmlinuz
@@ -65,6 +72,13 @@ const SyslinuxConfig = "SERIAL 0 115200\n" +
 	"LABEL " + SyslinuxLabel + "\n" +
 	"  KERNEL /" + BootKernel + "\n" +
 	"  APPEND " + KernelCmdline + "\n"
+
+// GRUBConfig is /EFI/debian/grub.cfg: the same kernel and command line as syslinux's entry
+// (GRUB, too, puts BOOT_IMAGE=/vmlinuz in front of it), booted at once.
+const GRUBConfig = "set timeout=0\n" +
+	"linux /" + BootKernel + " " + KernelCmdline + "\n" +
+	"initrd /" + BootInitrd + "\n" +
+	"boot\n"
 
 // DirEnv names the build directory when set; the Makefile exports it (bin/tenant).
 const DirEnv = "IRONFLEET_TENANT_DIR"

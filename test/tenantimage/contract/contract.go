@@ -152,6 +152,9 @@ type Report struct {
 	Cmdline string `json:"cmdline"`
 	// Kernel is uname -r.
 	Kernel string `json:"kernel"`
+	// Firmware is how the firmware booted the OS: FirmwareBIOS, FirmwareUEFI or
+	// FirmwareUEFISecureBoot.
+	Firmware string `json:"firmware"`
 	// Interface and Address are the NIC /init configured and its address.
 	Interface string `json:"interface"`
 	Address   string `json:"address"`
@@ -159,6 +162,18 @@ type Report struct {
 	// wrote the tenant's data on.
 	Marked []MarkedDisk `json:"marked,omitempty"`
 }
+
+// The boots a Report's Firmware tells apart.
+const (
+	// FirmwareBIOS: no /sys/firmware/efi, so no UEFI firmware booted the kernel.
+	FirmwareBIOS = "BIOS"
+	// FirmwareUEFI: UEFI firmware, and the kernel's EFI stub found Secure Boot off (or could
+	// not tell).
+	FirmwareUEFI = "UEFI"
+	// FirmwareUEFISecureBoot: UEFI firmware enforcing Secure Boot, as the EFI stub found it
+	// (boot_params' secure_boot): every loader on the way, and the kernel, were signed.
+	FirmwareUEFISecureBoot = "UEFISecureBoot"
+)
 
 // Reply is what a test may answer a report with (200, JSON) to give /init more to do; an
 // answer without a body (204) gives it nothing.

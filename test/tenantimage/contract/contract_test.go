@@ -49,10 +49,10 @@ func TestLines(t *testing.T) {
 // TestReportJSON pins the report's field names: the user_data travels as base64.
 func TestReportJSON(t *testing.T) {
 	data, err := json.Marshal(Report{UserData: []byte{0, 1, 0xff}, MetaData: json.RawMessage(`{"uuid":"u"}`),
-		ConfigDrive: "vda2", Cmdline: "BOOT_IMAGE=/vmlinuz", Kernel: "6.1.0-56-amd64", Interface: "eth0", Address: "10.1.2.3/24"})
+		ConfigDrive: "vda2", Cmdline: "BOOT_IMAGE=/vmlinuz", Kernel: "6.1.0-56-amd64", Firmware: FirmwareUEFISecureBoot, Interface: "eth0", Address: "10.1.2.3/24"})
 	require.NoError(t, err)
 	assert.JSONEq(t, `{"userData":"AAH/","metaData":{"uuid":"u"},"configDrive":"vda2","cmdline":"BOOT_IMAGE=/vmlinuz",
-		"kernel":"6.1.0-56-amd64","interface":"eth0","address":"10.1.2.3/24"}`, string(data))
+		"kernel":"6.1.0-56-amd64","firmware":"UEFISecureBoot","interface":"eth0","address":"10.1.2.3/24"}`, string(data))
 }
 
 // TestMarkOffsets: a block in every MiB, at a place that moves, the device's first and last

@@ -204,3 +204,21 @@ func TestPostReportReadsTheReply(t *testing.T) {
 	assert.Equal(t, contract.Reply{MarkDisks: true}, reply)
 	assert.Len(t, got, 3)
 }
+
+func TestFirmwareIsReadFromSysfs(t *testing.T) {
+	sys := t.TempDir()
+	assert.Equal(t, contract.FirmwareBIOS, firmware(sys), "no firmware/efi")
+	require.NoError(t, os.MkdirAll(filepath.Join(sys, "firmware", "efi"), 0o755))
+	assert.Equal(t, contract.FirmwareUEFI, firmware(sys), "UEFI, boot_params unreadable")
+	params := make([]byte, 4096)
+	require.NoError(t, os.MkdirAll(filepath.Join(sys, "kernel", "boot_params"), 0o755))
+	write := func() {
+		require.NoError(t, os.WriteFile(filepath.Join(sys, "kernel", "boot_params", "data"), params, 0o644))
+	}
+	params[0x1ec] = 2 // efi_secureboot_mode_disabled
+	write()
+	assert.Equal(t, contract.FirmwareUEFI, firmware(sys))
+	params[0x1ec] = 3 // efi_secureboot_mode_enabled
+	write()
+	assert.Equal(t, contract.FirmwareUEFISecureBoot, firmware(sys))
+}

@@ -17,6 +17,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
 	"strings"
 	"time"
 
@@ -137,6 +138,7 @@ func run(ctx context.Context, c *console) error {
 		ConfigDrive: dev,
 		Cmdline:     strings.TrimSpace(string(cmdline)),
 		Kernel:      kernel,
+		Firmware:    firmware("/sys"),
 		Interface:   ifname,
 		Address:     cfg.Address,
 	}
@@ -166,6 +168,21 @@ func run(ctx context.Context, c *console) error {
 	}
 	c.say("%s", contract.ReportedLine(cfg.ReportURL))
 	return nil
+}
+
+// firmware says how the firmware booted the kernel, from sysfs (mounted at sys): BIOS without
+// firmware/efi; else what the x86 EFI stub recorded of Secure Boot in boot_params' secure_boot
+// byte (offset 0x1ec; 3 is enabled), which needs no efivarfs.
+func firmware(sys string) string {
+	if _, err := os.Stat(filepath.Join(sys, "firmware", "efi")); err != nil {
+		return contract.FirmwareBIOS
+	}
+	const secureBootOffset, secureBootEnabled = 0x1ec, 3
+	params, err := os.ReadFile(filepath.Join(sys, "kernel", "boot_params", "data"))
+	if err == nil && len(params) > secureBootOffset && params[secureBootOffset] == secureBootEnabled {
+		return contract.FirmwareUEFISecureBoot
+	}
+	return contract.FirmwareUEFI
 }
 
 // kernelRelease is uname -r.

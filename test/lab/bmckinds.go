@@ -49,19 +49,25 @@ func BMCKinds() []string {
 	return out
 }
 
-// quirks is the kind's quirk set: its profile's, with its own added.
-func (k labBMC) quirks() (bmcsim.Quirks, error) {
+// quirks is the kind's quirk set: its profile's, with its own and extra added.
+func (k labBMC) quirks(extra bmcsim.Quirks) (bmcsim.Quirks, error) {
 	q, err := bmcsim.ProfileQuirks(k.profile)
 	if err != nil {
 		return q, err
 	}
-	have, add := reflect.ValueOf(&q).Elem(), reflect.ValueOf(k.add)
-	for i := range add.NumField() {
-		if f := add.Field(i); f.Kind() == reflect.Bool && f.Bool() {
+	addQuirks(&q, k.add)
+	addQuirks(&q, extra)
+	return q, nil
+}
+
+// addQuirks turns on in q every quirk that is on in add.
+func addQuirks(q *bmcsim.Quirks, add bmcsim.Quirks) {
+	have, more := reflect.ValueOf(q).Elem(), reflect.ValueOf(add)
+	for i := range more.NumField() {
+		if f := more.Field(i); f.Kind() == reflect.Bool && f.Bool() {
 			have.Field(i).SetBool(true)
 		}
 	}
-	return q, nil
 }
 
 // labBMCName is the name of lab BMC i's Endpoint, and so of its BMC.

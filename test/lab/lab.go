@@ -71,6 +71,9 @@ type Options struct {
 	// power and boot device carried out on the VM (ipmi.go). Like VMs, it needs root and QEMU,
 	// and ipmi_sim (CanRunIPMI).
 	IPMIVMs int
+	// BMCQuirks are turned on in every lab BMC besides its kind's own (the fleet's, and the
+	// VMs' behind them): a test of what a BMC cannot tell, as NoSecureBoot.
+	BMCQuirks bmcsim.Quirks
 	// VMDiskBytes, when set, is the size of each VM's first disk (the second is half as big):
 	// a test that zeroes whole disks keeps them small. Default: VMDefinition's.
 	VMDiskBytes int64
@@ -352,7 +355,7 @@ func (l *Lab) startFleet() error {
 	quirks := make([]bmcsim.Quirks, l.Opts.BMCs)
 	for i := range quirks {
 		var err error
-		if quirks[i], err = labBMCs[i%len(labBMCs)].quirks(); err != nil {
+		if quirks[i], err = labBMCs[i%len(labBMCs)].quirks(l.Opts.BMCQuirks); err != nil {
 			return err
 		}
 	}

@@ -39,10 +39,12 @@ func vmProbeAddress(subnet netip.Prefix, i int) netip.Prefix {
 // system.
 func (l *Lab) vmBMCOptions(i int) bmcsim.Options {
 	spec := l.vmSystemSpec(i)
+	quirks, _ := bmcsim.ProfileQuirks(bmcsim.ProfileGeneric) // a profile bmcsim has
+	addQuirks(&quirks, l.Opts.BMCQuirks)
 	return bmcsim.Options{
 		Username: labUser, Password: Password,
 		SerialNumber: fmt.Sprintf("LAB-VM-BMC-%02d", i),
-		Profile:      bmcsim.ProfileGeneric, Systems: []bmcsim.SystemSpec{spec},
+		Profile:      bmcsim.ProfileGeneric, Quirks: &quirks, Systems: []bmcsim.SystemSpec{spec},
 	}
 }
 

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"net/url"
 	"slices"
 	"strings"
 	"time"
@@ -86,7 +87,7 @@ func alreadyIn(power, resetType string) bool {
 
 // bootPatch is a validated change to the Boot object; nil fields are left as they are.
 type bootPatch struct {
-	target, enabled, mode *string
+	target, enabled, mode, httpBootURI *string
 }
 
 // patchSystem serves PATCH {"Boot": {...}}, the only writable part of the simulated system.
@@ -117,6 +118,9 @@ func (b *BMC) patchSystem(s *system) http.HandlerFunc {
 			}
 			if patch.mode != nil {
 				s.bootMode = *patch.mode
+			}
+			if patch.httpBootURI != nil {
+				s.httpBootURI = *patch.httpBootURI
 			}
 			s.bootGen++
 		}
@@ -154,12 +158,23 @@ func (m *model) parseSystemPatch(w http.ResponseWriter, r *http.Request, body ma
 		return fail(msgMalformedJSON, "The value of the property Boot is not a JSON object.")
 	}
 	allowed := map[string][]string{
-		"BootSourceOverrideTarget":  bootTargets,
+		"BootSourceOverrideTarget":  m.bootTargetValues(),
 		"BootSourceOverrideEnabled": m.bootEnabledValues(),
 		"BootSourceOverrideMode":    {"Legacy", "UEFI"},
 	}
 	var p bootPatch
 	for k, rawValue := range boot {
+		if k == "HttpBootUri" && !m.q.NoHTTPBootURI {
+			v, ok := parseHTTPBootURI(rawValue)
+			if !ok {
+				// The value is not echoed: a boot URI is a bearer secret, and this answer may
+				// end up in a client's log.
+				return fail(msgPropertyValueFormat, "The value for the property HttpBootUri is of a different format than the property can accept: "+
+					"it must be empty or an absolute http or https URL.", "(redacted)", k)
+			}
+			p.httpBootURI = &v
+			continue
+		}
 		values, known := allowed[k]
 		if !known {
 			return fail(msgPropertyUnknown, fmt.Sprintf("The property %s is not in the list of valid properties for the resource.", k), k)
@@ -182,6 +197,23 @@ func (m *model) parseSystemPatch(w http.ResponseWriter, r *http.Request, body ma
 		}
 	}
 	return &p, true
+}
+
+// parseHTTPBootURI accepts a JSON string that is empty (no URI: DHCP's) or an absolute http
+// or https URL with a host.
+func parseHTTPBootURI(raw json.RawMessage) (string, bool) {
+	var v *string
+	if err := json.Unmarshal(raw, &v); err != nil || v == nil { // null too: "" clears it
+		return "", false
+	}
+	if *v == "" {
+		return "", true
+	}
+	u, err := url.Parse(*v)
+	if err != nil || (!strings.EqualFold(u.Scheme, "http") && !strings.EqualFold(u.Scheme, "https")) || u.Host == "" {
+		return "", false
+	}
+	return *v, true
 }
 
 // etagMatches implements If-Match: absent or "*" always matches; otherwise the tag must be

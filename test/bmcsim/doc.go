@@ -5,10 +5,14 @@
 // self-signed certificate, with Basic and session authentication, ComputerSystem.Reset, boot
 // source override, boot modes (SystemSpec.BootMode: UEFI, UEFISecureBoot or Legacy; a
 // SecureBoot resource per system, whose SecureBootEnable a PATCH changes for the next
-// power-on; none under the NoSecureBoot quirk, in the OpenBMC profile), VirtualMedia
-// (InsertMedia fetches the image over HTTP into Options.MediaDir, and OnMediaChange tells the
-// host behind the system; docs/bmc-virtual-media.md), and injected faults. A Profile gives it
-// a vendor's personality and Quirks switch on the deviations real BMCs show (see
+// power-on; none under the NoSecureBoot quirk, in the OpenBMC profile), UEFI HTTP boot by URI
+// (Boot.HttpBootUri, PATCHable: a UefiHttp boot hands it to the host behind the system in
+// PowerOnEvent.HTTPBootURI and PowerAction.HTTPBootURI, and it is never logged or echoed in
+// an error; no such property and no UefiHttp target under the NoHTTPBootURI quirk, in the Dell
+// profile), VirtualMedia (InsertMedia fetches the image over HTTP into Options.MediaDir, and
+// OnMediaChange tells the host behind the system; docs/bmc-virtual-media.md), and injected
+// faults. A Profile gives it a vendor's personality and Quirks (Options.Quirks, ParseQuirks)
+// switch on the deviations real BMCs show (see
 // REDFISH-QUIRKS.md in the shared design docs),
 // so clients are tested against what hardware does, not only what the schema promises.
 //

@@ -22,7 +22,10 @@ type system struct {
 	bootTarget BootTarget
 	bootOnce   string // BootSourceOverrideEnabled: "Disabled", "Once" or "Continuous"
 	bootMode   string // BootSourceOverrideMode: "UEFI" or "Legacy"
-	bootGen    uint64 // bumped on every Boot change; the ETag of the system
+	// httpBootURI is Boot.HttpBootUri: what a UefiHttp boot boots; "" until a client sets it
+	// (DHCP's URI then). A bearer secret: never logged.
+	httpBootURI string
+	bootGen     uint64 // bumped on every Boot change; the ETag of the system
 	// virtualCd: the Cd override was set by the Dell OEM import (VCD-DVD), so it boots the
 	// virtual CD under CdOverrideBootsPhysicalDrive; a Boot PATCH clears it.
 	virtualCd bool

@@ -58,6 +58,9 @@ func (m *model) boot(s *system, now time.Time) PowerOnEvent {
 	}
 	s.applySecureBoot()
 	ev := PowerOnEvent{SystemID: s.spec.ID, UUID: s.spec.UUID, Boot: target, BootMode: s.firmwareMode(), Time: now}
+	if target == BootUefiHttp {
+		ev.HTTPBootURI = s.httpBootURI
+	}
 	if len(s.bootLog) >= maxBootLog {
 		s.bootLog = slices.Delete(s.bootLog, 0, len(s.bootLog)-maxBootLog+1)
 	}
@@ -100,7 +103,7 @@ func (m *model) reset(s *system, resetType string, now time.Time) powerChange {
 	// Nmi: the host gets an interrupt, its power does not change.
 	action := PowerAction{SystemID: s.spec.ID, UUID: s.spec.UUID, ResetType: resetType, From: from, To: s.power, Time: now}
 	if len(boots) > 0 {
-		action.Boot = boots[0].Boot
+		action.Boot, action.HTTPBootURI = boots[0].Boot, boots[0].HTTPBootURI
 	}
 	return powerChange{boots: boots, actions: []PowerAction{action}}
 }
@@ -174,7 +177,7 @@ func (b *BMC) SetPowerState(systemID, state string) {
 		change.boots = m.setPower(s, state, 0, now)
 		action := PowerAction{SystemID: s.spec.ID, UUID: s.spec.UUID, From: from, To: state, Time: now}
 		if len(change.boots) > 0 {
-			action.Boot = change.boots[0].Boot
+			action.Boot, action.HTTPBootURI = change.boots[0].Boot, change.boots[0].HTTPBootURI
 		}
 		change.actions = []PowerAction{action}
 	}

@@ -43,6 +43,12 @@ type Quirks struct {
 	// ImportSystemConfiguration with ServerBoot.1#FirstBootDevice VCD-DVD boots the virtual CD.
 	// Only on a BMC of one system, as an iDRAC is.
 	CdOverrideBootsPhysicalDrive bool
+	// NoHTTPBootURI: the BMC cannot have its host boot a URI by UEFI HTTP boot through the
+	// Boot object: Boot has no HttpBootUri (ComputerSystem v1.9.0's property) and "UefiHttp"
+	// is not among BootSourceOverrideTarget@Redfish.AllowableValues. A PATCH naming
+	// HttpBootUri is refused 400 PropertyUnknown, one with target UefiHttp 400
+	// PropertyValueNotInList, so a client must boot such a server another way.
+	NoHTTPBootURI bool
 
 	// VirtualMedia (docs/bmc-virtual-media.md).
 	NoVirtualMedia                    bool          // no VirtualMedia under any System or Manager
@@ -157,8 +163,18 @@ var profiles = map[Profile]profileDef{
 		resetActionInfoLink: true, bootMode: "UEFI",
 	},
 	ProfileDell: {
+		// NoHTTPBootURI: iDRAC9 and iDRAC10 serve no Boot.HttpBootUri at all (the property is
+		// absent, not empty): reported by bmc-toolbox/bmclib#463 (iDRAC firmware 1.5.3),
+		// NVIDIA/libredfish#75 (iDRAC9 on R760, R760xd2, XE9680; iDRAC10 on R670) and
+		// stmcginnis/gofish#271 (R350). Dell keeps the URI in the BIOS attributes
+		// HttpDev1Uri..HttpDev4Uri (with HttpDevNEnDis), set through a BIOS configuration job,
+		// which the simulator does not model. Not established: iDRAC9 does accept
+		// BootSourceOverrideTarget UefiHttp (dell/iDRAC-Redfish-Scripting#319), booting the
+		// URI of its BIOS attributes or DHCP's; the quirk refuses that target too, so that a
+		// client cannot take a UefiHttp boot for a boot of the URI it meant.
 		quirks: Quirks{GPUsFirst: true, RejectBootModePatch: true, ResetConflictInState: true,
-			VirtualMediaConflictWhenInserted: true, VirtualMediaInsertedLag: 500 * time.Millisecond, CdOverrideBootsPhysicalDrive: true},
+			VirtualMediaConflictWhenInserted: true, VirtualMediaInsertedLag: 500 * time.Millisecond, CdOverrideBootsPhysicalDrive: true,
+			NoHTTPBootURI: true},
 		vendor: "Dell", product: "Integrated Dell Remote Access Controller",
 		mgrManufacturer: "Dell Inc.", mgrModel: "16G Monolithic", mgrFirmware: "7.10.30.00", mgrID: "iDRAC.Embedded.1",
 		sysManufacturer: "Dell Inc.", sysModel: "PowerEdge R760", biosVersion: "2.3.5",

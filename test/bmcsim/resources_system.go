@@ -3,11 +3,21 @@ package bmcsim
 import (
 	"fmt"
 	"math"
+	"slices"
 	"time"
 )
 
-// Boot override values the simulator accepts; every profile advertises the same list.
+// Boot override values the simulator accepts; every profile advertises the same list, less
+// UefiHttp under NoHTTPBootURI (bootTargetValues).
 var bootTargets = []string{"None", "Pxe", "Cd", "Usb", "Hdd", "BiosSetup", "Utilities", "Diags", "UefiHttp"}
+
+// bootTargetValues are the BootSourceOverrideTarget values this BMC allows.
+func (m *model) bootTargetValues() []string {
+	if m.q.NoHTTPBootURI {
+		return slices.DeleteFunc(slices.Clone(bootTargets), func(t string) bool { return t == string(BootUefiHttp) })
+	}
+	return bootTargets
+}
 
 func (m *model) bootEnabledValues() []string {
 	if m.q.BootOnceOnly {
@@ -78,12 +88,15 @@ func (m *model) computerSystem(s *system, now time.Time) obj {
 			"BootSourceOverrideTarget":                          string(s.bootTarget),
 			"BootSourceOverrideEnabled":                         s.bootOnce,
 			"BootSourceOverrideMode":                            s.bootMode,
-			"BootSourceOverrideTarget@Redfish.AllowableValues":  bootTargets,
+			"BootSourceOverrideTarget@Redfish.AllowableValues":  m.bootTargetValues(),
 			"BootSourceOverrideEnabled@Redfish.AllowableValues": m.bootEnabledValues(),
 			"BootSourceOverrideMode@Redfish.AllowableValues":    []string{"Legacy", "UEFI"},
 		}
 		if m.prof.uefiTargetNone {
 			boot["UefiTargetBootSourceOverride"] = "None"
+		}
+		if !m.q.NoHTTPBootURI {
+			boot["HttpBootUri"] = s.httpBootURI
 		}
 		cs["Boot"] = boot
 	}

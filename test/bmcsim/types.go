@@ -83,6 +83,9 @@ const (
 	BootPxe  BootTarget = "Pxe"
 	BootHdd  BootTarget = "Hdd"
 	BootNone BootTarget = "None"
+	// BootUefiHttp is UEFI HTTP boot: the firmware boots the system's Boot.HttpBootUri when
+	// one is set (PowerOnEvent.HTTPBootURI), else the URI DHCP hands it.
+	BootUefiHttp BootTarget = "UefiHttp"
 )
 
 // The firmware modes a simulated system boots in (SystemSpec.BootMode, PowerOnEvent.BootMode).
@@ -98,7 +101,12 @@ type PowerOnEvent struct {
 	SystemID, UUID string
 	Boot           BootTarget
 	BootMode       string
-	Time           time.Time
+	// HTTPBootURI is the Boot.HttpBootUri the firmware boots when Boot is BootUefiHttp (as
+	// real firmware does once its BMC has written it a URI boot option); "" for any other
+	// target, and for UefiHttp without a URI (the firmware takes the one DHCP gives). It is a
+	// bearer secret for whoever serves it: do not log it.
+	HTTPBootURI string
+	Time        time.Time
 }
 
 // PowerAction is one reset a client asked for, or one power transition SetPowerState made,
@@ -109,6 +117,7 @@ type PowerAction struct {
 	ResetType      string     // the Redfish ResetType; "" for a SetPowerState transition
 	From, To       string     // actual power before and after the action: "On" or "Off"
 	Boot           BootTarget // when the action (re)booted the host, what it boots from; else ""
+	HTTPBootURI    string     // the URI it boots when Boot is BootUefiHttp (PowerOnEvent.HTTPBootURI); else ""
 	Time           time.Time
 }
 

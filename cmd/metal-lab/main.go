@@ -39,6 +39,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	scenario := fs.String("scenario", "", "run a scenario and exit: tour (enroll → discover → claim → release → wipe → available; with VMs, a VM installs the tenant image and boots it from disk); capi (Cluster API: a Cluster and a MachineDeployment of 2 whose Machines get lab servers; exits 0 once both are provisioned)")
 	secureBoot := fs.Bool("secure-boot", false, "add a real QEMU VM that boots UEFI with Secure Boot enforced (Debian's OVMF with Microsoft's keys), network-booted through the signed chain (shim, GRUB, kernel), or with --virtual-media booted from the probe's ISO (shim and signed GRUB), and discovered; its boot stages are shown like the others' (needs what --vms needs)")
 	httpBoot := fs.Bool("http-boot", false, "add a real QEMU VM that boots UEFI by UEFI HTTP boot alone (its firmware's PXE off): DHCP gives it iPXE's URL, and it boots with no TFTP (needs what --vms needs)")
+	fs.BoolVar(&opts.URIBoot, "uri-boot", false, "boot the VMs' probes by UEFI HTTP boot from a URI their BMCs set (bootMethod UefiHttp): each UEFI VM behind a BMC of its own, DHCP giving it an address only; runs a Secure Boot VM and an HTTP boot VM (as --secure-boot --http-boot) and no BIOS or IPMI VMs (docs/boot.md)")
 	fs.BoolVar(&opts.VirtualMedia, "virtual-media", false, "boot the VMs' probes from virtual media (a per-boot ISO their BMCs insert) with the boot service's DHCP off: each VM behind a BMC of its own with bootMethod VirtualMedia and a static probe network (docs/virtual-media.md)")
 	fs.BoolVar(&opts.ClusterAPI, "cluster-api", false, "run Cluster API's core controllers and Ironfleet's infrastructure provider too (docs/capi.md); --scenario=capi implies it")
 	if err := fs.Parse(args); err != nil {
@@ -66,6 +67,14 @@ func run(args []string, stdout, stderr io.Writer) int {
 	fs.Visit(func(f *flag.Flag) { ipmiGiven = ipmiGiven || f.Name == "ipmi-vms" })
 	if opts.VMs == 0 && !ipmiGiven {
 		opts.IPMIVMs = 0 // --vms 0: no VMs at all
+	}
+	if opts.URIBoot {
+		if opts.VirtualMedia {
+			fmt.Fprintln(stderr, "metal-lab: --uri-boot and --virtual-media are two boot methods: choose one")
+			return 2
+		}
+		// UEFI HTTP boot is UEFI's: the BIOS and IPMI VMs boot by PXE.
+		opts.VMs, opts.IPMIVMs, opts.SecureBootVMs, opts.HTTPBootVMs = 0, 0, 1, 1
 	}
 	if opts.VirtualMedia && opts.IPMIVMs > 0 {
 		if ipmiGiven {

@@ -28,6 +28,8 @@ const (
 	BootDisk BootTarget = "Hdd"
 	// BootCd boots the virtual CD/DVD a VirtualMediaControl inserted.
 	BootCd BootTarget = "Cd"
+	// BootUefiHttp boots by UEFI HTTP boot; HTTPBootControl gives it the URI.
+	BootUefiHttp BootTarget = "UefiHttp"
 )
 
 // SystemInfo is what a BMC says about one computer system.
@@ -119,6 +121,18 @@ type VirtualMediaControl interface {
 // no such control. changed says whether the setting was changed (false: it already was so).
 type SecureBootControl interface {
 	SetSecureBoot(ctx context.Context, systemURI string, enable bool) (changed bool, err error)
+}
+
+// HTTPBootControl boots a system once by UEFI HTTP boot from a URI the BMC gives its firmware:
+// Redfish's BootSourceOverrideTarget UefiHttp with HttpBootUri. The URI is a bearer secret (the
+// boot's ISO holds its ignition): no error or log carries it. A system that cannot (no UefiHttp
+// target, no HttpBootUri) answers ErrUnsupported (wrapped, saying what it lacks); IPMI has no
+// such control.
+type HTTPBootControl interface {
+	// HTTPBootSupported is nil when the system can boot a URI.
+	HTTPBootSupported(ctx context.Context, systemURI string) error
+	// SetHTTPBootOnce points the system's next boot at url, in UEFI mode.
+	SetHTTPBootOnce(ctx context.Context, systemURI, url string) error
 }
 
 // Client is everything controllers do with a BMC.

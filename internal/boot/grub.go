@@ -57,13 +57,6 @@ func secureBoot(server *metalv1alpha1.Server) bool {
 	return server.EffectiveBootMode() == metalv1alpha1.BootModeUEFISecureBoot
 }
 
-// macSecureBoot says whether mac is a NIC of a server with a Ready boot that boots with Secure
-// Boot enforced.
-func (s *Service) macSecureBoot(mac net.HardwareAddr) bool {
-	t := s.dhcpTarget(mac)
-	return t != nil && secureBoot(t.server)
-}
-
 // tftpOpener is what TFTP serves: the iPXE binaries, the signed chain and the probe's kernel
 // and initramfs (the same for every boot: no secret), GRUB's configuration, and each NIC's
 // boot configuration, which binds the boot to the asking host as its iPXE script does.

@@ -26,7 +26,7 @@ import (
 )
 
 // Virtual-media boots (spec.bootMethod VirtualMedia): the boot's ISO is served at
-// <MediaURL>/boot/<token>/probe.iso, the template ISO of Config.ProbeDir with the boot's embed
+// <MediaURL>/boot/<token>/probe.iso (boots by URI, UefiHttp: at <PublicURL>/boot/…), the template ISO of Config.ProbeDir with the boot's embed
 // (its ignition and boot URL) in the template's embed area, and its URL is published in a
 // Secret the boot configuration owns (MediaSecretName, key MediaURLKey).
 const (
@@ -37,8 +37,10 @@ const (
 	MediaURLKey = metalv1alpha1.BootMediaURLKey
 	// MediaSecretSuffix makes the boot media Secret's name from the configuration's.
 	MediaSecretSuffix = "-boot-media"
-	// MediaContentType is the ISO's Content-Type.
-	MediaContentType = "application/x-iso9660-image"
+	// MediaContentType is the ISO's Content-Type: UEFI's own (UEFI 2.x, 24.7.2, HTTP boot),
+	// by which the firmware of a boot by URI boots it as a virtual CD from a RAM disk; BMCs
+	// fetching virtual media go by the .iso name.
+	MediaContentType = "application/vnd.efi-iso"
 
 	kindMedia = "media"
 
@@ -64,6 +66,18 @@ func MediaSecretName(sbc string) string {
 // virtualMedia says whether a boot configuration boots from virtual media.
 func virtualMedia(sbc *metalv1alpha1.ServerBootConfiguration) bool {
 	return sbc.Spec.BootMethod == metalv1alpha1.BootMethodVirtualMedia
+}
+
+// uriBoot says whether sbc is a boot by URI (bootMethod UefiHttp): the server's firmware
+// fetches the boot's ISO at the URL its BMC set (HttpBootUri), from PublicURL, and boots it
+// from a RAM disk; its DHCP gives it an address only.
+func uriBoot(sbc *metalv1alpha1.ServerBootConfiguration) bool {
+	return sbc.Spec.BootMethod == metalv1alpha1.BootMethodUefiHttp
+}
+
+// servesISO says whether the boot is served as its ISO: virtual media, or by URI.
+func servesISO(sbc *metalv1alpha1.ServerBootConfiguration) bool {
+	return virtualMedia(sbc) || uriBoot(sbc)
 }
 
 // bootMedia is the template ISO and the rendered embeds of the boots being served. The
@@ -205,9 +219,14 @@ func (c *embedCache) add(token string, sum [sha256.Size]byte, v embed) embed {
 // bootURL is a boot's URL as the host reaches it (where the probe reports progress).
 func (s *Service) bootURL(token string) string { return s.cfg.PublicURL + "/boot/" + token }
 
-// mediaURL is a boot's ISO URL as its BMC reaches it.
-func (s *Service) mediaURL(token string) string {
-	return s.cfg.MediaURL + "/boot/" + token + "/" + MediaFile
+// mediaURL is a boot's ISO URL as who fetches it reaches it: its BMC (MediaURL) for virtual
+// media, the host's firmware (PublicURL) for a boot by URI.
+func (s *Service) mediaURL(sbc *metalv1alpha1.ServerBootConfiguration, token string) string {
+	base := s.cfg.MediaURL
+	if uriBoot(sbc) {
+		base = s.cfg.PublicURL
+	}
+	return base + "/boot/" + token + "/" + MediaFile
 }
 
 // serveMedia serves a virtual-media boot's ISO (GET and HEAD, Range and If-Range included: BMCs
@@ -224,7 +243,7 @@ func (s *Service) serveMedia(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	if !virtualMedia(t.sbc) {
+	if !servesISO(t.sbc) {
 		s.fail(w, http.StatusNotFound, errNotFound)
 		return
 	}
@@ -239,8 +258,13 @@ func (s *Service) serveMedia(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	// The ISO holds the ignition: it goes to the first address that asks (the BMC), in as
-	// many range reads as it likes, and to no other (secrets.go).
-	if !s.admit(ctx, w, r, t, fetchMedia) {
+	// many range reads as it likes, and to no other (secrets.go); booted by URI, to the host
+	// the boot is bound to, as its script would.
+	kind := fetchMedia
+	if uriBoot(t.sbc) {
+		kind = fetchURIMedia
+	}
+	if !s.admit(ctx, w, r, t, kind) {
 		return
 	}
 	ignitionSum := sha256.Sum256(data)
@@ -306,7 +330,7 @@ func (s *Service) checkMedia(sbc *metalv1alpha1.ServerBootConfiguration, data []
 // the verdict when the Secret's name is another object's.
 func (s *Service) publishMedia(ctx context.Context, sbc *metalv1alpha1.ServerBootConfiguration) (verdict, error) {
 	key := client.ObjectKey{Namespace: sbc.Namespace, Name: MediaSecretName(sbc.Name)}
-	want := map[string][]byte{MediaURLKey: []byte(s.mediaURL(s.tokens.token(sbc)))}
+	want := map[string][]byte{MediaURLKey: []byte(s.mediaURL(sbc, s.tokens.token(sbc)))}
 	owner := metav1.OwnerReference{APIVersion: metalv1alpha1.GroupVersion.String(), Kind: "ServerBootConfiguration",
 		Name: sbc.Name, UID: sbc.UID, Controller: ptr.To(true)}
 	published := verdict{ready: true, mediaSecret: key.Name, setMedia: true}

@@ -466,3 +466,45 @@ func TestServeOnTheMediaListener(t *testing.T) {
 	resp, _ = fetch(t, http.MethodHead, at, nil)
 	assert.Equal(t, http.StatusOK, resp.StatusCode)
 }
+
+// A boot by URI (bootMethod UefiHttp) publishes its ISO's URL on the public URL, where the
+// server's firmware reaches the service (not the BMCs' media URL), served with UEFI's ISO
+// Content-Type; the host's HEAD then GET are both served, and bind the boot to it: another
+// address is refused and ends the boot.
+func TestURIBootServesItsISOToTheHost(t *testing.T) {
+	srv := httptest.NewServer(svc.Handler())
+	defer srv.Close()
+	createServer(t, "uri-1", nil, "52:54:00:ee:00:31") // its DHCP is ours: it must know the NIC
+	createSecret(t, nsAll, "uri-1-ignition", ignitionJSON)
+	sbc := createVMSBC(t, "uri-1-discovery", "uri-1", "uri-1-ignition")
+	sbc.Spec.BootMethod = metalv1alpha1.BootMethodUefiHttp
+	require.NoError(t, k8s.Update(context.Background(), sbc))
+	waitFor(t, nsAll, "uri-1-discovery", metalv1alpha1.BootConfigurationStateReady, metalv1alpha1.ReasonBootReady)
+	isoURL := mediaURLOf(t, "uri-1-discovery")
+	assert.True(t, strings.HasPrefix(isoURL, publicURL+"/boot/"), "on the public URL: %s", isoURL)
+	assert.True(t, strings.HasSuffix(isoURL, "/"+boot.MediaFile), isoURL)
+	ready := getSBC(t, nsAll, "uri-1-discovery").Status.Conditions[0]
+	assert.Contains(t, ready.Message, "UEFI HTTP boot")
+	at, token := isoAt(t, srv.URL, isoURL)
+	assert.NotContains(t, ready.Message, token)
+
+	host, attacker := from(hostAddr), from(attackerAddr)
+	req, err := http.NewRequest(http.MethodHead, at, nil)
+	require.NoError(t, err)
+	resp, err := host.Do(req)
+	require.NoError(t, err)
+	_ = resp.Body.Close()
+	require.Equal(t, http.StatusOK, resp.StatusCode)
+	assert.Equal(t, "application/vnd.efi-iso", resp.Header.Get("Content-Type"), "UEFI HTTP boot takes it as an ISO")
+	code, _ := getFrom(t, host, at)
+	require.Equal(t, http.StatusOK, code, "HEAD, then GET, from the host")
+	rec := getSBC(t, nsAll, "uri-1-discovery").Status.Secrets
+	require.NotNil(t, rec)
+	assert.Equal(t, hostAddr, rec.HostAddress, "bound to the host that fetched it")
+	assert.Equal(t, hostAddr, rec.IgnitionServedTo)
+
+	code, body := getFrom(t, attacker, at)
+	assert.Equal(t, http.StatusForbidden, code)
+	assert.NotContains(t, body, "probe-secret-token")
+	waitFor(t, nsAll, "uri-1-discovery", metalv1alpha1.BootConfigurationStateError, metalv1alpha1.ReasonBootEnded)
+}

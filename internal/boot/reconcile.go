@@ -73,7 +73,7 @@ func (s *Service) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result,
 			return ctrl.Result{}, err
 		}
 	}
-	if !virtualMedia(&sbc) {
+	if !servesISO(&sbc) {
 		v.setMedia, v.mediaSecret = true, "" // a boot that was VirtualMedia has no ISO any more
 	}
 	if !v.ready {
@@ -105,6 +105,10 @@ func (s *Service) check(ctx context.Context, sbc *metalv1alpha1.ServerBootConfig
 		return s.checkVirtualMedia(ctx, sbc, server)
 	}
 	macs := serverMACs(server)
+	if uriBoot(sbc) && (s.leases == nil || len(macs) > 0) {
+		// Its DHCP, when it is ours, must know its NICs to give it an address.
+		return s.checkVirtualMedia(ctx, sbc, server)
+	}
 	if len(macs) == 0 {
 		return notReady(metalv1alpha1.ReasonMACsUnknown, "server %s has no NIC MAC address in status.inventory.networkInterfaces (before its first probe report they come from its BMC's Redfish EthernetInterfaces) and no spec.bootMACAddress: DHCP could not tell it from other hosts; set spec.bootMACAddress to the MAC of the NIC it boots from (IPMI BMCs list no NICs), check what the BMC reports, or serve it with another boot operator", server.Name), nil
 	}
@@ -142,8 +146,12 @@ func (s *Service) checkVirtualMedia(ctx context.Context, sbc *metalv1alpha1.Serv
 		return v, err
 	}
 	v.reason = metalv1alpha1.ReasonBootReady
-	v.message = fmt.Sprintf("serving the metalprobe (%s) to server %s as virtual media: the ISO's URL is in Secret %s/%s (key %s)",
-		strings.ToLower(string(sbc.Spec.Purpose)), server.Name, sbc.Namespace, v.mediaSecret, MediaURLKey)
+	how := "as virtual media"
+	if uriBoot(sbc) {
+		how = "as an ISO its firmware fetches by UEFI HTTP boot at the URI its BMC sets (DHCP: an address only)"
+	}
+	v.message = fmt.Sprintf("serving the metalprobe (%s) to server %s %s: the ISO's URL is in Secret %s/%s (key %s)",
+		strings.ToLower(string(sbc.Spec.Purpose)), server.Name, how, sbc.Namespace, v.mediaSecret, MediaURLKey)
 	return v, nil
 }
 

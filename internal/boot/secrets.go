@@ -51,6 +51,10 @@ const (
 	fetchScript   fetch = "iPXE script"
 	fetchIgnition fetch = "ignition"
 	fetchMedia    fetch = "ISO"
+	// fetchURIMedia is the ISO of a boot by URI (bootMethod UefiHttp): the host's firmware
+	// fetches it, bound to the host as its script would be, and may read it more than once
+	// (UEFI HTTP boot asks HEAD, then GET).
+	fetchURIMedia fetch = "ISO (HTTP boot)"
 )
 
 // bootKey names the boot a configuration serves now, as the tokens do: its probe boot, or its
@@ -102,7 +106,7 @@ func decide(sbc *metalv1alpha1.ServerBootConfiguration, leased []netip.Addr, add
 		d.cond = &metav1.Condition{Status: metav1.ConditionFalse, Reason: reason, Message: message}
 		return d
 	}
-	if kind != fetchMedia { // the ISO is the BMC's to fetch, not the host's
+	if kind != fetchMedia { // the virtual-media ISO is the BMC's to fetch, not the host's
 		switch {
 		case len(leased) > 0 && !slices.Contains(leased, addr):
 			d.refuse = fmt.Sprintf("%s asked for the %s of the boot, and the server's DHCP lease is %s", a, kind, joinAddrs(leased))
@@ -124,8 +128,8 @@ func decide(sbc *metalv1alpha1.ServerBootConfiguration, leased []netip.Addr, add
 		rec.IgnitionServedTo, rec.IgnitionServedAt, d.write = a, &at, true
 		d.cond = &metav1.Condition{Status: metav1.ConditionTrue, Reason: metalv1alpha1.ReasonIgnitionServedOnce,
 			Message: fmt.Sprintf("the %s was served to %s; it is served to no one again", kind, a)}
-	case kind == fetchMedia && rec.IgnitionServedTo == a:
-		// The BMC reads the ISO in ranges, many times over.
+	case (kind == fetchMedia || kind == fetchURIMedia) && rec.IgnitionServedTo == a:
+		// The BMC reads the ISO in ranges, many times over; a firmware HEAD first, then GET.
 	default:
 		served := "earlier"
 		if rec.IgnitionServedAt != nil {

@@ -361,7 +361,7 @@ func (s *Service) Serve(ctx context.Context, l Listeners) error {
 // dhcpServer is the DHCP side, answering the MACs of servers with a Ready boot.
 func (s *Service) dhcpServer() *dhcp.Server {
 	return &dhcp.Server{
-		Handler: &dhcp.Handler{Config: s.dhcpConfig(), Known: s.macBootable, SecureBoot: s.macSecureBoot, Leases: s.leases},
+		Handler: &dhcp.Handler{Config: s.dhcpConfig(), Lookup: s.dhcpBoot, Leases: s.leases},
 		OnReply: func(m dhcp.Mode, reply *dhcpv4.DHCPv4) {
 			dhcpReplies.WithLabelValues(string(m), reply.MessageType().String()).Inc()
 			if loaderReason(reply.BootFileName) != "" {
@@ -384,8 +384,15 @@ func (s *Service) dhcpConfig() dhcp.Config {
 	return c
 }
 
-// macBootable says whether mac is a NIC of a server with a Ready boot this service serves.
-func (s *Service) macBootable(mac net.HardwareAddr) bool { return s.dhcpTarget(mac) != nil }
+// dhcpBoot is what DHCP needs of the Ready boot this service serves a NIC's MAC: false when
+// there is none.
+func (s *Service) dhcpBoot(mac net.HardwareAddr) (dhcp.Boot, bool) {
+	t := s.dhcpTarget(mac)
+	if t == nil {
+		return dhcp.Boot{}, false
+	}
+	return dhcp.Boot{SecureBoot: secureBoot(t.server), AddressOnly: uriBoot(t.sbc)}, true
+}
 
 // dhcpTarget is the Ready boot of a DHCP client's MAC; nil when there is none, or when it
 // cannot be looked up (logged: the client asks again).

@@ -105,9 +105,11 @@ func runSuite(m *testing.M) (int, error) {
 		"novmedia": {testSystem(15)}, "vmedia": {testSystem(16)},
 		// A probe boot the boot service ends (its secrets asked for twice).
 		"bootended": {testSystem(31)},
+		// UEFI HTTP boot by URI: a BMC that can, and one without HttpBootUri.
+		"urihttp": {testSystem(32)}, "nourihttp": {testSystem(33)},
 	}
-	quirks := map[string]*bmcsim.Quirks{"novmedia": {NoVirtualMedia: true}}
-	for _, name := range []string{"good", "allwrong", "direct", "reuse", "deleteme", "discovery", "silent", "restart", "probetrouble", "novmedia", "vmedia", "bootended"} {
+	quirks := map[string]*bmcsim.Quirks{"novmedia": {NoVirtualMedia: true}, "nourihttp": {NoHTTPBootURI: true}}
+	for _, name := range []string{"good", "allwrong", "direct", "reuse", "deleteme", "discovery", "silent", "restart", "probetrouble", "novmedia", "vmedia", "bootended", "urihttp", "nourihttp"} {
 		specs, ok := systems[name]
 		if !ok {
 			specs = []bmcsim.SystemSpec{testSystem(0), testSystem(1)}

@@ -100,7 +100,7 @@ func spent(sbc *metalv1alpha1.ServerBootConfiguration) bool {
 // service has published it). Secrets are not cached: this reads api, once per boot.
 func MediaURL(ctx context.Context, api client.Reader, sbc *metalv1alpha1.ServerBootConfiguration) (string, error) {
 	ref := sbc.Status.BootMediaSecretRef
-	if ref == nil || sbc.Spec.BootMethod != metalv1alpha1.BootMethodVirtualMedia {
+	if ref == nil || (sbc.Spec.BootMethod != metalv1alpha1.BootMethodVirtualMedia && sbc.Spec.BootMethod != metalv1alpha1.BootMethodUefiHttp) {
 		return "", nil
 	}
 	var secret corev1.Secret

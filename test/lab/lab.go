@@ -86,6 +86,11 @@ type Options struct {
 	// behind a BMC of its own that boots by VirtualMedia, with a static probe network; the
 	// boot service's DHCP off (vmedia.go).
 	VirtualMedia bool
+	// URIBoot boots the VMs' probes by UEFI HTTP boot from a URI their BMCs set: each VM
+	// behind a BMC of its own (as with VirtualMedia) whose bootMethod is UefiHttp; the boot
+	// service's DHCP gives them an address only, and the firmware fetches the boot's ISO over
+	// HTTP. UEFI VMs only (SecureBootVMs, HTTPBootVMs): BIOS has no HTTP boot.
+	URIBoot bool
 	// ClusterAPI runs Cluster API's core controllers and Ironfleet's infrastructure provider
 	// too, with their CRDs (capi.go).
 	ClusterAPI bool
@@ -96,6 +101,10 @@ type Options struct {
 	// (CreateEndpoints) to the caller, e.g. to measure from that moment.
 	ManualStart bool
 }
+
+// bmcPerVM says whether each Redfish VM sits behind a BMC of its own (VirtualMedia, URIBoot):
+// the boot method is a BMC's.
+func (o Options) bmcPerVM() bool { return o.VirtualMedia || o.URIBoot }
 
 // vmCount is how many real VMs the lab runs: Redfish ones and IPMI ones.
 func (o *Options) vmCount() int { return o.redfishVMs() + o.IPMIVMs }
@@ -201,6 +210,9 @@ func Start(ctx context.Context, opts Options) (l *Lab, err error) {
 	}
 	if opts.IPMIVMs > 0 && opts.VirtualMedia {
 		return nil, errors.New("lab: IPMI hosts boot the probe by PXE, which VirtualMedia turns off (IPMI has no virtual media)")
+	}
+	if opts.URIBoot && (opts.VirtualMedia || opts.IPMIVMs > 0 || opts.VMs > 0) {
+		return nil, errors.New("lab: URIBoot is for UEFI Redfish VMs (SecureBootVMs, HTTPBootVMs) alone: not with VirtualMedia, IPMI VMs or the BIOS VMs of VMs")
 	}
 	if opts.vmCount() > 0 {
 		if err := l.startVMNetwork(); err != nil {
@@ -387,7 +399,7 @@ func (l *Lab) startFleet() error {
 		perBMC[i%l.Opts.BMCs] = append(perBMC[i%l.Opts.BMCs], spec)
 	}
 	bmcs := l.Opts.BMCs
-	if l.vms != nil && l.Opts.VirtualMedia {
+	if l.vms != nil && l.Opts.bmcPerVM() {
 		bmcs += l.Opts.redfishVMs() // a BMC of its own for each VM, after the fleet's
 	} else if l.vms != nil {
 		l.vmSystemSpecs(perBMC)

@@ -48,11 +48,15 @@ func (l *Lab) vmBMCOptions(i int) bmcsim.Options {
 	}
 }
 
-// createVMBMCs makes the BMCs of a virtual-media lab's VMs, by address, booting by VirtualMedia
-// with each VM's static probe network: its first NIC, its address on the bridge, the bridge as
-// gateway.
+// With Options.URIBoot, the same BMC of its own per VM boots by UefiHttp instead: no CD drive,
+// no static network (the boot service's DHCP gives the VM an address, and nothing to boot), and
+// the VM's firmware fetches the ISO from the boot service's public URL on the bridge.
+
+// createVMBMCs makes the BMCs of a virtual-media (or URI-boot) lab's VMs, by address: booting by
+// VirtualMedia with each VM's static probe network (its first NIC, its address on the bridge,
+// the bridge as gateway), or by UefiHttp with DHCP.
 func (l *Lab) createVMBMCs(ctx context.Context) error {
-	if l.vms == nil || !l.Opts.VirtualMedia {
+	if l.vms == nil || !l.Opts.bmcPerVM() {
 		return nil
 	}
 	for i, h := range l.VMs {
@@ -81,6 +85,9 @@ func (l *Lab) createVMBMCs(ctx context.Context) error {
 					Gateway:      l.vms.network.BridgeIP().String(),
 				},
 			}}
+		if l.Opts.URIBoot {
+			b.Spec.BootMethod, b.Spec.ProbeNetwork = metalv1alpha1.BootMethodUefiHttp, nil
+		}
 		if err := l.Client.Create(ctx, b); err != nil && !apierrors.IsAlreadyExists(err) {
 			return err
 		}

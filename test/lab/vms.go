@@ -212,7 +212,7 @@ func (l *Lab) startVMs() error {
 			return fmt.Errorf("making VM %s: %w", def.Name, err)
 		}
 		sim := l.BMCs[i%len(l.BMCs)]
-		if l.Opts.VirtualMedia {
+		if l.Opts.bmcPerVM() {
 			sim = l.fleet.BMCs[l.Opts.BMCs+i]
 		}
 		id := fmt.Sprintf("VM%d", i)

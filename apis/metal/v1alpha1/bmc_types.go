@@ -40,9 +40,11 @@ type BMCSpec struct {
 	InsecureSkipVerify bool `json:"insecureSkipVerify,omitempty"`
 
 	// BootMethod is how the probe boots on this BMC's servers for discovery, install and
-	// wipe: PXE (the default) or VirtualMedia (a per-boot ISO the BMC mounts; no DHCP or PXE
-	// on the servers' network). A BMC without usable virtual media says so in Ready
-	// (VirtualMediaUnsupported) and none of its servers is booted.
+	// wipe: PXE (the default), VirtualMedia (a per-boot ISO the BMC mounts; no DHCP or PXE
+	// on the servers' network) or UefiHttp (the same ISO, which the server's firmware fetches
+	// by UEFI HTTP boot from a URI the BMC sets; DHCP gives an address only). A BMC without
+	// usable virtual media says so in Ready (VirtualMediaUnsupported) and none of its servers
+	// is booted; one that cannot boot a URI says so in HTTPBoot, and its servers boot by PXE.
 	// +kubebuilder:default=PXE
 	// +optional
 	// +operator-sdk:csv:customresourcedefinitions:type=spec,displayName="Boot method"

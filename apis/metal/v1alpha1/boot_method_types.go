@@ -1,7 +1,7 @@
 package v1alpha1
 
 // BootMethod is how the probe (discovery, install, wipe) is booted on a BMC's servers.
-// +kubebuilder:validation:Enum=PXE;VirtualMedia
+// +kubebuilder:validation:Enum=PXE;VirtualMedia;UefiHttp
 type BootMethod string
 
 const (
@@ -11,6 +11,13 @@ const (
 	// CD/DVD over Redfish VirtualMedia: no DHCP, TFTP or PXE on the server's network. The ISO
 	// carries the boot's ignition, and with it probeNetwork.
 	BootMethodVirtualMedia BootMethod = "VirtualMedia"
+	// BootMethodUefiHttp boots the probe by UEFI HTTP boot from a URI the BMC sets (Redfish
+	// BootSourceOverrideTarget UefiHttp with HttpBootUri): the server's firmware fetches the
+	// boot's ISO from the boot service over HTTP and boots it from a RAM disk, shim and signed
+	// GRUB first, so Secure Boot or not. The server's DHCP gives it an address only: no TFTP,
+	// no DHCP boot options. A BMC that cannot boot a URI (no UefiHttp target, no HttpBootUri)
+	// says so in its HTTPBoot condition, and its servers boot by PXE instead.
+	BootMethodUefiHttp BootMethod = "UefiHttp"
 )
 
 // ProbeNetwork is a static network configuration for the probe, for networks without DHCP

@@ -55,6 +55,15 @@ const (
 	// Reasons of the LoaderOffered condition.
 	ReasonLoaderIPXE        = "LoaderIPXE"        // iPXE (undionly.kpxe, snponly.efi, ipxe.efi): unsigned
 	ReasonLoaderSignedChain = "LoaderSignedChain" // shimx64.efi: Secure Boot's signed chain
+	// ConditionHTTPBoot, on a BMC whose bootMethod is UefiHttp, says whether it can boot its
+	// servers from a URI: True, reason HTTPBootURI, when every system offers the UefiHttp
+	// override target and HttpBootUri; False, reason HTTPBootURIUnsupported, saying what is
+	// missing, when one does not: its servers then boot by PXE (the boot service's DHCP and
+	// TFTP, or their firmware's DHCP-led HTTP boot). Absent for other boot methods.
+	ConditionHTTPBoot = "HTTPBoot"
+	// Reasons of the HTTPBoot condition.
+	ReasonHTTPBootURI            = "HTTPBootURI"
+	ReasonHTTPBootURIUnsupported = "HTTPBootURIUnsupported"
 	// ConditionBootMode, on a Server, says whether the mode its firmware was found booting in
 	// (status.bootMode) is the one spec.bootMode asks for: False, reason BootModeMismatch, with
 	// what to change where, when it is not.

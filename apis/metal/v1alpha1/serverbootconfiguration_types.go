@@ -29,9 +29,10 @@ type ServerBootConfigurationSpec struct {
 	// Purpose of the boot.
 	// +operator-sdk:csv:customresourcedefinitions:type=spec,displayName="Purpose"
 	Purpose BootPurpose `json:"purpose"`
-	// BootMethod is how the server boots what this configuration serves: PXE (the default)
-	// or VirtualMedia, for which the boot service also serves a per-boot ISO and publishes its
-	// URL in the Secret status.bootMediaSecretRef names.
+	// BootMethod is how the server boots what this configuration serves: PXE (the default),
+	// VirtualMedia or UefiHttp, for which the boot service serves a per-boot ISO and publishes
+	// its URL in the Secret status.bootMediaSecretRef names (for UefiHttp, a URL the server's
+	// firmware reaches, on the boot service's public URL).
 	// +optional
 	BootMethod BootMethod `json:"bootMethod,omitempty"`
 }
@@ -53,7 +54,8 @@ type ServerBootConfigurationStatus struct {
 	State BootConfigurationState `json:"state,omitempty"`
 	// BootMediaSecretRef names the Secret (in this namespace, owned by this configuration) whose
 	// key "url" is the URL of this boot's ISO, for a BMC to insert as virtual media. The URL is
-	// a bearer secret (the ISO holds the ignition), hence a Secret. VirtualMedia boots only.
+	// a bearer secret (the ISO holds the ignition), hence a Secret. VirtualMedia and UefiHttp
+	// boots only.
 	// +optional
 	BootMediaSecretRef *LocalObjectReference `json:"bootMediaSecretRef,omitempty"`
 	// Secrets records where this boot's secrets (its ignition, which holds the probe's

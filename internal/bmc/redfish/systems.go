@@ -201,6 +201,8 @@ type systemControls struct {
 		TargetAllowed  []string `json:"BootSourceOverrideTarget@Redfish.AllowableValues"`
 		Mode           string   `json:"BootSourceOverrideMode"`
 		ModeAllowed    []string `json:"BootSourceOverrideMode@Redfish.AllowableValues"`
+		// HTTPBootURI is kept raw: present (a string, or null when unset) is what matters.
+		HTTPBootURI json.RawMessage `json:"HttpBootUri"`
 	}
 }
 

@@ -26,7 +26,7 @@ func TestDeclineStormReservesNothing(t *testing.T) {
 		macs[i] = net.HardwareAddr{0x52, 0x54, 0x00, 0xd0, 0x00, byte(i)}
 	}
 	h := newHandler(ModeFull)
-	h.Known = func(net.HardwareAddr) bool { return true } // the spoofer knows the servers' MACs
+	h.Lookup = lookupOf(func(net.HardwareAddr) bool { return true }, plainBoot) // the spoofer knows the servers' MACs
 	// One client holds a lease; the storm must not take it either.
 	leased := requireReply(t, handle(h, discover(t, knownMAC), PortDHCP), dhcpv4.MessageTypeOffer)
 	req, err := dhcpv4.NewRequestFromOffer(leased)

@@ -33,7 +33,7 @@ func FuzzDHCP(f *testing.F) {
 	knownEven := func(m net.HardwareAddr) bool { return len(m) == 6 && m[5]%2 == 0 }
 	handlers := []*Handler{newHandler(ModeProxy), newHandler(ModeFull)}
 	for _, h := range handlers {
-		h.Known = knownEven
+		h.Lookup = lookupOf(knownEven, func(m net.HardwareAddr) Boot { return Boot{AddressOnly: m[4]%2 == 0, SecureBoot: m[3]%2 == 0} })
 	}
 	f.Fuzz(func(t *testing.T, packet []byte) {
 		_, decodeErr := dhcpv4.FromBytes(packet)

@@ -60,6 +60,9 @@ const (
 	// IgnoredHTTPSecureBoot: a UEFI HTTP boot client of a server booting with Secure Boot.
 	// Debian's signed GRUB has no HTTP: such a server boots the signed chain by PXE (TFTP).
 	IgnoredHTTPSecureBoot Reason = "http_boot_secure_boot"
+	// IgnoredAddressOnly: proxy mode, a client whose firmware boots a URI its BMC set: it needs
+	// an address only, which the site's DHCP gives.
+	IgnoredAddressOnly Reason = "uri_boot"
 )
 
 // Boot files the chain starts with, served by TFTP.
@@ -101,14 +104,23 @@ type Config struct {
 // Handler decides how to answer one request.
 type Handler struct {
 	Config Config
-	// Known says whether mac belongs to a server with a Ready boot configuration.
-	Known func(mac net.HardwareAddr) bool
-	// SecureBoot says whether the server of mac boots with Secure Boot enforced: its x86-64
-	// UEFI PXE ROM gets FileShim instead of iPXE, which such firmware refuses to run. Nil: no
-	// server does.
-	SecureBoot func(mac net.HardwareAddr) bool
+	// Lookup finds the boot of the server whose NIC has mac: false when it has no Ready boot
+	// configuration (the request is ignored). It is called once per request.
+	Lookup func(mac net.HardwareAddr) (Boot, bool)
 	// Leases hands out addresses in full mode (nil in proxy mode).
 	Leases *LeaseTable
+}
+
+// Boot is what the handler needs to know of a known client's boot.
+type Boot struct {
+	// SecureBoot: the server boots with Secure Boot enforced; its x86-64 UEFI PXE ROM gets
+	// FileShim instead of iPXE, which such firmware refuses to run, and its UEFI HTTP boot
+	// client no answer.
+	SecureBoot bool
+	// AddressOnly: the server's firmware boots a URI its BMC set (bootMethod UefiHttp); its
+	// requests get an address and no boot file in full mode, and no answer in proxy mode (the
+	// site's DHCP gives it its address).
+	AddressOnly bool
 }
 
 // Decision is the answer to one request: a reply, or the reason it was ignored (and, for a
@@ -130,6 +142,7 @@ type client struct {
 	msgType  dhcpv4.MessageType
 	request  *dhcpv4.DHCPv4
 	onPXEPrt bool
+	boot     Boot // the server's, from Lookup
 }
 
 // Handle decodes a packet that arrived on port and decides the answer. It never panics on any
@@ -159,7 +172,10 @@ func (h *Handler) HandleRequest(req *dhcpv4.DHCPv4, port Port) Decision {
 	if h.Config.Mode == ModeProxy && !c.pxe && !c.ipxe && !c.http {
 		return ignore(IgnoredNotPXE)
 	}
-	if h.Known == nil || !h.Known(c.mac) {
+	if h.Lookup == nil {
+		return ignore(IgnoredUnknownMAC)
+	}
+	if c.boot, ok = h.Lookup(c.mac); !ok {
 		return ignore(IgnoredUnknownMAC)
 	}
 	if h.Config.Mode == ModeFull {
@@ -211,6 +227,8 @@ func isIPXEUserClass(v []byte) bool {
 // plain DHCP client such as the probe's /init). False: an architecture with no loader here.
 func (h *Handler) bootFile(c client) (string, bool) {
 	switch {
+	case c.boot.AddressOnly:
+		return "", true
 	case c.ipxe:
 		return h.Config.ScriptURL(c.mac), true
 	case c.http:
@@ -231,7 +249,7 @@ func (h *Handler) bootFile(c client) (string, bool) {
 	case c.arch == iana.EFI_IA32 || c.arch == iana.EFI_X86_64 || c.arch == iana.EFI_BC:
 		// EFI_BC (7) is what x86-64 firmware sends, EFI_X86_64 (9) its old spelling; there is no
 		// signed shim for 32-bit UEFI.
-		if c.arch != iana.EFI_IA32 && h.SecureBoot != nil && h.SecureBoot(c.mac) {
+		if c.arch != iana.EFI_IA32 && c.boot.SecureBoot {
 			return FileShim, true
 		}
 		if h.Config.EFIBootFile != "" {
@@ -245,13 +263,16 @@ func (h *Handler) bootFile(c client) (string, bool) {
 // httpUnderSecureBoot: a UEFI HTTP boot client whose server boots with Secure Boot gets no
 // answer (its firmware goes on to PXE, where it gets the signed chain).
 func (h *Handler) httpUnderSecureBoot(c client) bool {
-	return c.http && !c.ipxe && h.SecureBoot != nil && h.SecureBoot(c.mac)
+	return c.http && !c.ipxe && !c.boot.AddressOnly && c.boot.SecureBoot
 }
 
 // proxy answers as a ProxyDHCP server: no address, the boot file, and the PXE options that
 // tell the client to use it without a boot-server discovery (for HTTP boot clients, option 60
 // HTTPClient and the URL).
 func (h *Handler) proxy(c client) Decision {
+	if c.boot.AddressOnly {
+		return ignore(IgnoredAddressOnly)
+	}
 	if h.httpUnderSecureBoot(c) {
 		return ignore(IgnoredHTTPSecureBoot)
 	}
@@ -322,7 +343,7 @@ func (h *Handler) full(c client) Decision {
 		}
 		m := h.addressReply(c, dhcpv4.MessageTypeOffer, ip)
 		h.setBootFile(m, file)
-		if c.http {
+		if c.http && file != "" {
 			m.UpdateOption(dhcpv4.OptClassIdentifier("HTTPClient")) // EDK II takes a URL only with it
 		}
 		return Decision{Reply: m}
@@ -343,7 +364,7 @@ func (h *Handler) full(c client) Decision {
 	}
 	m := h.addressReply(c, dhcpv4.MessageTypeAck, ip)
 	h.setBootFile(m, file)
-	if c.http {
+	if c.http && file != "" {
 		m.UpdateOption(dhcpv4.OptClassIdentifier("HTTPClient"))
 	}
 	return Decision{Reply: m}

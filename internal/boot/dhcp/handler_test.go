@@ -29,11 +29,23 @@ func known(mac net.HardwareAddr) bool {
 	return mac.String() == knownMAC.String() || mac.String() == otherMAC.String()
 }
 
+// lookupOf is a Lookup that knows the MACs known says, each with the boot of.
+func lookupOf(known func(net.HardwareAddr) bool, of func(net.HardwareAddr) Boot) func(net.HardwareAddr) (Boot, bool) {
+	return func(mac net.HardwareAddr) (Boot, bool) {
+		if !known(mac) {
+			return Boot{}, false
+		}
+		return of(mac), true
+	}
+}
+
+func plainBoot(net.HardwareAddr) Boot { return Boot{} }
+
 func newHandler(mode Mode) *Handler {
 	h := &Handler{
 		Config: Config{Mode: mode, ServerIP: serverIP, ScriptURL: scriptURL, LoaderURL: func(f string) string { return "http://10.20.0.1:8080/loaders/" + f },
 			SubnetMask: net.CIDRMask(24, 32), Router: netip.MustParseAddr("10.20.0.254"), LeaseTime: time.Hour},
-		Known: known,
+		Lookup: lookupOf(known, plainBoot),
 	}
 	if mode == ModeFull {
 		h.Leases = NewLeaseTable(rangeStart, rangeEnd, serverIP, time.Hour, nil)
@@ -113,10 +125,10 @@ func TestSecureBootServersGetShim(t *testing.T) {
 	for _, mode := range []Mode{ModeProxy, ModeFull} {
 		h := newHandler(mode)
 		var asked []string
-		h.SecureBoot = func(mac net.HardwareAddr) bool {
+		h.Lookup = lookupOf(known, func(mac net.HardwareAddr) Boot {
 			asked = append(asked, mac.String())
-			return mac.String() == knownMAC.String()
-		}
+			return Boot{SecureBoot: mac.String() == knownMAC.String()}
+		})
 		for _, arch := range []iana.Arch{iana.EFI_BC, iana.EFI_X86_64} {
 			r := requireReply(t, handle(h, discover(t, knownMAC, pxe(arch)...), PortDHCP), dhcpv4.MessageTypeOffer)
 			assert.Equal(t, FileShim, r.BootFileName, "%s arch %d", mode, arch)
@@ -127,9 +139,45 @@ func TestSecureBootServersGetShim(t *testing.T) {
 		assert.Equal(t, FileBIOS, r.BootFileName, "%s: BIOS", mode)
 		assert.Contains(t, asked, knownMAC.String())
 
-		h.SecureBoot = func(net.HardwareAddr) bool { return false }
+		h.Lookup = lookupOf(known, plainBoot)
 		r = requireReply(t, handle(h, discover(t, knownMAC, pxe(iana.EFI_BC)...), PortDHCP), dhcpv4.MessageTypeOffer)
 		assert.Equal(t, FileEFISNPOnly, r.BootFileName, "%s: without Secure Boot", mode)
+	}
+}
+
+// TestURIBootGetsAnAddressOnly: a server whose firmware boots a URI its BMC set (bootMethod
+// UefiHttp) gets, in full mode, an address and nothing to boot — no file, no TFTP server, no
+// HTTPClient class, no PXE options — from its HTTP boot client and its PXE ROM alike (Secure
+// Boot or not); in proxy mode no answer (the site's DHCP gives the address). Another server
+// still gets its loader.
+func TestURIBootGetsAnAddressOnly(t *testing.T) {
+	httpClient := []dhcpv4.Modifier{dhcpv4.WithOption(dhcpv4.OptClassIdentifier("HTTPClient:Arch:00016:UNDI:003001")),
+		dhcpv4.WithOption(dhcpv4.OptClientArch(iana.EFI_X86_64_HTTP))}
+	for _, secure := range []bool{false, true} {
+		uri := lookupOf(known, func(mac net.HardwareAddr) Boot {
+			return Boot{AddressOnly: mac.String() == knownMAC.String(), SecureBoot: secure}
+		})
+		h := newHandler(ModeFull)
+		h.Lookup = uri
+		for _, mods := range [][]dhcpv4.Modifier{httpClient, pxe(iana.EFI_BC), nil} {
+			r := requireReply(t, handle(h, discover(t, knownMAC, mods...), PortDHCP), dhcpv4.MessageTypeOffer)
+			assert.NotEqual(t, net.IPv4zero.String(), r.YourIPAddr.String(), "an address")
+			assert.Empty(t, r.BootFileName, "no boot file")
+			assert.False(t, r.Options.Has(dhcpv4.OptionBootfileName), "no option 67")
+			assert.Empty(t, r.TFTPServerName(), "no TFTP server")
+			assert.Empty(t, r.ClassIdentifier(), "no HTTPClient/PXEClient class")
+			assert.Nil(t, r.Options.Get(dhcpv4.GenericOptionCode(optionPXEVendor)), "no PXE options")
+		}
+		r := requireReply(t, handle(h, discover(t, otherMAC, pxe(iana.EFI_BC)...), PortDHCP), dhcpv4.MessageTypeOffer)
+		assert.NotEmpty(t, r.BootFileName, "another server still gets its loader")
+
+		p := newHandler(ModeProxy)
+		p.Lookup = uri
+		for _, mods := range [][]dhcpv4.Modifier{httpClient, pxe(iana.EFI_BC)} {
+			d := handle(p, discover(t, knownMAC, mods...), PortDHCP)
+			assert.Nil(t, d.Reply)
+			assert.Equal(t, IgnoredAddressOnly, d.Ignored)
+		}
 	}
 }
 
@@ -156,7 +204,7 @@ func TestUEFIHTTPBootGetsIPXEOverHTTP(t *testing.T) {
 		d = handle(h, discover(t, unknownMAC, httpClient(iana.EFI_X86_64_HTTP)...), PortDHCP)
 		assert.Equal(t, IgnoredUnknownMAC, d.Ignored, mode)
 
-		h.SecureBoot = func(net.HardwareAddr) bool { return true }
+		h.Lookup = lookupOf(known, func(net.HardwareAddr) Boot { return Boot{SecureBoot: true} })
 		d = handle(h, discover(t, knownMAC, httpClient(iana.EFI_X86_64_HTTP)...), PortDHCP)
 		assert.Nil(t, d.Reply, mode)
 		assert.Equal(t, IgnoredHTTPSecureBoot, d.Ignored, mode)
@@ -217,7 +265,7 @@ func TestUnknownMACIsIgnoredInBothModes(t *testing.T) {
 	}
 	// A nil lookup knows no one.
 	h := newHandler(ModeFull)
-	h.Known = nil
+	h.Lookup = nil
 	assert.Equal(t, IgnoredUnknownMAC, handle(h, discover(t, knownMAC), PortDHCP).Ignored)
 }
 

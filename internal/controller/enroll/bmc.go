@@ -201,6 +201,9 @@ func (r *BMCReconciler) poll(ctx context.Context, b *metalv1alpha1.BMC) (pollOut
 	if found, err := r.checkVirtualMedia(ctx, b, client, systems); found.event != "" {
 		return found, ctrl.Result{RequeueAfter: r.Settings.JitteredResync()}, err
 	}
+	if err := checkHTTPBoot(ctx, b, client, systems); err != nil {
+		return r.callFailed(b, err), ctrl.Result{}, err
+	}
 	if now := time.Now(); b.Status.LastSeen == nil || now.Sub(b.Status.LastSeen.Time) >= lastSeenEvery(r.Settings) {
 		b.Status.LastSeen = &metav1.Time{Time: now}
 	}
@@ -225,6 +228,42 @@ func reportProtocolLimits(b *metalv1alpha1.BMC) {
 		Reason: metalv1alpha1.ReasonInventoryUnsupported, ObservedGeneration: b.Generation,
 		Message: "IPMI reads no hardware inventory, only FRU (manufacturer, product, serial): each server's hardware comes from the probe's in-band report at discovery. IPMI has no virtual media either: bootMethod must be PXE",
 	})
+}
+
+// checkHTTPBoot keeps the HTTPBoot condition of a BMC whose bootMethod is UefiHttp: whether
+// every system can be given a URI to boot (bmc.HTTPBootControl), looked at when the BMC
+// (re)connects, its spec changes, or the condition is missing. A BMC that cannot is no failure:
+// its servers boot by PXE, and the condition says so and why. Other boot methods have no
+// condition. A failed call is returned.
+func checkHTTPBoot(ctx context.Context, b *metalv1alpha1.BMC, c bmc.Client, systems []bmc.SystemInfo) error {
+	if b.Spec.BootMethod != metalv1alpha1.BootMethodUefiHttp {
+		meta.RemoveStatusCondition(&b.Status.Conditions, metalv1alpha1.ConditionHTTPBoot)
+		return nil
+	}
+	if cur := meta.FindStatusCondition(b.Status.Conditions, metalv1alpha1.ConditionHTTPBoot); cur != nil && cur.ObservedGeneration == b.Generation && !needsManagerInfo(b) {
+		return nil
+	}
+	set := func(status metav1.ConditionStatus, reason, message string) {
+		meta.SetStatusCondition(&b.Status.Conditions, metav1.Condition{Type: metalv1alpha1.ConditionHTTPBoot, Status: status,
+			Reason: reason, Message: message, ObservedGeneration: b.Generation})
+	}
+	const fallback = "; its servers boot by PXE instead (the boot service's DHCP offers their firmware a loader: PXE, or its own HTTP boot)"
+	hc, ok := c.(bmc.HTTPBootControl)
+	if !ok {
+		set(metav1.ConditionFalse, metalv1alpha1.ReasonHTTPBootURIUnsupported, fmt.Sprintf("bootMethod is UefiHttp, but %s BMCs cannot give a server a URI to boot%s", b.Status.Protocol, fallback))
+		return nil
+	}
+	for _, sys := range systems {
+		if err := hc.HTTPBootSupported(ctx, sys.URI); err != nil {
+			if !errors.Is(err, bmc.ErrUnsupported) {
+				return err
+			}
+			set(metav1.ConditionFalse, metalv1alpha1.ReasonHTTPBootURIUnsupported, fmt.Sprintf("bootMethod is UefiHttp, but %v%s", err, fallback))
+			return nil
+		}
+	}
+	set(metav1.ConditionTrue, metalv1alpha1.ReasonHTTPBootURI, fmt.Sprintf("%d system(s) boot the probe by UEFI HTTP boot from a URI this BMC sets (UefiHttp, HttpBootUri)", len(systems)))
+	return nil
 }
 
 // checkVirtualMedia, for a BMC whose bootMethod is VirtualMedia, finds each system's virtual

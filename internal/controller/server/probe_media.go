@@ -10,6 +10,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/log"
 
@@ -27,15 +28,25 @@ type probeMedium struct {
 	bmc string
 	// unsupported is the BMC's Ready message when it found no virtual media.
 	unsupported string
+	// fallback, for a BMC whose bootMethod is UefiHttp but which cannot boot a URI (its
+	// HTTPBoot condition is False), is why its servers boot by PXE instead.
+	fallback string
 }
 
 func (m probeMedium) virtualMedia() bool { return m.Method == metalv1alpha1.BootMethodVirtualMedia }
 
-// how says how a boot reaches the probe, for conditions: "PXE once" or "its ISO as virtual
-// media, CD once".
+func (m probeMedium) uriBoot() bool { return m.Method == metalv1alpha1.BootMethodUefiHttp }
+
+// how says how a boot reaches the probe, for conditions: "PXE once", "its ISO as virtual
+// media, CD once" or "its ISO by UEFI HTTP boot from a URI, once".
 func (m probeMedium) how() string {
-	if m.virtualMedia() {
+	switch {
+	case m.virtualMedia():
 		return "its ISO as virtual media, CD once"
+	case m.uriBoot():
+		return "its ISO by UEFI HTTP boot from a URI the BMC sets (UefiHttp once)"
+	case m.fallback != "":
+		return "PXE once (BMC " + m.bmc + " cannot boot a URI: its HTTPBoot condition says why)"
 	}
 	return "PXE once"
 }
@@ -57,6 +68,9 @@ func (r *Reconciler) probeMediumOf(ctx context.Context, server *metalv1alpha1.Se
 	if c := meta.FindStatusCondition(b.Status.Conditions, metalv1alpha1.ConditionReady); c != nil && c.Reason == metalv1alpha1.BMCReasonVirtualMediaUnsupported {
 		via.unsupported = c.Message
 	}
+	if c := meta.FindStatusCondition(b.Status.Conditions, metalv1alpha1.ConditionHTTPBoot); via.uriBoot() && c != nil && c.Status == metav1.ConditionFalse {
+		via.Method, via.fallback = metalv1alpha1.BootMethodPXE, c.Message
+	}
 	if via.Network == nil && b.Spec.ProbeNetwork != nil {
 		// One address cannot serve two systems: the BMC's is for a BMC of one system.
 		var servers metalv1alpha1.ServerList
@@ -75,7 +89,7 @@ func (r *Reconciler) probeMediumOf(ctx context.Context, server *metalv1alpha1.Se
 // boot cannot start yet (the boot service has not published the ISO's URL, or the BMC has no
 // virtual media), it returns the step to wait with instead.
 func (r *Reconciler) probeBoot(ctx context.Context, server *metalv1alpha1.Server, sbc *metalv1alpha1.ServerBootConfiguration, via probeMedium) (effect, *step, error) {
-	if !via.virtualMedia() {
+	if !via.virtualMedia() && !via.uriBoot() {
 		return bootOnce(server, bmc.BootPXE, ""), nil, nil
 	}
 	if via.unsupported != "" {
@@ -90,7 +104,46 @@ func (r *Reconciler) probeBoot(ctx context.Context, server *metalv1alpha1.Server
 		st := wait(metalv1alpha1.ReasonWaitingForBootService, fmt.Sprintf("waiting for the boot service to publish the ISO of %s/%s", sbc.Namespace, sbc.Name), 2*time.Second)
 		return effect{}, &st, nil
 	}
+	if via.uriBoot() {
+		return bootURI(server, url), nil, nil
+	}
 	return bootOnce(server, bmc.BootCd, url), nil, nil
+}
+
+// bootURI boots the server once by UEFI HTTP boot from url, which its BMC gives the firmware,
+// and powers it on (restarting it if it is on); Secure Boot is matched to spec.bootMode first,
+// as bootOnce does. A BMC that cannot (not an HTTPBootControl, or it refuses) fails the step:
+// its next poll finds it out, its HTTPBoot condition turns False, and the next attempt boots
+// by PXE.
+func bootURI(server *metalv1alpha1.Server, url string) effect {
+	uri, want := server.Spec.SystemURI, server.Spec.BootMode
+	return effect{powering: metalv1alpha1.PowerStatePoweringOn, run: func(ctx context.Context, c bmc.Client) error {
+		hc, ok := c.(bmc.HTTPBootControl)
+		if !ok {
+			return fmt.Errorf("the BMC of %s cannot boot a URI: %w", uri, bmc.ErrUnsupported)
+		}
+		if err := matchSecureBoot(ctx, c, uri, want); err != nil {
+			return err
+		}
+		if err := hc.SetHTTPBootOnce(ctx, uri, url); err != nil {
+			return err
+		}
+		return powerOnOrRestart(ctx, c, uri)
+	}}
+}
+
+// powerOnOrRestart powers the system on, or restarts it when it is on. The power state is
+// read now: the last poll may be minutes old.
+func powerOnOrRestart(ctx context.Context, c bmc.Client, uri string) error {
+	state, err := c.PowerState(ctx, uri)
+	if err != nil {
+		return err
+	}
+	action := bmc.PowerOn
+	if state == metalv1alpha1.PowerStateOn || state == metalv1alpha1.PowerStatePoweringOn {
+		action = bmc.PowerForceRestart
+	}
+	return c.SetPower(ctx, uri, action)
 }
 
 // bootOnce sets a one-time boot override to target, in the server's boot mode, and powers the
@@ -112,15 +165,7 @@ func bootOnce(server *metalv1alpha1.Server, target bmc.BootTarget, media string)
 		if err := c.SetBootOnce(ctx, uri, target, mode); err != nil {
 			return err
 		}
-		state, err := c.PowerState(ctx, uri)
-		if err != nil {
-			return err
-		}
-		action := bmc.PowerOn
-		if state == metalv1alpha1.PowerStateOn || state == metalv1alpha1.PowerStatePoweringOn {
-			action = bmc.PowerForceRestart
-		}
-		return c.SetPower(ctx, uri, action)
+		return powerOnOrRestart(ctx, c, uri)
 	}}
 }
 

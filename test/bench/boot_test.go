@@ -80,7 +80,7 @@ func TestBenchBoot(t *testing.T) {
 	}
 	root, err := testenv.RepoRoot()
 	require.NoError(t, err)
-	counts := map[string]int{"BENCH_VMS": 2, "BENCH_SECURE_BOOT_VMS": 1, "BENCH_HTTP_BOOT_VMS": 1}
+	counts := map[string]int{"BENCH_VMS": 2, "BENCH_SECURE_BOOT_VMS": 1, "BENCH_HTTP_BOOT_VMS": 1, "BENCH_VIRTUAL_MEDIA": 1, "BENCH_URI_BOOT": 1}
 	for name := range counts {
 		if s := os.Getenv(name); s != "" {
 			counts[name], err = strconv.Atoi(s)
@@ -88,10 +88,20 @@ func TestBenchBoot(t *testing.T) {
 		}
 	}
 	vms, sbVMs, httpVMs := counts["BENCH_VMS"], counts["BENCH_SECURE_BOOT_VMS"], counts["BENCH_HTTP_BOOT_VMS"]
-	// Two rounds of (by default) two VMs each, as the figures of the BIOS and UEFI paths have
+	vmedia, uriBoot := counts["BENCH_VIRTUAL_MEDIA"] > 0, counts["BENCH_URI_BOOT"] > 0
+	// Rounds of (by default) two VMs each, as the figures of the BIOS and UEFI paths have
 	// always been taken: four TCG VMs on two cores would measure the contention, not the paths.
+	// Network boot: BIOS and UEFI PXE; Secure Boot PXE and DHCP-led HTTP boot. Virtual media:
+	// BIOS and Secure Boot from the ISO. By URI: UEFI and Secure Boot, the ISO over HTTP.
+	rounds := []lab.Options{{VMs: vms}, {SecureBootVMs: sbVMs, HTTPBootVMs: httpVMs}}
+	if vmedia {
+		rounds = append(rounds, lab.Options{VMs: 1, SecureBootVMs: 1, VirtualMedia: true})
+	}
+	if uriBoot {
+		rounds = append(rounds, lab.Options{SecureBootVMs: 1, HTTPBootVMs: 1, URIBoot: true})
+	}
 	var boots []vmBoot
-	for _, round := range []lab.Options{{VMs: vms}, {SecureBootVMs: sbVMs, HTTPBootVMs: httpVMs}} {
+	for _, round := range rounds {
 		if round.VMs+round.SecureBootVMs+round.HTTPBootVMs > 0 {
 			boots = append(boots, bootRound(t, round)...)
 		}
@@ -135,7 +145,7 @@ func TestBenchBoot(t *testing.T) {
 		}
 	}
 	fmt.Printf("bench: boot median %.1f s, max %.1f s over %d VMs; probe image %.1f MiB\n", r.MedianSeconds, r.MaxSeconds, len(boots), float64(r.ProbeImage.TotalBytes)/(1<<20))
-	path, err := writeFigures(outputDir(root, vms == 2 && sbVMs == 1 && httpVMs == 1, r.Commit, os.Getenv("BENCH_OUT")), "boot.json", r)
+	path, err := writeFigures(outputDir(root, vms == 2 && sbVMs == 1 && httpVMs == 1 && vmedia && uriBoot, r.Commit, os.Getenv("BENCH_OUT")), "boot.json", r)
 	require.NoError(t, err)
 	fmt.Printf("bench: figures in %s\n", path)
 }
@@ -189,13 +199,21 @@ func bootRound(t *testing.T, opts lab.Options) []vmBoot {
 	for i, h := range l.VMs {
 		var powerOn time.Time
 		for _, ev := range h.BMC.BootLog(h.SystemID) {
-			if ev.Boot == bmcsim.BootPxe {
-				powerOn = ev.Time // the last PXE power-on before the report
+			if ev.Boot == bmcsim.BootPxe || ev.Boot == bmcsim.BootCd || ev.Boot == bmcsim.BootUefiHttp {
+				powerOn = ev.Time // the last probe boot's power-on before the report
 			}
 		}
-		require.False(t, powerOn.IsZero(), "VM %s was never PXE-booted", h.Def.Name)
+		require.False(t, powerOn.IsZero(), "VM %s was never booted into the probe", h.Def.Name)
 		path := map[bool]string{true: "BIOS PXE (iPXE)", false: "UEFI PXE (iPXE)"}[h.Def.Firmware == "BIOS"]
 		switch {
+		case opts.VirtualMedia && h.Def.SecureBoot:
+			path = "UEFI Secure Boot virtual media (shim, GRUB)"
+		case opts.VirtualMedia:
+			path = "BIOS virtual media (isolinux)"
+		case opts.URIBoot && h.Def.SecureBoot:
+			path = "UEFI Secure Boot HTTP boot by URI (ISO: shim, GRUB)"
+		case opts.URIBoot:
+			path = "UEFI HTTP boot by URI (ISO: shim, GRUB)"
 		case h.Def.SecureBoot:
 			path = "UEFI Secure Boot PXE (shim, GRUB)"
 		case h.Def.HTTPBoot:

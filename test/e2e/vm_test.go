@@ -80,6 +80,11 @@ func TestVMsNetworkBootTheProbeAndAreDiscovered(t *testing.T) {
 	tftpSeen, err := l.VMNetwork().WatchTFTP()
 	require.NoError(t, err)
 	t.Cleanup(tftpSeen.Close)
+	// And any DHCP reply offering one something to boot (the control of the URI boot test's
+	// "none": these VMs are offered their loaders).
+	bootOffers, err := l.VMNetwork().WatchDHCPBootOffers()
+	require.NoError(t, err)
+	t.Cleanup(bootOffers.Close)
 	require.NoError(t, l.StartManager())
 	require.NoError(t, l.CreateEndpoints(ctx))
 	t.Cleanup(func() {
@@ -183,6 +188,7 @@ func TestVMsNetworkBootTheProbeAndAreDiscovered(t *testing.T) {
 		if h.Def.Firmware != vm.UEFI {
 			continue
 		}
+		assert.NotEmpty(t, bootOffers.Seen(h.Def.NICs[0].MAC), "VM %s: the watch on the bridge sees DHCP offer it its loader", h.Def.Name)
 		enabled, err := vm.SecureBootEnabled(h.Machine.FirmwareVars())
 		require.NoError(t, err)
 		assert.Equal(t, h.Def.SecureBoot, enabled, "VM %s: SecureBootEnable in its firmware's variable store", h.Def.Name)

@@ -9,9 +9,14 @@ import (
 )
 
 // WatchDHCPReplies starts watching the bridge for DHCP replies (IPv4 UDP from port 67 to port
-// 68, BOOTREPLY), by the client hardware address they answer: what DHCP told a machine.
+// 68, BOOTREPLY), by the client hardware address they answer: what DHCP told a machine. It sees
+// the replies the host sends out on the bridge (the lab's boot service's) as well as those
+// arriving from a port.
 func (n *Network) WatchDHCPReplies() (*PacketWatch, error) {
-	return n.watch("DHCP replies", func(pkt []byte, _ *unix.SockaddrLinklayer) (net.HardwareAddr, bool) {
+	return n.watchProtocol("DHCP replies", unix.ETH_P_ALL, func(pkt []byte, ll *unix.SockaddrLinklayer) (net.HardwareAddr, bool) {
+		if ll == nil || ll.Protocol != htons(unix.ETH_P_IP) {
+			return nil, false
+		}
 		reply, ok := dhcpReply(pkt)
 		if !ok {
 			return nil, false
@@ -24,7 +29,10 @@ func (n *Network) WatchDHCPReplies() (*PacketWatch, error) {
 // a boot file (the BOOTP file field or option 67), a TFTP server name (option 66) or a PXE or
 // HTTP boot class (option 60), by the client hardware address they answer.
 func (n *Network) WatchDHCPBootOffers() (*PacketWatch, error) {
-	return n.watch("DHCP boot offers", func(pkt []byte, _ *unix.SockaddrLinklayer) (net.HardwareAddr, bool) {
+	return n.watchProtocol("DHCP boot offers", unix.ETH_P_ALL, func(pkt []byte, ll *unix.SockaddrLinklayer) (net.HardwareAddr, bool) {
+		if ll == nil || ll.Protocol != htons(unix.ETH_P_IP) {
+			return nil, false
+		}
 		reply, ok := dhcpReply(pkt)
 		if !ok || !offersBoot(reply) {
 			return nil, false

@@ -45,17 +45,25 @@ func (n *Network) WatchTFTP() (*PacketWatch, error) {
 }
 
 func (n *Network) watch(what string, match func([]byte, *unix.SockaddrLinklayer) (net.HardwareAddr, bool)) (*PacketWatch, error) {
+	return n.watchProtocol(what, unix.ETH_P_IP, match)
+}
+
+// watchProtocol is watch on a packet socket of protocol: ETH_P_IP sees the IPv4 packets that
+// arrive on the bridge (from the VMs); ETH_P_ALL also those the host sends out on it (the
+// kernel hands outgoing frames to ETH_P_ALL sockets only), and packets of other protocols,
+// which match must tell apart.
+func (n *Network) watchProtocol(what string, protocol uint16, match func([]byte, *unix.SockaddrLinklayer) (net.HardwareAddr, bool)) (*PacketWatch, error) {
 	w := &PacketWatch{done: make(chan struct{}), seen: map[string][]time.Time{}, match: match}
 	err := n.Do(func() error {
 		ifi, err := net.InterfaceByName(BridgeName)
 		if err != nil {
 			return err
 		}
-		fd, err := unix.Socket(unix.AF_PACKET, unix.SOCK_DGRAM|unix.SOCK_CLOEXEC, int(htons(unix.ETH_P_IP)))
+		fd, err := unix.Socket(unix.AF_PACKET, unix.SOCK_DGRAM|unix.SOCK_CLOEXEC, int(htons(protocol)))
 		if err != nil {
 			return fmt.Errorf("packet socket: %w", err)
 		}
-		if err := unix.Bind(fd, &unix.SockaddrLinklayer{Protocol: htons(unix.ETH_P_IP), Ifindex: ifi.Index}); err != nil {
+		if err := unix.Bind(fd, &unix.SockaddrLinklayer{Protocol: htons(protocol), Ifindex: ifi.Index}); err != nil {
 			_ = unix.Close(fd)
 			return fmt.Errorf("binding to %s: %w", BridgeName, err)
 		}

@@ -51,6 +51,11 @@ type job struct {
 //   - On, ForceOn, PowerCycle from Off, any restart: QEMU (re)starts booting what the BMC
 //     chose (its boot override, consumed as firmware would; Pxe and UefiHttp boot the
 //     network, everything else the disk). A restart keeping the boot device resets in place.
+//     UefiHttp with the system's HttpBootUri (PowerAction.HTTPBootURI) on a UEFI VM boots
+//     that URI, as firmware does once its BMC has written it a URI boot option: QEMU is
+//     stopped, the URI goes into the VM's variable store as BootNext (VM.BootHTTPURI), and
+//     QEMU starts again. Without a URI the firmware's HTTP boot takes the one DHCP gives; a
+//     BIOS VM ignores the URI and boots the network.
 //   - ForceOff, and SetPowerState Off: QEMU is killed.
 //   - GracefulShutdown, and PushPowerButton on a running system: the ACPI power button. The
 //     system stays On until the guest powers off (firmware alone never does).
@@ -102,7 +107,7 @@ func newBinding(machine *VM, setOff, detach func()) *Binding {
 // otherwise, and for Usb, the disk, as a server without that media falls through to it.
 func BootDeviceFor(target bmcsim.BootTarget, cdMedium bool) BootDevice {
 	switch {
-	case target == bmcsim.BootPxe || target == "UefiHttp":
+	case target == bmcsim.BootPxe || target == bmcsim.BootUefiHttp:
 		return BootNetwork
 	case target == bmcsim.BootCd && cdMedium:
 		return BootCD
@@ -193,6 +198,10 @@ func (b *Binding) apply(a bmcsim.PowerAction) error {
 	switch {
 	case a.Boot != "":
 		b.dropVanishedMedia()
+		if a.Boot == bmcsim.BootUefiHttp && a.HTTPBootURI != "" && m.def.Firmware == UEFI {
+			// Not a reset in place: QEMU holds the variable store the URI goes into.
+			return m.BootHTTPURI(a.HTTPBootURI)
+		}
 		return m.Reset(BootDeviceFor(a.Boot, m.Media() != "")) // starts an off VM; restarts a running one
 	case a.From == "On" && a.To == "Off":
 		return m.Kill()

@@ -23,6 +23,7 @@ const (
 
 // vmBehindBMC is a VM attached to a loopback BMC, and a gofish client logged in to it.
 type vmBehindBMC struct {
+	network *vm.Network
 	vm      *vm.VM
 	bmc     *bmcsim.BMC
 	binding *vm.Binding
@@ -53,7 +54,7 @@ func startVMBehindBMC(t *testing.T, def vm.Definition, options ...func(*bmcsim.O
 		require.NoError(t, binding.Close())
 		assert.Empty(t, binding.Errors(), "every power action reached the VM")
 	})
-	return &vmBehindBMC{vm: m, bmc: b, binding: binding, client: c, odataID: systems[0].ODataID}
+	return &vmBehindBMC{network: n, vm: m, bmc: b, binding: binding, client: c, odataID: systems[0].ODataID}
 }
 
 // system reads the ComputerSystem afresh, as a client polling the BMC does.

@@ -208,6 +208,32 @@ func (v *VM) Reset(boot BootDevice) error {
 	return v.start(boot)
 }
 
+// BootHTTPURI boots the machine's firmware from uri by UEFI HTTP boot once, as a BMC told to
+// boot a Redfish HttpBootUri does: QEMU is stopped when it runs (a power cycle to the guest),
+// SetHTTPBootNext writes the URI boot option and BootNext into the VM's variable store, which
+// QEMU holds as the machine's flash while it runs, and QEMU starts again, booting the network
+// (BootNext comes before that order). UEFI only. The URI is not put in errors or logs.
+func (v *VM) BootHTTPURI(uri string) error {
+	if v.def.Firmware != UEFI {
+		return fmt.Errorf("VM %q: UEFI HTTP boot by URI needs UEFI firmware, not %s", v.def.Name, v.def.Firmware)
+	}
+	v.ops.Lock()
+	defer v.ops.Unlock()
+	v.mu.Lock()
+	closed := v.closed
+	v.mu.Unlock()
+	if closed {
+		return ErrClosed
+	}
+	if err := v.kill(); err != nil {
+		return err
+	}
+	if err := SetHTTPBootNext(v.layout.FirmwareVars, uri); err != nil {
+		return fmt.Errorf("VM %q: %w", v.def.Name, err)
+	}
+	return v.start(BootNetwork)
+}
+
 // NMI injects a non-maskable interrupt (Redfish Nmi).
 func (v *VM) NMI() error {
 	_, err := v.QMP("inject-nmi", nil)

@@ -25,11 +25,15 @@ func BootStage(line string) string {
 	case strings.Contains(line, "Start PXE over IPv4"), strings.Contains(line, "PXE-"):
 		return "firmware PXE"
 	case strings.Contains(line, "Station IP address"):
-		return "firmware PXE: DHCP"
+		return "firmware: DHCP"
 	case strings.Contains(line, "Start HTTP Boot over IPv4"):
 		return "firmware HTTP boot"
+	case strings.Contains(line, "URI: http") && strings.Contains(line, ".iso"):
+		return "firmware HTTP boot: loading the ISO over HTTP (the URI its BMC set)"
 	case strings.Contains(line, "URI: http"):
 		return "firmware HTTP boot: loading iPXE over HTTP"
+	case strings.Contains(line, "BdsDxe: starting") && strings.Contains(line, "Uri("):
+		return "firmware: booting the ISO from a RAM disk"
 	case strings.Contains(line, "NBP filename is shimx64.efi"):
 		return "firmware PXE: shim (the signed chain) over TFTP"
 	case strings.Contains(line, "Fetching Netboot Image grubx64.efi"):

@@ -7,8 +7,8 @@ import (
 )
 
 // TestBootStage: the console lines of a network boot (iPXE, or under Secure Boot shim and
-// GRUB) and of a virtual-media boot (SeaBIOS and isolinux, OVMF and GRUB), as the lab's VMs
-// print them, each read as its stage.
+// GRUB), of a virtual-media boot (SeaBIOS and isolinux, OVMF and GRUB) and of an HTTP boot (of
+// iPXE, or of the ISO by URI), as the lab's VMs print them, each read as its stage.
 func TestBootStage(t *testing.T) {
 	for line, want := range map[string]string{
 		">>Start PXE over IPv4.":                         "firmware PXE",
@@ -26,6 +26,10 @@ func TestBootStage(t *testing.T) {
 		"Fetching Netboot Image grubx64.efi":                                                                         "shim: GRUB over TFTP",
 		"Ironfleet: booting the metalprobe (discovery) for server x over the signed chain":                           "GRUB: kernel + initramfs over TFTP",
 		"[    0.000000] secureboot: Secure boot enabled":                                                             "kernel: Secure Boot enforced",
+		"  Station IP address is 10.213.2.184":                                                                       "firmware: DHCP",
+		"  URI: http://10.213.2.1:8080/loaders/snponly.efi":                                                          "firmware HTTP boot: loading iPXE over HTTP",
+		"  URI: http://10.213.2.1:8080/boot/t0ken/probe.iso":                                                         "firmware HTTP boot: loading the ISO over HTTP (the URI its BMC set)",
+		`BdsDxe: starting Boot0F00 "Ironfleet HTTP boot" from Uri(http://10.213.2.1:8080/boot/t0ken/probe.iso)`:      "firmware: booting the ISO from a RAM disk",
 	} {
 		assert.Equal(t, want, BootStage(line), "%q", line)
 	}

@@ -32,7 +32,7 @@ func BootStage(line string) string {
 		return "firmware HTTP boot: loading the ISO over HTTP (the URI its BMC set)"
 	case strings.Contains(line, "URI: http"):
 		return "firmware HTTP boot: loading iPXE over HTTP"
-	case strings.Contains(line, "BdsDxe: starting") && strings.Contains(line, "Uri("):
+	case strings.Contains(line, "BdsDxe: starting") && strings.Contains(line, "Uri(http") && strings.Contains(line, ".iso"):
 		return "firmware: booting the ISO from a RAM disk"
 	case strings.Contains(line, "NBP filename is shimx64.efi"):
 		return "firmware PXE: shim (the signed chain) over TFTP"

@@ -8,7 +8,6 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
-	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -61,22 +60,7 @@ func TestAUefiHttpBMCBootsItsServerFromAURI(t *testing.T) {
 		"nothing boots before the boot service has published the ISO")
 
 	url := "http://10.20.0.1:8080/boot/t0ken/probe.iso"
-	media := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: systemNamespace, Name: sbc.Name + "-boot-media"},
-		Data: map[string][]byte{m.BootMediaURLKey: []byte(url)}}
-	require.NoError(t, k8s.Create(ctx, media))
-	t.Cleanup(func() { _ = k8s.Delete(ctx, media) })
-	eventually(t, 20*time.Second, func() bool {
-		var now m.ServerBootConfiguration
-		if k8s.Get(ctx, client.ObjectKeyFromObject(&sbc), &now) != nil {
-			return false
-		}
-		if now.Status.BootMediaSecretRef != nil {
-			return true
-		}
-		patch := client.RawPatch("application/merge-patch+json", []byte(`{"status":{"bootMediaSecretRef":{"name":"`+media.Name+`"}}}`))
-		_ = k8s.Status().Patch(ctx, &now, patch)
-		return false
-	}, "the boot media's Secret is published")
+	publishISO(t, &sbc, url)
 	eventually(t, 30*time.Second, func() bool {
 		log := sim.BootLog(system)
 		return len(log) > 0 && log[len(log)-1].Boot == bmcsim.BootUefiHttp && log[len(log)-1].HTTPBootURI == url

@@ -107,9 +107,11 @@ func runSuite(m *testing.M) (int, error) {
 		"bootended": {testSystem(31)},
 		// UEFI HTTP boot by URI: a BMC that can, and one without HttpBootUri.
 		"urihttp": {testSystem(32)}, "nourihttp": {testSystem(33)},
+		// A probe boot whose BMC action fails once.
+		"bootretry": {testSystem(34)},
 	}
 	quirks := map[string]*bmcsim.Quirks{"novmedia": {NoVirtualMedia: true}, "nourihttp": {NoHTTPBootURI: true}}
-	for _, name := range []string{"good", "allwrong", "direct", "reuse", "deleteme", "discovery", "silent", "restart", "probetrouble", "novmedia", "vmedia", "bootended", "urihttp", "nourihttp"} {
+	for _, name := range []string{"good", "allwrong", "direct", "reuse", "deleteme", "discovery", "silent", "restart", "probetrouble", "novmedia", "vmedia", "bootended", "urihttp", "nourihttp", "bootretry"} {
 		specs, ok := systems[name]
 		if !ok {
 			specs = []bmcsim.SystemSpec{testSystem(0), testSystem(1)}

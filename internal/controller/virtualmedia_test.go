@@ -5,6 +5,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -29,6 +30,29 @@ func createVirtualMediaBMC(t *testing.T, name string, sim *bmcsim.BMC, network *
 		Spec: m.BMCSpec{Access: &m.BMCAccess{Address: simAddress(sim)}, BMCSecretRef: m.LocalObjectReference{Name: name},
 			BootMethod: m.BootMethodVirtualMedia, ProbeNetwork: network},
 	}))
+}
+
+// publishISO plays the boot service's part of publishing a boot's ISO URL: the Secret, named
+// in the boot configuration's status.
+func publishISO(t *testing.T, sbc *m.ServerBootConfiguration, url string) {
+	t.Helper()
+	ctx := context.Background()
+	media := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: systemNamespace, Name: sbc.Name + "-boot-media"},
+		Data: map[string][]byte{m.BootMediaURLKey: []byte(url)}}
+	require.NoError(t, k8s.Create(ctx, media))
+	t.Cleanup(func() { _ = k8s.Delete(ctx, media) })
+	eventually(t, 20*time.Second, func() bool {
+		var now m.ServerBootConfiguration
+		if k8s.Get(ctx, client.ObjectKeyFromObject(sbc), &now) != nil {
+			return false
+		}
+		if now.Status.BootMediaSecretRef != nil {
+			return true
+		}
+		patch := client.RawPatch("application/merge-patch+json", []byte(`{"status":{"bootMediaSecretRef":{"name":"`+media.Name+`"}}}`))
+		_ = k8s.Status().Patch(ctx, &now, patch)
+		return false
+	}, "the boot media's Secret is published")
 }
 
 func serverReady(name string) *metav1.Condition {
@@ -106,22 +130,7 @@ func TestAVirtualMediaServersProbeBootInsertsItsISO(t *testing.T) {
 		"nothing boots before the boot service has published the ISO")
 
 	url := files.URL + "/boot/token/probe.iso"
-	media := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: systemNamespace, Name: sbc.Name + "-boot-media"},
-		Data: map[string][]byte{m.BootMediaURLKey: []byte(url)}}
-	require.NoError(t, k8s.Create(ctx, media))
-	t.Cleanup(func() { _ = k8s.Delete(ctx, media) })
-	eventually(t, 20*time.Second, func() bool {
-		var now m.ServerBootConfiguration
-		if k8s.Get(ctx, client.ObjectKeyFromObject(&sbc), &now) != nil {
-			return false
-		}
-		if now.Status.BootMediaSecretRef != nil {
-			return true
-		}
-		patch := client.RawPatch("application/merge-patch+json", []byte(`{"status":{"bootMediaSecretRef":{"name":"`+media.Name+`"}}}`))
-		_ = k8s.Status().Patch(ctx, &now, patch)
-		return false
-	}, "the boot media's Secret is published")
+	publishISO(t, &sbc, url)
 
 	system := sim.SystemIDs()[0]
 	var inserted bmcsim.MediaEvent
@@ -162,4 +171,48 @@ func TestAVirtualMediaServersProbeBootInsertsItsISO(t *testing.T) {
 		return sim.Stats().MediaEjects > 0 && !sim.Media(system).Inserted &&
 			k8s.Get(ctx, client.ObjectKey{Name: name}, &server) == nil && !server.Status.ProbeMediaInserted
 	}, "the ISO is ejected once the BMC answers, and the server records it")
+}
+
+// TestAProbeBootWhoseBMCActionFailedIsTakenAgain: the BMC refuses a probe boot's action after
+// the status write that began the boot (it cannot fetch the ISO: the URL answers 404 the first
+// time, as a boot service whose cache is a moment behind may): the boot is not left to its
+// discovery timeout. The action is taken again, and the server boots in the same attempt.
+func TestAProbeBootWhoseBMCActionFailedIsTakenAgain(t *testing.T) {
+	withDiscoveryTimeout(t, 2*time.Minute)
+	ctx := context.Background()
+	sim := sims["bootretry"]
+	var fetches atomic.Int32
+	files := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if fetches.Add(1) == 1 {
+			http.NotFound(w, r)
+			return
+		}
+		http.ServeContent(w, r, "probe.iso", time.Time{}, strings.NewReader("an ISO, the second time"))
+	}))
+	t.Cleanup(files.Close)
+	createVirtualMediaBMC(t, "bootretry", sim, nil)
+	name := strings.ToLower(testSystem(34).UUID)
+	var sbc m.ServerBootConfiguration
+	eventually(t, 30*time.Second, func() bool {
+		return k8s.Get(ctx, client.ObjectKey{Namespace: systemNamespace, Name: name + "-discovery"}, &sbc) == nil &&
+			sbc.Status.State == m.BootConfigurationStateReady
+	}, "the discovery boot configuration is made, and Ready")
+	publishISO(t, &sbc, files.URL+"/boot/token/probe.iso")
+
+	system := sim.SystemIDs()[0]
+	eventually(t, 30*time.Second, func() bool {
+		log := sim.BootLog(system)
+		return len(log) > 0 && log[len(log)-1].Boot == bmcsim.BootCd
+	}, "booted from the ISO after all")
+	assert.GreaterOrEqual(t, fetches.Load(), int32(2), "the BMC fetched it again")
+	var server m.Server
+	require.NoError(t, k8s.Get(ctx, client.ObjectKey{Name: name}, &server))
+	assert.EqualValues(t, 1, server.Status.DiscoveryAttempts, "in its first attempt, not after its timeout")
+	var evs eventsv1.EventList
+	require.NoError(t, k8s.List(ctx, &evs))
+	failed := false
+	for _, e := range evs.Items {
+		failed = failed || (e.Regarding.Name == name && strings.Contains(e.Note, "BMC action failed"))
+	}
+	assert.True(t, failed, "the failure is an event")
 }

@@ -124,6 +124,7 @@ func (r *Reconciler) provision(ctx context.Context, server *metalv1alpha1.Server
 	// Power On boots the image now; power Off powers the server off (whatever powered it on
 	// meanwhile) and leaves the one-time PXE boot for the first power-on the claim asks for.
 	eff := bootOnce(server, bmc.BootPXE, "")
+	eff.probeBoot = false // the claim's image: Provisioned says when the BMC took it (below)
 	if server.Spec.Power == metalv1alpha1.PowerOff {
 		eff = setPower(server.Spec.SystemURI, bmc.PowerOff)
 		eff.armsBoot = true

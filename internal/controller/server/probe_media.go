@@ -117,7 +117,7 @@ func (r *Reconciler) probeBoot(ctx context.Context, server *metalv1alpha1.Server
 // by PXE.
 func bootURI(server *metalv1alpha1.Server, url string) effect {
 	uri, want := server.Spec.SystemURI, server.Spec.BootMode
-	return effect{powering: metalv1alpha1.PowerStatePoweringOn, run: func(ctx context.Context, c bmc.Client) error {
+	return effect{powering: metalv1alpha1.PowerStatePoweringOn, probeBoot: true, run: func(ctx context.Context, c bmc.Client) error {
 		hc, ok := c.(bmc.HTTPBootControl)
 		if !ok {
 			return fmt.Errorf("the BMC of %s cannot boot a URI: %w", uri, bmc.ErrUnsupported)
@@ -153,7 +153,7 @@ func powerOnOrRestart(ctx context.Context, c bmc.Client, uri string) error {
 // follows applies it. The power state is read now: the last poll may be minutes old.
 func bootOnce(server *metalv1alpha1.Server, target bmc.BootTarget, media string) effect {
 	uri, mode, want := server.Spec.SystemURI, server.EffectiveBootMode(), server.Spec.BootMode
-	return effect{powering: metalv1alpha1.PowerStatePoweringOn, insertsMedia: media != "", run: func(ctx context.Context, c bmc.Client) error {
+	return effect{powering: metalv1alpha1.PowerStatePoweringOn, insertsMedia: media != "", probeBoot: true, run: func(ctx context.Context, c bmc.Client) error {
 		if err := matchSecureBoot(ctx, c, uri, want); err != nil {
 			return err
 		}

@@ -66,6 +66,11 @@ type Reconciler struct {
 	unwritten sync.Map
 	// toldDeleting holds the UIDs of deleted Servers whose WipeBeforeDeletion event is recorded.
 	toldDeleting sync.Map
+	// failedBoots holds, by Server name, the probe boot whose BMC action failed after the status
+	// write that began it (failedBoot): the state's handler only waits for that boot's report,
+	// so the action is taken again, with the controller's backoff, until it goes through or
+	// the server moves on.
+	failedBoots sync.Map
 }
 
 // step is what a state's handler decided: an event to fire (or none), why, what else changes
@@ -101,6 +106,9 @@ type effect struct {
 	// armsBoot marks a power-off that also sets the next boot's device (a claim's image,
 	// booted at its first power-on): not harmless twice, so not repeatable.
 	armsBoot bool
+	// probeBoot marks the BMC action that boots a probe boot (bootOnce, bootURI): taken again
+	// when it failed (failedBoots), as a boot whose action never went through is no boot.
+	probeBoot bool
 }
 
 // warning is an event of type Warning.
@@ -177,6 +185,11 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	}
 	observeAgain := r.observePower(ctx, &server)
 	st, err := r.handle(ctx, &server)
+	if err == nil && st.event == "" && st.effect.run == nil {
+		if eff, ok := r.failedBoot(&server); ok {
+			st.effect = eff // the boot this state waits for, whose BMC action failed: again
+		}
+	}
 	if observeAgain > 0 {
 		st.requeueAfter = minPositive(st.requeueAfter, observeAgain)
 	}
@@ -242,6 +255,30 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		return ctrl.Result{}, actErr
 	}
 	return ctrl.Result{RequeueAfter: st.requeueAfter}, err
+}
+
+// failedBoot is a probe boot whose BMC action failed: the Server's UID, the probe boot and the
+// state it began in, and the action.
+type failedBoot struct {
+	uid   types.UID
+	boot  string
+	state metalv1alpha1.ServerState
+	eff   effect
+}
+
+// failedBoot is the BMC action of the probe boot the server waits for, when it failed; it is
+// forgotten once the server is another's, or on to another boot or state.
+func (r *Reconciler) failedBoot(server *metalv1alpha1.Server) (effect, bool) {
+	v, ok := r.failedBoots.Load(server.Name)
+	if !ok {
+		return effect{}, false
+	}
+	fb := v.(failedBoot)
+	if fb.uid != server.UID || fb.boot != server.Status.ProbeBoot || fb.state != server.Status.State {
+		r.failedBoots.Delete(server.Name)
+		return effect{}, false
+	}
+	return fb.eff, true
 }
 
 // unwrittenBoot is a probe boot named on a Server, identified by UID (a Server made again under
@@ -345,6 +382,13 @@ func (r *Reconciler) afterWrite(ctx context.Context, server *metalv1alpha1.Serve
 	}
 	before := server.DeepCopy()
 	err := r.act(ctx, server, st)
+	if st.effect.probeBoot {
+		if err != nil {
+			r.failedBoots.Store(server.Name, failedBoot{uid: server.UID, boot: server.Status.ProbeBoot, state: server.Status.State, eff: st.effect})
+		} else {
+			r.failedBoots.Delete(server.Name)
+		}
+	}
 	if equality.Semantic.DeepEqual(before.Status, server.Status) {
 		return err
 	}

@@ -73,13 +73,9 @@ func (c *Client) SetHTTPBootOnce(ctx context.Context, systemURI, url string) err
 		withMode = true
 	}
 	doing := fmt.Sprintf("setting %s to boot %s by UEFI HTTP boot once", systemURI, redact(url))
-	resp, err := c.api.Patch(systemURI, map[string]any{"Boot": boot})
-	var redfishErr *common.Error
-	if withMode && errors.As(err, &redfishErr) && redfishErr.HTTPReturnedStatusCode == http.StatusBadRequest {
-		delete(boot, "BootSourceOverrideMode")
-		resp, err = c.api.Patch(systemURI, map[string]any{"Boot": boot})
-	}
+	resp, err := c.patchBoot(systemURI, boot, withMode)
 	if err != nil {
+		var redfishErr *common.Error
 		refused := errors.As(err, &redfishErr) && redfishErr.HTTPReturnedStatusCode == http.StatusBadRequest
 		err = classifyMedia(doing, err, url)
 		if refused {

@@ -206,6 +206,18 @@ type systemControls struct {
 	}
 }
 
+// patchBoot PATCHes the system's Boot object with boot; a BMC that refuses it with the override
+// mode in it (withMode; 400) gets it once more without.
+func (c *Client) patchBoot(systemURI string, boot map[string]string, withMode bool) (*http.Response, error) {
+	resp, err := c.api.Patch(systemURI, map[string]any{"Boot": boot})
+	var redfishErr *common.Error
+	if withMode && errors.As(err, &redfishErr) && redfishErr.HTTPReturnedStatusCode == http.StatusBadRequest {
+		delete(boot, "BootSourceOverrideMode")
+		resp, err = c.api.Patch(systemURI, map[string]any{"Boot": boot})
+	}
+	return resp, err
+}
+
 func (c *Client) controls(systemURI string) (*systemControls, error) {
 	system, err := redfish.GetComputerSystem(c.api, systemURI)
 	if err != nil {
@@ -370,12 +382,7 @@ func (c *Client) setBoot(ctx context.Context, systemURI string, target bmc.BootT
 		boot["BootSourceOverrideMode"] = want
 		withMode = true
 	}
-	resp, err := c.api.Patch(systemURI, map[string]any{"Boot": boot})
-	var redfishErr *common.Error
-	if withMode && errors.As(err, &redfishErr) && redfishErr.HTTPReturnedStatusCode == http.StatusBadRequest {
-		delete(boot, "BootSourceOverrideMode")
-		resp, err = c.api.Patch(systemURI, map[string]any{"Boot": boot})
-	}
+	resp, err := c.patchBoot(systemURI, boot, withMode)
 	if err != nil {
 		return classify(fmt.Sprintf("setting %s to boot from %s (%s)", systemURI, target, enabled), err)
 	}

@@ -89,6 +89,27 @@ func (r *Reconciler) probeMediumOf(ctx context.Context, server *metalv1alpha1.Se
 // boot cannot start yet (the boot service has not published the ISO's URL, or the BMC has no
 // virtual media), it returns the step to wait with instead.
 func (r *Reconciler) probeBoot(ctx context.Context, server *metalv1alpha1.Server, sbc *metalv1alpha1.ServerBootConfiguration, via probeMedium) (effect, *step, error) {
+	eff, waiting, err := r.probeBootEffect(ctx, server, sbc, via)
+	if err == nil && waiting == nil {
+		// A retry (failedBoots) makes it anew from the configuration as it is then.
+		srv, key := server.DeepCopy(), client.ObjectKeyFromObject(sbc)
+		eff.again = func(ctx context.Context) (effect, bool, error) {
+			var now metalv1alpha1.ServerBootConfiguration
+			if err := r.Client.Get(ctx, key, &now); err != nil {
+				return effect{}, false, err
+			}
+			if now.Status.State != metalv1alpha1.BootConfigurationStateReady {
+				return effect{}, false, nil
+			}
+			again, waiting, err := r.probeBoot(ctx, srv, &now, via)
+			return again, waiting == nil && err == nil, err
+		}
+	}
+	return eff, waiting, err
+}
+
+// probeBootEffect is probeBoot's effect, or the step to wait with.
+func (r *Reconciler) probeBootEffect(ctx context.Context, server *metalv1alpha1.Server, sbc *metalv1alpha1.ServerBootConfiguration, via probeMedium) (effect, *step, error) {
 	if !via.virtualMedia() && !via.uriBoot() {
 		return bootOnce(server, bmc.BootPXE, ""), nil, nil
 	}

@@ -109,6 +109,10 @@ type effect struct {
 	// probeBoot marks the BMC action that boots a probe boot (bootOnce, bootURI): taken again
 	// when it failed (failedBoots), as a boot whose action never went through is no boot.
 	probeBoot bool
+	// again, on a probe boot's action, makes it anew from the boot configuration as it is then
+	// (its ISO's URL read again): what a retry takes. ok is false when the boot cannot be
+	// taken now (its configuration is not Ready, or its ISO not published).
+	again func(ctx context.Context) (eff effect, ok bool, err error)
 }
 
 // warning is an event of type Warning.
@@ -187,7 +191,17 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	st, err := r.handle(ctx, &server)
 	if err == nil && st.event == "" && st.effect.run == nil {
 		if eff, ok := r.failedBoot(&server); ok {
-			st.effect = eff // the boot this state waits for, whose BMC action failed: again
+			// The boot this state waits for, whose BMC action failed: again, made anew.
+			var againErr error
+			if eff.again != nil {
+				eff, ok, againErr = eff.again(ctx)
+			}
+			if ok && againErr == nil {
+				st.effect = eff
+			} else if againErr != nil {
+				log.FromContext(ctx).Info("could not make a failed probe boot anew; it is tried again later", "server", server.Name, "error", againErr.Error())
+				st.requeueAfter = minPositive(st.requeueAfter, 5*time.Second)
+			}
 		}
 	}
 	if observeAgain > 0 {

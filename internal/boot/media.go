@@ -37,10 +37,11 @@ const (
 	MediaURLKey = metalv1alpha1.BootMediaURLKey
 	// MediaSecretSuffix makes the boot media Secret's name from the configuration's.
 	MediaSecretSuffix = "-boot-media"
-	// MediaContentType is the ISO's Content-Type: UEFI's own (UEFI 2.x, 24.7.2, HTTP boot),
-	// by which the firmware of a boot by URI boots it as a virtual CD from a RAM disk; BMCs
-	// fetching virtual media go by the .iso name.
-	MediaContentType = "application/vnd.efi-iso"
+	// MediaContentType is the ISO's Content-Type for BMCs fetching virtual media.
+	MediaContentType = "application/x-iso9660-image"
+	// URIMediaContentType is the ISO's Content-Type for a boot by URI: UEFI's own (HTTP boot),
+	// by which the server's firmware boots it as a virtual CD from a RAM disk.
+	URIMediaContentType = "application/vnd.efi-iso"
 
 	kindMedia = "media"
 
@@ -289,7 +290,11 @@ func (s *Service) serveMedia(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	defer iso.Close()
-	w.Header().Set("Content-Type", MediaContentType)
+	contentType := MediaContentType
+	if uriBoot(t.sbc) {
+		contentType = URIMediaContentType
+	}
+	w.Header().Set("Content-Type", contentType)
 	w.Header().Set("ETag", e.etag)
 	w.Header().Set("Cache-Control", "no-store")
 	cw := &countingWriter{ResponseWriter: w}

@@ -495,7 +495,8 @@ func TestURIBootServesItsISOToTheHost(t *testing.T) {
 	require.NoError(t, err)
 	_ = resp.Body.Close()
 	require.Equal(t, http.StatusOK, resp.StatusCode)
-	assert.Equal(t, "application/vnd.efi-iso", resp.Header.Get("Content-Type"), "UEFI HTTP boot takes it as an ISO")
+	assert.Equal(t, boot.URIMediaContentType, resp.Header.Get("Content-Type"), "UEFI HTTP boot takes it as an ISO")
+	assert.Equal(t, "application/vnd.efi-iso", boot.URIMediaContentType)
 	code, _ := getFrom(t, host, at)
 	require.Equal(t, http.StatusOK, code, "HEAD, then GET, from the host")
 	rec := getSBC(t, nsAll, "uri-1-discovery").Status.Secrets

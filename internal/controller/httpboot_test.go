@@ -104,6 +104,66 @@ func TestAUefiHttpBMCWithoutHttpBootUriFallsBackToPXE(t *testing.T) {
 	}, "powered on, booting by PXE")
 	eventually(t, 10*time.Second, func() bool {
 		c := serverReady(name)
-		return c != nil && strings.Contains(c.Message, "cannot boot a URI")
+		return c != nil && strings.Contains(c.Message, "not by a URI from BMC nourihttp")
 	}, "the server says why it boots by PXE")
+}
+
+// TestAUefiHttpBMCThatRefusesTheURIFallsBackToPXE: a BMC that shows UefiHttp and HttpBootUri
+// but refuses the URI of a boot (400) is HTTPBoot=False from then on, saying what it refused
+// (without the URL's token); that attempt times out, and the next boots the server by PXE.
+func TestAUefiHttpBMCThatRefusesTheURIFallsBackToPXE(t *testing.T) {
+	ctx := context.Background()
+	sim := sims["urirefuse"]
+	createURIBootBMC(t, "urirefuse", sim)
+	eventually(t, 30*time.Second, func() bool {
+		c := httpBootCondition("urirefuse")
+		return c != nil && c.Status == metav1.ConditionTrue
+	}, "the BMC shows it can boot a URI")
+	name := strings.ToLower(testSystem(35).UUID)
+	var sbc m.ServerBootConfiguration
+	eventually(t, 30*time.Second, func() bool {
+		return k8s.Get(ctx, client.ObjectKey{Namespace: systemNamespace, Name: name + "-discovery"}, &sbc) == nil &&
+			sbc.Status.State == m.BootConfigurationStateReady
+	}, "the discovery boot configuration is made, and Ready")
+	// Not an http(s) URL: the simulator refuses it with 400, as a BMC refusing HttpBootUri does.
+	publishISO(t, &sbc, "tftp://10.20.0.1/boot/s3cr3t/probe.iso")
+	eventually(t, 30*time.Second, func() bool {
+		c := httpBootCondition("urirefuse")
+		return c != nil && c.Status == metav1.ConditionFalse && c.Reason == m.ReasonHTTPBootURIUnsupported
+	}, "the refusal turns the BMC's HTTPBoot False")
+	c := httpBootCondition("urirefuse")
+	assert.Contains(t, c.Message, name, "naming the server: %s", c.Message)
+	assert.NotContains(t, c.Message, "s3cr3t")
+	system := sim.SystemIDs()[0]
+	eventually(t, 60*time.Second, func() bool {
+		log := sim.BootLog(system)
+		return len(log) > 0 && log[len(log)-1].Boot == bmcsim.BootPxe
+	}, "the next attempt boots by PXE")
+	for _, ev := range sim.BootLog(system) {
+		assert.NotEqual(t, bmcsim.BootUefiHttp, ev.Boot, "never booted by the refused URI")
+	}
+}
+
+// TestAUefiHttpBMCsLegacyServerBootsByPXE: UEFI HTTP boot is UEFI's: a server of a UefiHttp BMC
+// that boots Legacy (as its BMC says) is not switched to UEFI for its probe: it boots by PXE,
+// saying why.
+func TestAUefiHttpBMCsLegacyServerBootsByPXE(t *testing.T) {
+	ctx := context.Background()
+	sim := sims["urilegacy"]
+	createURIBootBMC(t, "urilegacy", sim)
+	name := strings.ToLower(testSystem(36).UUID)
+	var sbc m.ServerBootConfiguration
+	eventually(t, 30*time.Second, func() bool {
+		return k8s.Get(ctx, client.ObjectKey{Namespace: systemNamespace, Name: name + "-discovery"}, &sbc) == nil
+	}, "the discovery boot configuration is made")
+	assert.Equal(t, m.BootMethodPXE, sbc.Spec.BootMethod)
+	system := sim.SystemIDs()[0]
+	eventually(t, 30*time.Second, func() bool {
+		log := sim.BootLog(system)
+		return len(log) > 0 && log[len(log)-1].Boot == bmcsim.BootPxe
+	}, "powered on, booting by PXE")
+	eventually(t, 10*time.Second, func() bool {
+		c := serverReady(name)
+		return c != nil && strings.Contains(c.Message, "boots Legacy")
+	}, "the server says why")
 }

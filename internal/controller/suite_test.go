@@ -109,9 +109,13 @@ func runSuite(m *testing.M) (int, error) {
 		"urihttp": {testSystem(32)}, "nourihttp": {testSystem(33)},
 		// A probe boot whose BMC action fails once.
 		"bootretry": {testSystem(34)},
+		// A BMC that shows UefiHttp and HttpBootUri, and refuses the URI it is given.
+		"urirefuse": {testSystem(35)},
+		// A UefiHttp BMC whose system boots Legacy.
+		"urilegacy": {legacySystem(36)},
 	}
 	quirks := map[string]*bmcsim.Quirks{"novmedia": {NoVirtualMedia: true}, "nourihttp": {NoHTTPBootURI: true}}
-	for _, name := range []string{"good", "allwrong", "direct", "reuse", "deleteme", "discovery", "silent", "restart", "probetrouble", "novmedia", "vmedia", "bootended", "urihttp", "nourihttp", "bootretry"} {
+	for _, name := range []string{"good", "allwrong", "direct", "reuse", "deleteme", "discovery", "silent", "restart", "probetrouble", "novmedia", "vmedia", "bootended", "urihttp", "nourihttp", "bootretry", "urirefuse", "urilegacy"} {
 		specs, ok := systems[name]
 		if !ok {
 			specs = []bmcsim.SystemSpec{testSystem(0), testSystem(1)}
@@ -423,6 +427,13 @@ func scanForCredentials() int {
 }
 
 // testSystem is a simulated system with the identity fields the tests compare filled in.
+// legacySystem is testSystem(i) booting Legacy.
+func legacySystem(i int) bmcsim.SystemSpec {
+	s := testSystem(i)
+	s.BootMode = bmcsim.BootModeLegacy
+	return s
+}
+
 func testSystem(i int) bmcsim.SystemSpec {
 	s := bmcsim.DefaultSystem(i)
 	s.Manufacturer, s.Model, s.BIOSVersion = "Contoso", fmt.Sprintf("R-%d", 1000+i), "2.1."+fmt.Sprint(i)

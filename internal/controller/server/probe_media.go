@@ -46,7 +46,7 @@ func (m probeMedium) how() string {
 	case m.uriBoot():
 		return "its ISO by UEFI HTTP boot from a URI the BMC sets (UefiHttp once)"
 	case m.fallback != "":
-		return "PXE once (BMC " + m.bmc + " cannot boot a URI: its HTTPBoot condition says why)"
+		return "PXE once (not by a URI from BMC " + m.bmc + ": " + m.fallback + ")"
 	}
 	return "PXE once"
 }
@@ -70,6 +70,10 @@ func (r *Reconciler) probeMediumOf(ctx context.Context, server *metalv1alpha1.Se
 	}
 	if c := meta.FindStatusCondition(b.Status.Conditions, metalv1alpha1.ConditionHTTPBoot); via.uriBoot() && c != nil && c.Status == metav1.ConditionFalse {
 		via.Method, via.fallback = metalv1alpha1.BootMethodPXE, c.Message
+	}
+	if via.uriBoot() && server.EffectiveBootMode() == metalv1alpha1.BootModeLegacy {
+		// UEFI HTTP boot is UEFI's: a server that boots Legacy is not switched to UEFI for it.
+		via.Method, via.fallback = metalv1alpha1.BootMethodPXE, "the server boots Legacy, and UEFI HTTP boot is UEFI's"
 	}
 	if via.Network == nil && b.Spec.ProbeNetwork != nil {
 		// One address cannot serve two systems: the BMC's is for a BMC of one system.
@@ -98,14 +102,58 @@ func (r *Reconciler) probeBoot(ctx context.Context, server *metalv1alpha1.Server
 			if err := r.Client.Get(ctx, key, &now); err != nil {
 				return effect{}, false, err
 			}
-			if now.Status.State != metalv1alpha1.BootConfigurationStateReady {
+			if now.Status.State != metalv1alpha1.BootConfigurationStateReady || reachedHost(&now) || now.Spec.BootMethod != via.Method {
+				// Not Ready; or the host has its boot after all (the failed call did act); or
+				// the boot method changed: the attempt's timeout decides.
 				return effect{}, false, nil
 			}
 			again, waiting, err := r.probeBoot(ctx, srv, &now, via)
-			return again, waiting == nil && err == nil, err
+			if err != nil || waiting != nil {
+				return effect{}, false, err
+			}
+			// A host that is on booted meanwhile, or was booted by the call that failed: it is
+			// not restarted.
+			run := again.run
+			again.run = func(ctx context.Context, c bmc.Client) error {
+				state, err := c.PowerState(ctx, srv.Spec.SystemURI)
+				if err != nil {
+					return err
+				}
+				if state == metalv1alpha1.PowerStateOn || state == metalv1alpha1.PowerStatePoweringOn {
+					return nil
+				}
+				return run(ctx, c)
+			}
+			return again, true, nil
 		}
 	}
 	return eff, waiting, err
+}
+
+// reachedHost says whether a probe boot's host has asked for its secrets: its ignition (or
+// ISO) was served, or the boot was ended.
+func reachedHost(sbc *metalv1alpha1.ServerBootConfiguration) bool {
+	rec := sbc.Status.Secrets
+	return rec != nil && (rec.Ended || rec.IgnitionServedTo != "")
+}
+
+// httpBootRefused records on the server's BMC that it refused a boot by URI although it showed
+// UefiHttp and HttpBootUri: its HTTPBoot condition turns False, and its servers boot by PXE
+// from their next attempt on, until the BMC reconnects or its spec changes (checkHTTPBoot looks
+// again). A failed write is logged: the next refusal records it.
+func (r *Reconciler) httpBootRefused(ctx context.Context, server *metalv1alpha1.Server, refusal error) {
+	name := server.BMCName()
+	var b metalv1alpha1.BMC
+	if name == "" || r.Client.Get(ctx, client.ObjectKey{Name: name}, &b) != nil {
+		return
+	}
+	before := b.DeepCopy()
+	meta.SetStatusCondition(&b.Status.Conditions, metav1.Condition{Type: metalv1alpha1.ConditionHTTPBoot, Status: metav1.ConditionFalse,
+		Reason: metalv1alpha1.ReasonHTTPBootURIUnsupported, ObservedGeneration: b.Generation,
+		Message: fmt.Sprintf("bootMethod is UefiHttp, but the BMC refused a boot by URI for server %s (%v); its servers boot by PXE instead, until it reconnects or its spec changes", server.Name, refusal)})
+	if err := r.Client.Status().Patch(ctx, &b, client.MergeFromWithOptions(before, client.MergeFromWithOptimisticLock{})); err != nil {
+		log.FromContext(ctx).Info("could not record on the BMC that it refused a boot by URI", "bmc", name, "error", err.Error())
+	}
 }
 
 // probeBootEffect is probeBoot's effect, or the step to wait with.
@@ -133,12 +181,12 @@ func (r *Reconciler) probeBootEffect(ctx context.Context, server *metalv1alpha1.
 
 // bootURI boots the server once by UEFI HTTP boot from url, which its BMC gives the firmware,
 // and powers it on (restarting it if it is on); Secure Boot is matched to spec.bootMode first,
-// as bootOnce does. A BMC that cannot (not an HTTPBootControl, or it refuses) fails the step:
-// its next poll finds it out, its HTTPBoot condition turns False, and the next attempt boots
-// by PXE.
+// as bootOnce does. A BMC that cannot (not an HTTPBootControl, or it refuses) fails the step
+// with ErrUnsupported: its HTTPBoot condition turns False (httpBootRefused), and the next
+// attempt boots by PXE.
 func bootURI(server *metalv1alpha1.Server, url string) effect {
 	uri, want := server.Spec.SystemURI, server.Spec.BootMode
-	return effect{powering: metalv1alpha1.PowerStatePoweringOn, probeBoot: true, run: func(ctx context.Context, c bmc.Client) error {
+	return effect{powering: metalv1alpha1.PowerStatePoweringOn, probeBoot: true, uriBoot: true, run: func(ctx context.Context, c bmc.Client) error {
 		hc, ok := c.(bmc.HTTPBootControl)
 		if !ok {
 			return fmt.Errorf("the BMC of %s cannot boot a URI: %w", uri, bmc.ErrUnsupported)

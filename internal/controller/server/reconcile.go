@@ -109,6 +109,8 @@ type effect struct {
 	// probeBoot marks the BMC action that boots a probe boot (bootOnce, bootURI): taken again
 	// when it failed (failedBoots), as a boot whose action never went through is no boot.
 	probeBoot bool
+	// uriBoot marks a probe boot by a URI the BMC sets (bootURI).
+	uriBoot bool
 	// again, on a probe boot's action, makes it anew from the boot configuration as it is then
 	// (its ISO's URL read again): what a retry takes. ok is false when the boot cannot be
 	// taken now (its configuration is not Ready, or its ISO not published).
@@ -128,6 +130,7 @@ func wait(reason, message string, after time.Duration) step {
 // +kubebuilder:rbac:groups=metal.ironfleet.dev,resources=servers/finalizers,verbs=update
 // +kubebuilder:rbac:groups=metal.ironfleet.dev,resources=serverbootconfigurations,verbs=get;list;watch;create;update;patch;delete
 // +kubebuilder:rbac:groups=metal.ironfleet.dev,resources=bmcs,verbs=get;list;watch
+// +kubebuilder:rbac:groups=metal.ironfleet.dev,resources=bmcs/status,verbs=get;patch
 // +kubebuilder:rbac:groups=metal.ironfleet.dev,resources=bmcsecrets,verbs=get;list;watch
 // +kubebuilder:rbac:groups=metal.ironfleet.dev,resources=serverclaims,verbs=get;list;watch
 // +kubebuilder:rbac:groups=metal.ironfleet.dev,resources=servermaintenances,verbs=get;list;watch
@@ -139,6 +142,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	behind, err := r.written.Get(ctx, r.Client, req.NamespacedName, &server)
 	if apierrors.IsNotFound(err) {
 		r.unwritten.Delete(req.Name)
+		r.failedBoots.Delete(req.Name)
 		// Its probe boots, should it have gone without ending them (they have no owner).
 		return ctrl.Result{}, probeboot.DropLeftovers(ctx, r.Client, r.APIReader, r.Probe, req.Name, nil)
 	}
@@ -397,10 +401,18 @@ func (r *Reconciler) afterWrite(ctx context.Context, server *metalv1alpha1.Serve
 	before := server.DeepCopy()
 	err := r.act(ctx, server, st)
 	if st.effect.probeBoot {
-		if err != nil {
-			r.failedBoots.Store(server.Name, failedBoot{uid: server.UID, boot: server.Status.ProbeBoot, state: server.Status.State, eff: st.effect})
-		} else {
+		switch {
+		case err == nil:
 			r.failedBoots.Delete(server.Name)
+		case errors.Is(err, bmc.ErrUnsupported):
+			// The BMC cannot do it (a URI boot refused): taking it again changes nothing. The
+			// attempt times out, and the next one boots as the BMC now says it can.
+			r.failedBoots.Delete(server.Name)
+			if st.effect.uriBoot {
+				r.httpBootRefused(ctx, server, err)
+			}
+		default:
+			r.failedBoots.Store(server.Name, failedBoot{uid: server.UID, boot: server.Status.ProbeBoot, state: server.Status.State, eff: st.effect})
 		}
 	}
 	if equality.Semantic.DeepEqual(before.Status, server.Status) {

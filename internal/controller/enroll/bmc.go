@@ -237,20 +237,16 @@ func reportProtocolLimits(b *metalv1alpha1.BMC) {
 // condition. A failed call is returned.
 func checkHTTPBoot(ctx context.Context, b *metalv1alpha1.BMC, c bmc.Client, systems []bmc.SystemInfo) error {
 	if b.Spec.BootMethod != metalv1alpha1.BootMethodUefiHttp {
-		meta.RemoveStatusCondition(&b.Status.Conditions, metalv1alpha1.ConditionHTTPBoot)
+		bmcaccess.SetHTTPBoot(b, false, "")
 		return nil
 	}
 	if cur := meta.FindStatusCondition(b.Status.Conditions, metalv1alpha1.ConditionHTTPBoot); cur != nil && cur.ObservedGeneration == b.Generation && !needsManagerInfo(b) {
 		return nil
 	}
-	set := func(status metav1.ConditionStatus, reason, message string) {
-		meta.SetStatusCondition(&b.Status.Conditions, metav1.Condition{Type: metalv1alpha1.ConditionHTTPBoot, Status: status,
-			Reason: reason, Message: message, ObservedGeneration: b.Generation})
-	}
 	const fallback = "; its servers boot by PXE instead (the boot service's DHCP offers their firmware a loader: PXE, or its own HTTP boot)"
 	hc, ok := c.(bmc.HTTPBootControl)
 	if !ok {
-		set(metav1.ConditionFalse, metalv1alpha1.ReasonHTTPBootURIUnsupported, fmt.Sprintf("bootMethod is UefiHttp, but %s BMCs cannot give a server a URI to boot%s", b.Status.Protocol, fallback))
+		bmcaccess.SetHTTPBoot(b, false, fmt.Sprintf("bootMethod is UefiHttp, but %s BMCs cannot give a server a URI to boot%s", b.Status.Protocol, fallback))
 		return nil
 	}
 	for _, sys := range systems {
@@ -258,11 +254,11 @@ func checkHTTPBoot(ctx context.Context, b *metalv1alpha1.BMC, c bmc.Client, syst
 			if !errors.Is(err, bmc.ErrUnsupported) {
 				return err
 			}
-			set(metav1.ConditionFalse, metalv1alpha1.ReasonHTTPBootURIUnsupported, fmt.Sprintf("bootMethod is UefiHttp, but %v%s", err, fallback))
+			bmcaccess.SetHTTPBoot(b, false, fmt.Sprintf("bootMethod is UefiHttp, but %v%s", err, fallback))
 			return nil
 		}
 	}
-	set(metav1.ConditionTrue, metalv1alpha1.ReasonHTTPBootURI, fmt.Sprintf("%d system(s) boot the probe by UEFI HTTP boot from a URI this BMC sets (UefiHttp, HttpBootUri)", len(systems)))
+	bmcaccess.SetHTTPBoot(b, true, fmt.Sprintf("%d system(s) boot the probe by UEFI HTTP boot from a URI this BMC sets (UefiHttp, HttpBootUri)", len(systems)))
 	return nil
 }
 

@@ -148,9 +148,7 @@ func (r *Reconciler) httpBootRefused(ctx context.Context, server *metalv1alpha1.
 		return
 	}
 	before := b.DeepCopy()
-	meta.SetStatusCondition(&b.Status.Conditions, metav1.Condition{Type: metalv1alpha1.ConditionHTTPBoot, Status: metav1.ConditionFalse,
-		Reason: metalv1alpha1.ReasonHTTPBootURIUnsupported, ObservedGeneration: b.Generation,
-		Message: fmt.Sprintf("bootMethod is UefiHttp, but the BMC refused a boot by URI for server %s (%v); its servers boot by PXE instead, until it reconnects or its spec changes", server.Name, refusal)})
+	bmcaccess.SetHTTPBoot(&b, false, fmt.Sprintf("bootMethod is UefiHttp, but the BMC refused a boot by URI for server %s (%v); its servers boot by PXE instead, until it reconnects or its spec changes", server.Name, refusal))
 	if err := r.Client.Status().Patch(ctx, &b, client.MergeFromWithOptions(before, client.MergeFromWithOptimisticLock{})); err != nil {
 		log.FromContext(ctx).Info("could not record on the BMC that it refused a boot by URI", "bmc", name, "error", err.Error())
 	}

@@ -39,7 +39,6 @@ func httpBootCondition(name string) *metav1.Condition {
 // UefiHttp, and once the boot service has published the boot's ISO URL (the test plays that
 // part), the BMC is told to boot it once, by URI, and the server is powered on.
 func TestAUefiHttpBMCBootsItsServerFromAURI(t *testing.T) {
-	ctx := context.Background()
 	sim := sims["urihttp"]
 	createURIBootBMC(t, "urihttp", sim)
 	eventually(t, 30*time.Second, func() bool {
@@ -49,18 +48,14 @@ func TestAUefiHttpBMCBootsItsServerFromAURI(t *testing.T) {
 	assert.Equal(t, m.BMCReasonConnected, readyReason("urihttp"))
 
 	name := strings.ToLower(testSystem(32).UUID)
-	var sbc m.ServerBootConfiguration
-	eventually(t, 30*time.Second, func() bool {
-		return k8s.Get(ctx, client.ObjectKey{Namespace: systemNamespace, Name: name + "-discovery"}, &sbc) == nil &&
-			sbc.Status.State == m.BootConfigurationStateReady
-	}, "the discovery boot configuration is made, and Ready")
+	sbc := discoveryBoot(t, name, true)
 	assert.Equal(t, m.BootMethodUefiHttp, sbc.Spec.BootMethod)
 	system := sim.SystemIDs()[0]
 	assert.Never(t, func() bool { return len(sim.BootLog(system)) > 0 }, time.Second, 100*time.Millisecond,
 		"nothing boots before the boot service has published the ISO")
 
 	url := "http://10.20.0.1:8080/boot/t0ken/probe.iso"
-	publishISO(t, &sbc, url)
+	publishISO(t, sbc, url)
 	eventually(t, 30*time.Second, func() bool {
 		log := sim.BootLog(system)
 		return len(log) > 0 && log[len(log)-1].Boot == bmcsim.BootUefiHttp && log[len(log)-1].HTTPBootURI == url
@@ -78,7 +73,6 @@ func TestAUefiHttpBMCBootsItsServerFromAURI(t *testing.T) {
 // missing and that its servers boot by PXE, and stays Ready; its server's discovery boots by
 // PXE, saying why.
 func TestAUefiHttpBMCWithoutHttpBootUriFallsBackToPXE(t *testing.T) {
-	ctx := context.Background()
 	sim := sims["nourihttp"]
 	createURIBootBMC(t, "nourihttp", sim)
 	eventually(t, 30*time.Second, func() bool {
@@ -92,27 +86,15 @@ func TestAUefiHttpBMCWithoutHttpBootUriFallsBackToPXE(t *testing.T) {
 	eventually(t, 30*time.Second, func() bool { return readyReason("nourihttp") == m.BMCReasonConnected }, "and is Ready all the same")
 
 	name := strings.ToLower(testSystem(33).UUID)
-	var sbc m.ServerBootConfiguration
-	eventually(t, 30*time.Second, func() bool {
-		return k8s.Get(ctx, client.ObjectKey{Namespace: systemNamespace, Name: name + "-discovery"}, &sbc) == nil
-	}, "the discovery boot configuration is made")
+	sbc := discoveryBoot(t, name, false)
 	assert.Equal(t, m.BootMethodPXE, sbc.Spec.BootMethod, "a PXE boot")
-	system := sim.SystemIDs()[0]
-	eventually(t, 30*time.Second, func() bool {
-		log := sim.BootLog(system)
-		return len(log) > 0 && log[len(log)-1].Boot == bmcsim.BootPxe
-	}, "powered on, booting by PXE")
-	eventually(t, 10*time.Second, func() bool {
-		c := serverReady(name)
-		return c != nil && strings.Contains(c.Message, "not by a URI from BMC nourihttp")
-	}, "the server says why it boots by PXE")
+	bootsByPXE(t, sim, name, "not by a URI from BMC nourihttp")
 }
 
 // TestAUefiHttpBMCThatRefusesTheURIFallsBackToPXE: a BMC that shows UefiHttp and HttpBootUri
 // but refuses the URI of a boot (400) is HTTPBoot=False from then on, saying what it refused
 // (without the URL's token); that attempt times out, and the next boots the server by PXE.
 func TestAUefiHttpBMCThatRefusesTheURIFallsBackToPXE(t *testing.T) {
-	ctx := context.Background()
 	sim := sims["urirefuse"]
 	createURIBootBMC(t, "urirefuse", sim)
 	eventually(t, 30*time.Second, func() bool {
@@ -120,13 +102,9 @@ func TestAUefiHttpBMCThatRefusesTheURIFallsBackToPXE(t *testing.T) {
 		return c != nil && c.Status == metav1.ConditionTrue
 	}, "the BMC shows it can boot a URI")
 	name := strings.ToLower(testSystem(35).UUID)
-	var sbc m.ServerBootConfiguration
-	eventually(t, 30*time.Second, func() bool {
-		return k8s.Get(ctx, client.ObjectKey{Namespace: systemNamespace, Name: name + "-discovery"}, &sbc) == nil &&
-			sbc.Status.State == m.BootConfigurationStateReady
-	}, "the discovery boot configuration is made, and Ready")
+	sbc := discoveryBoot(t, name, true)
 	// Not an http(s) URL: the simulator refuses it with 400, as a BMC refusing HttpBootUri does.
-	publishISO(t, &sbc, "tftp://10.20.0.1/boot/s3cr3t/probe.iso")
+	publishISO(t, sbc, "tftp://10.20.0.1/boot/s3cr3t/probe.iso")
 	eventually(t, 30*time.Second, func() bool {
 		c := httpBootCondition("urirefuse")
 		return c != nil && c.Status == metav1.ConditionFalse && c.Reason == m.ReasonHTTPBootURIUnsupported
@@ -148,15 +126,18 @@ func TestAUefiHttpBMCThatRefusesTheURIFallsBackToPXE(t *testing.T) {
 // that boots Legacy (as its BMC says) is not switched to UEFI for its probe: it boots by PXE,
 // saying why.
 func TestAUefiHttpBMCsLegacyServerBootsByPXE(t *testing.T) {
-	ctx := context.Background()
 	sim := sims["urilegacy"]
 	createURIBootBMC(t, "urilegacy", sim)
 	name := strings.ToLower(testSystem(36).UUID)
-	var sbc m.ServerBootConfiguration
-	eventually(t, 30*time.Second, func() bool {
-		return k8s.Get(ctx, client.ObjectKey{Namespace: systemNamespace, Name: name + "-discovery"}, &sbc) == nil
-	}, "the discovery boot configuration is made")
+	sbc := discoveryBoot(t, name, false)
 	assert.Equal(t, m.BootMethodPXE, sbc.Spec.BootMethod)
+	bootsByPXE(t, sim, name, "boots Legacy")
+}
+
+// bootsByPXE waits for the server of sim's one system to be powered on booting by PXE, and to
+// say why in its Ready message.
+func bootsByPXE(t *testing.T, sim *bmcsim.BMC, name, why string) {
+	t.Helper()
 	system := sim.SystemIDs()[0]
 	eventually(t, 30*time.Second, func() bool {
 		log := sim.BootLog(system)
@@ -164,6 +145,6 @@ func TestAUefiHttpBMCsLegacyServerBootsByPXE(t *testing.T) {
 	}, "powered on, booting by PXE")
 	eventually(t, 10*time.Second, func() bool {
 		c := serverReady(name)
-		return c != nil && strings.Contains(c.Message, "boots Legacy")
-	}, "the server says why")
+		return c != nil && strings.Contains(c.Message, why)
+	}, "the server says why it boots by PXE: %q", why)
 }

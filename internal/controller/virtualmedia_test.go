@@ -31,6 +31,17 @@ func createVirtualMediaBMC(t *testing.T, name string, sim *bmcsim.BMC, network *
 	}))
 }
 
+// discoveryBoot waits for the server's discovery boot configuration (Ready too, when ready).
+func discoveryBoot(t *testing.T, server string, ready bool) *m.ServerBootConfiguration {
+	t.Helper()
+	var sbc m.ServerBootConfiguration
+	eventually(t, 30*time.Second, func() bool {
+		return k8s.Get(context.Background(), client.ObjectKey{Namespace: systemNamespace, Name: server + "-discovery"}, &sbc) == nil &&
+			(!ready || sbc.Status.State == m.BootConfigurationStateReady)
+	}, "the discovery boot configuration of %s is made (Ready: %t)", server, ready)
+	return &sbc
+}
+
 // publishISO plays the boot service's part of publishing a boot's ISO URL: the Secret, named
 // in the boot configuration's status.
 func publishISO(t *testing.T, sbc *m.ServerBootConfiguration, url string) {
@@ -114,11 +125,7 @@ func TestAVirtualMediaServersProbeBootInsertsItsISO(t *testing.T) {
 	eventually(t, 30*time.Second, func() bool { return readyReason("vmedia") == m.BMCReasonConnected }, "a BMC with a virtual CD is Ready")
 
 	name := strings.ToLower(testSystem(16).UUID)
-	var sbc m.ServerBootConfiguration
-	eventually(t, 30*time.Second, func() bool {
-		return k8s.Get(ctx, client.ObjectKey{Namespace: systemNamespace, Name: name + "-discovery"}, &sbc) == nil &&
-			sbc.Status.State == m.BootConfigurationStateReady
-	}, "the discovery boot configuration is made, and Ready")
+	sbc := discoveryBoot(t, name, true)
 	assert.Equal(t, m.BootMethodVirtualMedia, sbc.Spec.BootMethod)
 	var ign corev1.Secret
 	require.NoError(t, k8s.Get(ctx, client.ObjectKey{Namespace: systemNamespace, Name: sbc.Spec.IgnitionSecretRef.Name}, &ign))
@@ -129,7 +136,7 @@ func TestAVirtualMediaServersProbeBootInsertsItsISO(t *testing.T) {
 		"nothing boots before the boot service has published the ISO")
 
 	url := files.URL + "/boot/token/probe.iso"
-	publishISO(t, &sbc, url)
+	publishISO(t, sbc, url)
 
 	system := sim.SystemIDs()[0]
 	var inserted bmcsim.MediaEvent
@@ -191,12 +198,8 @@ func TestAProbeBootWhoseBMCActionFailedIsTakenAgain(t *testing.T) {
 	t.Cleanup(files.Close)
 	createVirtualMediaBMC(t, "bootretry", sim, nil)
 	name := strings.ToLower(testSystem(34).UUID)
-	var sbc m.ServerBootConfiguration
-	eventually(t, 30*time.Second, func() bool {
-		return k8s.Get(ctx, client.ObjectKey{Namespace: systemNamespace, Name: name + "-discovery"}, &sbc) == nil &&
-			sbc.Status.State == m.BootConfigurationStateReady
-	}, "the discovery boot configuration is made, and Ready")
-	publishISO(t, &sbc, files.URL+"/boot/broken/probe.iso")
+	sbc := discoveryBoot(t, name, true)
+	publishISO(t, sbc, files.URL+"/boot/broken/probe.iso")
 	eventually(t, 30*time.Second, func() bool {
 		var evs eventsv1.EventList
 		if k8s.List(ctx, &evs) != nil {

@@ -1,6 +1,6 @@
 // Package controller wires the reconcilers: one package per kind below it (enroll, server,
-// claim, maintenance), which never import each other; what they share is in the API package
-// and in the small packages beside them (settings, status, cached, bmcaccess).
+// claim, maintenance, firmware), which never import each other; what they share is in the API
+// package and in the small packages beside them (settings, status, cached, bmcaccess).
 package controller
 
 import (
@@ -11,6 +11,7 @@ import (
 	"github.com/ironfleet/ironfleet/internal/bmc"
 	"github.com/ironfleet/ironfleet/internal/controller/claim"
 	"github.com/ironfleet/ironfleet/internal/controller/enroll"
+	"github.com/ironfleet/ironfleet/internal/controller/firmware"
 	"github.com/ironfleet/ironfleet/internal/controller/maintenance"
 	"github.com/ironfleet/ironfleet/internal/controller/server"
 	"github.com/ironfleet/ironfleet/internal/controller/settings"
@@ -51,6 +52,7 @@ func Setup(mgr ctrl.Manager, deps Dependencies) error {
 			Settings: deps.Settings, BootOperator: deps.Probe.BootOperator},
 		&maintenance.Reconciler{Client: mgr.GetClient(), Events: rec.Recorder("servermaintenance-controller"),
 			Settings: deps.Settings},
+		&firmware.Reconciler{Client: mgr.GetClient(), Events: rec.Recorder("serverfirmware-controller"), Clients: cache},
 	}
 	for _, r := range reconcilers {
 		if err := r.SetupWithManager(mgr); err != nil {

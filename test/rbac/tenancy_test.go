@@ -68,6 +68,9 @@ var kinds = []kind{
 		return &m.ServerMaintenance{ObjectMeta: metav1.ObjectMeta{Name: n, Namespace: ns}, Spec: m.ServerMaintenanceSpec{
 			ServerRef: m.LocalObjectReference{Name: "another-tenants-server"}, Reason: "take it", Policy: m.MaintenanceEnforced}}
 	}, list: &m.ServerMaintenanceList{}, status: true},
+	{name: "serverfirmwares", object: func(n, _ string) client.Object {
+		return &m.ServerFirmware{ObjectMeta: metav1.ObjectMeta{Name: n}, Spec: m.ServerFirmwareSpec{ServerRef: m.LocalObjectReference{Name: n}}}
+	}, list: &m.ServerFirmwareList{}, status: true},
 	{name: "secrets", namespaced: true, object: func(n, ns string) client.Object {
 		return &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: n, Namespace: ns}, Data: map[string][]byte{"ignition.json": []byte("{}")}}
 	}, list: &corev1.SecretList{}},

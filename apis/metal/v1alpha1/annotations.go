@@ -11,6 +11,9 @@ const (
 	AnnotationDeleteWithoutWipe = "metal.ironfleet.dev/delete-without-wipe"
 	// AnnotationRetry, set by a person on a Server in Error, sends it back to Initial.
 	AnnotationRetry = "metal.ironfleet.dev/retry"
+	// AnnotationReadFirmware, set by a person on a ServerFirmware, has its BMC read again now;
+	// the firmware controller removes it once the read is done.
+	AnnotationReadFirmware = "metal.ironfleet.dev/read-firmware"
 )
 
 // Annotations Ironfleet sets.

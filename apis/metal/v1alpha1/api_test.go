@@ -351,6 +351,7 @@ func TestPrinterColumns(t *testing.T) {
 		"serverclaims":             "Name Phase Server Power Provisioned Progress Image Reason Age",
 		"serverbootconfigurations": "Name Server Purpose State Image Age",
 		"servermaintenances":       "Name Server Policy State Power Reason Age",
+		"serverfirmwares":          "Name BIOS BMC Read Age",
 	}
 	for resource, columns := range want {
 		t.Run(resource, func(t *testing.T) {

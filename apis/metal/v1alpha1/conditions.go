@@ -74,3 +74,16 @@ const (
 	ReasonBootModeMismatch = "BootModeMismatch" // found in another mode than spec.bootMode
 	ReasonBootModeUnknown  = "BootModeUnknown"  // not found yet (no BMC answer, no report)
 )
+
+// Conditions and reasons of a ServerFirmware.
+const (
+	// ConditionFirmwareRead, on a ServerFirmware, says whether its BMC's firmware inventory and
+	// BIOS settings were read: True (FirmwareRead), or False (FirmwareManagementUnsupported: the
+	// BMC has no firmware management, IPMI's among them; FirmwareReadFailed: the message says
+	// what failed, and the read is tried again with backoff).
+	ConditionFirmwareRead = "Read"
+	// Reasons of the Read condition.
+	ReasonFirmwareRead                  = "FirmwareRead"
+	ReasonFirmwareManagementUnsupported = "FirmwareManagementUnsupported"
+	ReasonFirmwareReadFailed            = "FirmwareReadFailed"
+)

@@ -31,6 +31,7 @@ func addKnownTypes(scheme *runtime.Scheme) error {
 		&ServerClaim{}, &ServerClaimList{},
 		&ServerBootConfiguration{}, &ServerBootConfigurationList{},
 		&ServerMaintenance{}, &ServerMaintenanceList{},
+		&ServerFirmware{}, &ServerFirmwareList{},
 	)
 	metav1.AddToGroupVersion(scheme, GroupVersion)
 	return nil

@@ -64,7 +64,8 @@ func ItemPointers[T any](items []T) []*T {
 
 // Options are the manager's cache settings that the reconcilers are written for: objects
 // without managedFields (never read; 2 KiB of a 10 KiB Server), and Servers with a compact
-// inventory (compactInventory). The API keeps every object whole.
+// inventory (compactInventory), and ServerFirmwares without their findings. The API keeps
+// every object whole.
 func Options() cache.Options {
 	return cache.Options{
 		DefaultTransform: cache.TransformStripManagedFields(),
@@ -73,6 +74,16 @@ func Options() cache.Options {
 				if s, ok := o.(*metalv1alpha1.Server); ok {
 					s.ManagedFields = nil
 					compactInventory(s)
+				}
+				return o, nil
+			}},
+			// The firmware controller decides from the versions and conditions; the inventory
+			// and the BIOS attributes (hundreds on a real BMC) are for people, and it writes
+			// them whole after each read.
+			&metalv1alpha1.ServerFirmware{}: {Transform: func(o any) (any, error) {
+				if f, ok := o.(*metalv1alpha1.ServerFirmware); ok {
+					f.ManagedFields = nil
+					f.Status.Components, f.Status.BIOS = nil, nil
 				}
 				return o, nil
 			}},

@@ -1,0 +1,344 @@
+// Package firmware reconciles each Server's ServerFirmware: its BMC's firmware inventory and
+// BIOS settings, read when the server is enrolled, when its BMC reports another BIOS or BMC
+// version, and when a person asks, never on every poll (a registry can run to megabytes).
+package firmware
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"maps"
+	"slices"
+	"strings"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	apimeta "k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/tools/events"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/builder"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+	"sigs.k8s.io/controller-runtime/pkg/event"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/log"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	metalv1alpha1 "github.com/ironfleet/ironfleet/apis/metal/v1alpha1"
+	"github.com/ironfleet/ironfleet/internal/bmc"
+	"github.com/ironfleet/ironfleet/internal/controller/bmcaccess"
+	"github.com/ironfleet/ironfleet/internal/controller/status"
+)
+
+// DefaultRetry is the wait before a failed read is tried again.
+const DefaultRetry = time.Minute
+
+// Reconciler keeps one ServerFirmware per Server that has a BMC and a system, with its BMC's
+// firmware as last read.
+type Reconciler struct {
+	Client  client.Client
+	Events  events.EventRecorder
+	Clients *bmc.Cache
+	// Retry is the wait after a failed read; DefaultRetry when zero.
+	Retry time.Duration
+	// Now is the clock; time.Now when nil.
+	Now func() time.Time
+}
+
+// +kubebuilder:rbac:groups=metal.ironfleet.dev,resources=serverfirmwares,verbs=get;list;watch;create;update;patch
+// +kubebuilder:rbac:groups=metal.ironfleet.dev,resources=serverfirmwares/status,verbs=get;update;patch
+// +kubebuilder:rbac:groups=metal.ironfleet.dev,resources=servers,verbs=get;list;watch
+// +kubebuilder:rbac:groups=metal.ironfleet.dev,resources=bmcs,verbs=get;list;watch
+// +kubebuilder:rbac:groups=metal.ironfleet.dev,resources=bmcsecrets,verbs=get;list;watch
+// +kubebuilder:rbac:groups=metal.ironfleet.dev,resources=endpoints,verbs=get;list;watch
+
+// Reconcile makes sure the server has its ServerFirmware, and reads its BMC when a read is due.
+func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
+	var server metalv1alpha1.Server
+	if err := r.Client.Get(ctx, req.NamespacedName, &server); err != nil {
+		return ctrl.Result{}, client.IgnoreNotFound(err)
+	}
+	if !server.DeletionTimestamp.IsZero() || server.BMCName() == "" || server.Spec.SystemURI == "" {
+		return ctrl.Result{}, nil // the ServerFirmware goes with its Server (owner reference)
+	}
+	sfw, err := r.ensure(ctx, &server)
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+	var b metalv1alpha1.BMC
+	if err := r.Client.Get(ctx, client.ObjectKey{Name: server.BMCName()}, &b); err != nil {
+		return ctrl.Result{}, client.IgnoreNotFound(err) // the BMC's watch brings it back
+	}
+	if !bmcReady(&b) {
+		return ctrl.Result{}, nil // read once it answers: its Ready condition wakes this
+	}
+	due, wait := r.readDue(sfw, &server, &b)
+	if !due {
+		return ctrl.Result{RequeueAfter: wait}, nil
+	}
+	return r.read(ctx, sfw, &server, &b)
+}
+
+// ensure returns the server's ServerFirmware, made (owned by the server) if it has none.
+func (r *Reconciler) ensure(ctx context.Context, server *metalv1alpha1.Server) (*metalv1alpha1.ServerFirmware, error) {
+	var sfw metalv1alpha1.ServerFirmware
+	err := r.Client.Get(ctx, client.ObjectKey{Name: server.Name}, &sfw)
+	if err == nil || !apierrors.IsNotFound(err) {
+		return &sfw, err
+	}
+	sfw = metalv1alpha1.ServerFirmware{
+		ObjectMeta: metav1.ObjectMeta{Name: server.Name, Labels: map[string]string{metalv1alpha1.LabelServer: server.Name}},
+		Spec:       metalv1alpha1.ServerFirmwareSpec{ServerRef: metalv1alpha1.LocalObjectReference{Name: server.Name}},
+	}
+	if err := controllerutil.SetControllerReference(server, &sfw, r.Client.Scheme()); err != nil {
+		return nil, err
+	}
+	if err := r.Client.Create(ctx, &sfw); err != nil {
+		return nil, fmt.Errorf("creating the ServerFirmware of %s: %w", server.Name, err)
+	}
+	return &sfw, nil
+}
+
+func bmcReady(b *metalv1alpha1.BMC) bool {
+	return apimeta.IsStatusConditionTrue(b.Status.Conditions, metalv1alpha1.ConditionReady)
+}
+
+// readDue says whether the BMC is read now: never read yet, asked for by a person, or the BIOS
+// or BMC version its polls show changed since the last read. A failed read waits out the retry
+// (wait) unless a person asks or a version changed.
+func (r *Reconciler) readDue(sfw *metalv1alpha1.ServerFirmware, server *metalv1alpha1.Server, b *metalv1alpha1.BMC) (bool, time.Duration) {
+	st := &sfw.Status
+	_, asked := sfw.Annotations[metalv1alpha1.AnnotationReadFirmware]
+	changed := st.ReadBIOSVersion != server.Status.BIOSVersion || st.ReadBMCVersion != b.Status.FirmwareVersion
+	if st.LastReadTime == nil || asked || changed {
+		return true, 0
+	}
+	c := apimeta.FindStatusCondition(st.Conditions, metalv1alpha1.ConditionFirmwareRead)
+	if c == nil || c.Reason != metalv1alpha1.ReasonFirmwareReadFailed {
+		return false, 0
+	}
+	if left := st.LastReadTime.Add(r.retry()).Sub(r.now()); left > 0 {
+		return false, left
+	}
+	return true, 0
+}
+
+// read reads the BMC and writes what it found: the whole status when the read succeeded (the
+// manager's cache keeps a ServerFirmware without its attributes and components, see
+// cached.Options, so a patch against it could not remove an attribute that went), the Read
+// condition alone when it did not, keeping what the last good read found.
+func (r *Reconciler) read(ctx context.Context, sfw *metalv1alpha1.ServerFirmware, server *metalv1alpha1.Server, b *metalv1alpha1.BMC) (ctrl.Result, error) {
+	logger := log.FromContext(ctx)
+	now := metav1.NewTime(r.now())
+	found, err := r.readBMC(ctx, server)
+	original := sfw.DeepCopy()
+	sfw.Status.LastReadTime = &now
+	sfw.Status.ReadBIOSVersion, sfw.Status.ReadBMCVersion = server.Status.BIOSVersion, b.Status.FirmwareVersion
+	var result ctrl.Result
+	switch {
+	case errors.Is(err, bmc.ErrUnsupported):
+		setRead(sfw, metalv1alpha1.ReasonFirmwareManagementUnsupported, fmt.Sprintf("BMC %s offers no firmware management: %v", b.Name, err))
+		sfw.Status.Components, sfw.Status.BIOS, sfw.Status.BIOSVersion, sfw.Status.BMCVersion = nil, nil, "", ""
+	case err != nil:
+		logger.Info("reading the server's firmware failed", "bmc", b.Name, "error", err.Error())
+		setRead(sfw, metalv1alpha1.ReasonFirmwareReadFailed, fmt.Sprintf("reading BMC %s failed (tried again in %s): %v", b.Name, r.retry(), err))
+		if r.Events != nil {
+			r.Events.Eventf(sfw, nil, corev1.EventTypeWarning, metalv1alpha1.ReasonFirmwareReadFailed, "ReadFirmware", "reading BMC %s failed: %v", b.Name, err)
+		}
+		result.RequeueAfter = r.retry()
+		// Only the condition and the read's time and versions change: a patch keeps the last
+		// good read's findings, which the cached copy does not hold.
+		if _, err := status.Finish(ctx, r.Client, sfw, original, result, nil); err != nil {
+			return ctrl.Result{}, err
+		}
+		return result, r.forgetAsk(ctx, sfw)
+	default:
+		found.apply(&sfw.Status)
+		setRead(sfw, metalv1alpha1.ReasonFirmwareRead, found.summary())
+		if r.Events != nil && (original.Status.BIOSVersion != sfw.Status.BIOSVersion || original.Status.BMCVersion != sfw.Status.BMCVersion) {
+			r.Events.Eventf(sfw, nil, corev1.EventTypeNormal, metalv1alpha1.ReasonFirmwareRead, "ReadFirmware", "%s", found.summary())
+		}
+	}
+	if err := r.Client.Status().Update(ctx, sfw); err != nil {
+		return ctrl.Result{}, client.IgnoreNotFound(err) // a conflict comes back with the newer object
+	}
+	return result, r.forgetAsk(ctx, sfw)
+}
+
+// setRead sets the Read condition: True only for a read that succeeded.
+func setRead(sfw *metalv1alpha1.ServerFirmware, reason, message string) {
+	status.SetCondition(&sfw.Status.Conditions, sfw.Generation, metalv1alpha1.ConditionFirmwareRead,
+		status.BoolStatus(reason == metalv1alpha1.ReasonFirmwareRead), reason, message)
+}
+
+// forgetAsk removes a person's read request once it was answered.
+func (r *Reconciler) forgetAsk(ctx context.Context, sfw *metalv1alpha1.ServerFirmware) error {
+	if _, asked := sfw.Annotations[metalv1alpha1.AnnotationReadFirmware]; !asked {
+		return nil
+	}
+	patch := []byte(`{"metadata":{"annotations":{"` + metalv1alpha1.AnnotationReadFirmware + `":null}}}`)
+	return client.IgnoreNotFound(r.Client.Patch(ctx, sfw, client.RawPatch(types.MergePatchType, patch)))
+}
+
+// found is what one read of the BMC found.
+type found struct {
+	components []bmc.FirmwareComponent
+	bios       *bmc.Settings
+	// missing says what the BMC does not offer, when it offers the rest.
+	missing []string
+}
+
+// readBMC reads the server's firmware inventory and BIOS settings. It answers ErrUnsupported
+// only when the BMC offers neither.
+func (r *Reconciler) readBMC(ctx context.Context, server *metalv1alpha1.Server) (found, error) {
+	c, err := bmcaccess.Connect(ctx, r.Client, r.Clients, server.BMCName())
+	if err != nil {
+		return found{}, err
+	}
+	reader, ok := c.(bmc.FirmwareReader)
+	if !ok {
+		return found{}, fmt.Errorf("its client reads no firmware: %w", bmc.ErrUnsupported)
+	}
+	var f found
+	var errInventory, errBIOS error
+	f.components, errInventory = reader.FirmwareInventory(ctx, server.Spec.SystemURI)
+	settings, errBIOS := reader.BIOSSettings(ctx, server.Spec.SystemURI)
+	if errBIOS == nil {
+		f.bios = &settings
+	}
+	switch {
+	case errors.Is(errInventory, bmc.ErrUnsupported) && errors.Is(errBIOS, bmc.ErrUnsupported):
+		return found{}, fmt.Errorf("no firmware inventory (%v) and no BIOS settings (%v): %w", strip(errInventory), strip(errBIOS), bmc.ErrUnsupported)
+	case errInventory != nil && !errors.Is(errInventory, bmc.ErrUnsupported):
+		return found{}, fmt.Errorf("reading the firmware inventory: %w", errInventory)
+	case errBIOS != nil && !errors.Is(errBIOS, bmc.ErrUnsupported):
+		return found{}, fmt.Errorf("reading the BIOS settings: %w", errBIOS)
+	}
+	if errInventory != nil {
+		f.missing = append(f.missing, "a firmware inventory")
+	}
+	if errBIOS != nil {
+		f.missing = append(f.missing, "BIOS settings")
+	}
+	return f, nil
+}
+
+// strip is err's message without the ErrUnsupported suffix the reason already says.
+func strip(err error) string {
+	return strings.TrimSuffix(err.Error(), ": "+bmc.ErrUnsupported.Error())
+}
+
+// apply writes what was found into st, replacing the last read's findings.
+func (f found) apply(st *metalv1alpha1.ServerFirmwareStatus) {
+	st.Components, st.BIOSVersion, st.BMCVersion, st.BIOS = nil, "", "", nil
+	for _, c := range f.components {
+		if !c.Installed {
+			continue // a previous or available version, not what runs
+		}
+		class := metalv1alpha1.FirmwareComponentClass(c.Class)
+		switch class {
+		case metalv1alpha1.FirmwareComponentBIOS:
+			st.BIOSVersion = cmpOr(st.BIOSVersion, c.Version)
+		case metalv1alpha1.FirmwareComponentBMC:
+			st.BMCVersion = cmpOr(st.BMCVersion, c.Version)
+		default:
+			class = metalv1alpha1.FirmwareComponentOther
+		}
+		st.Components = append(st.Components, metalv1alpha1.FirmwareComponent{
+			ID: c.ID, Name: c.Name, Class: class, Version: c.Version, Updateable: c.Updateable})
+	}
+	slices.SortFunc(st.Components, func(a, b metalv1alpha1.FirmwareComponent) int { return strings.Compare(a.ID, b.ID) })
+	st.Components = slices.CompactFunc(st.Components, func(a, b metalv1alpha1.FirmwareComponent) bool { return a.ID == b.ID })
+	if f.bios != nil {
+		s := &metalv1alpha1.FirmwareSettings{Attributes: maps.Clone(f.bios.Current), Pending: maps.Clone(f.bios.Pending)}
+		if f.bios.Registry != nil {
+			s.Registry = f.bios.Registry.Name
+		}
+		st.BIOS = s
+	}
+}
+
+func cmpOr(a, b string) string {
+	if a != "" {
+		return a
+	}
+	return b
+}
+
+// summary says what the read found, for the Read condition's message.
+func (f found) summary() string {
+	installed := 0
+	for _, c := range f.components {
+		if c.Installed {
+			installed++
+		}
+	}
+	msg := fmt.Sprintf("%d firmware components", installed)
+	if f.bios != nil {
+		msg += fmt.Sprintf(", %d BIOS attributes", len(f.bios.Current))
+		if f.bios.Registry == nil {
+			msg += " (no attribute registry: values cannot be checked before they are sent)"
+		}
+	}
+	if len(f.missing) > 0 {
+		msg += "; the BMC offers no " + strings.Join(f.missing, " and no ")
+	}
+	return msg
+}
+
+func (r *Reconciler) retry() time.Duration {
+	if r.Retry > 0 {
+		return r.Retry
+	}
+	return DefaultRetry
+}
+
+func (r *Reconciler) now() time.Time {
+	if r.Now != nil {
+		return r.Now()
+	}
+	return time.Now()
+}
+
+// SetupWithManager watches Servers (made, their BMC or system changed, another BIOS version
+// polled), their ServerFirmwares (a person's read request; one deleted is made again), and
+// BMCs (Ready again, another firmware version).
+func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
+	return ctrl.NewControllerManagedBy(mgr).
+		Named("serverfirmware").
+		For(&metalv1alpha1.Server{}, builder.WithPredicates(predicate.Funcs{
+			UpdateFunc: func(e event.UpdateEvent) bool {
+				old, cur := e.ObjectOld.(*metalv1alpha1.Server), e.ObjectNew.(*metalv1alpha1.Server)
+				return old.BMCName() != cur.BMCName() || old.Spec.SystemURI != cur.Spec.SystemURI ||
+					old.Status.BIOSVersion != cur.Status.BIOSVersion
+			},
+		})).
+		Owns(&metalv1alpha1.ServerFirmware{}).
+		Watches(&metalv1alpha1.BMC{}, handler.EnqueueRequestsFromMapFunc(r.serversOf), builder.WithPredicates(predicate.Funcs{
+			CreateFunc: func(event.CreateEvent) bool { return false },
+			DeleteFunc: func(event.DeleteEvent) bool { return false },
+			UpdateFunc: func(e event.UpdateEvent) bool {
+				old, cur := e.ObjectOld.(*metalv1alpha1.BMC), e.ObjectNew.(*metalv1alpha1.BMC)
+				return bmcReady(old) != bmcReady(cur) || old.Status.FirmwareVersion != cur.Status.FirmwareVersion
+			},
+		})).
+		Complete(r)
+}
+
+// serversOf are the servers of a BMC, by the label every Server of a BMC carries.
+func (r *Reconciler) serversOf(ctx context.Context, o client.Object) []reconcile.Request {
+	var list metalv1alpha1.ServerList
+	if err := r.Client.List(ctx, &list, client.MatchingLabels{metalv1alpha1.LabelBMC: o.GetName()}); err != nil {
+		log.FromContext(ctx).Error(err, "listing the servers of a BMC", "bmc", o.GetName())
+		return nil
+	}
+	out := make([]reconcile.Request, 0, len(list.Items))
+	for _, s := range list.Items {
+		out = append(out, reconcile.Request{NamespacedName: types.NamespacedName{Name: s.Name}})
+	}
+	return out
+}

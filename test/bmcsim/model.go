@@ -37,6 +37,13 @@ type system struct {
 
 	hostShutsDown bool // GracefulShutdown is left to the host, which reports Off (SetHostShutsDown)
 
+	// Firmware (firmware.go): the BIOS version the system runs (SystemSpec.BIOSVersion at
+	// first) and its first NIC's, which the FirmwareInventory and the System show.
+	biosVersion, nicFirmware string
+	// BIOS attributes (bios.go): values set since Start (nil: every attribute at its default),
+	// and those staged on Bios/Settings for the next power-on (nil: none).
+	biosValues, biosPending map[string]any
+
 	media             []*mediaSlot // VirtualMedia slots (media.go); none under NoVirtualMedia
 	mediaUnderManager bool         // the slots are listed under the Manager, not the System
 }
@@ -46,8 +53,8 @@ const maxBootLog = 1024
 
 // identity is the manager side of a BMC: what Options or the profile say it is.
 type identity struct {
-	manufacturer, model, firmware, serial string
-	rootUUID, managerUUID                 string
+	manufacturer, model, serial string
+	rootUUID, managerUUID       string
 }
 
 // model is the state behind one BMC, shared by the live and the embedded (Handler) use.
@@ -66,6 +73,10 @@ type model struct {
 	ignoreResets bool
 	// jobs counts the Dell OEM import jobs (dell_oem.go).
 	jobs int
+	// bmcFirmware is the firmware the BMC runs (Options.FirmwareVersion or the profile's), and
+	// bmcPreviousFirmware the one it ran before, which a Dell lists as a Previous- member; kept
+	// here, not in identity, so that an update can change them (firmware.go).
+	bmcFirmware, bmcPreviousFirmware string
 }
 
 var idPattern = regexp.MustCompile(`^[A-Za-z0-9._:-]+$`)
@@ -106,9 +117,9 @@ func newModel(opts Options) (*model, error) {
 	m.id = identity{
 		manufacturer: or(opts.Manufacturer, prof.mgrManufacturer),
 		model:        or(opts.Model, prof.mgrModel),
-		firmware:     or(opts.FirmwareVersion, prof.mgrFirmware),
 		serial:       opts.SerialNumber,
 	}
+	m.bmcFirmware, m.bmcPreviousFirmware = or(opts.FirmwareVersion, prof.mgrFirmware), prof.mgrPreviousFirmware
 	// The service and manager UUIDs are derived from what identifies this BMC, so a fleet of
 	// distinct systems gets distinct, reproducible BMC UUIDs.
 	first := m.systems[0].spec
@@ -201,6 +212,7 @@ func (m *model) newSystem(i int, spec SystemSpec) (*system, error) {
 		bootMode:   bootMode,
 
 		secureBootEnable: secureBoot, secureBootCurrent: secureBoot,
+		biosVersion: spec.BIOSVersion, nicFirmware: nicFirmwareVersion,
 	}, nil
 }
 

@@ -34,9 +34,11 @@ func (m *model) setPower(s *system, state string, lag time.Duration, now time.Ti
 }
 
 // boot picks the boot target the way firmware does: a Once override is used and consumed,
-// a Continuous one is used every time, otherwise the host boots from disk. The Secure Boot
-// setting takes effect here (applySecureBoot).
+// a Continuous one is used every time, otherwise the host boots from disk. Staged BIOS
+// settings (applyBIOSSettings, first: BootMode among them decides the mode of this boot) and
+// the Secure Boot setting (applySecureBoot) take effect here.
 func (m *model) boot(s *system, now time.Time) PowerOnEvent {
+	s.applyBIOSSettings()
 	target := BootHdd
 	switch s.bootOnce {
 	case "Once":

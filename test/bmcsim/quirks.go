@@ -137,6 +137,10 @@ type profileDef struct {
 	uefiTargetNone            bool   // UefiTargetBootSourceOverride is the string "None"
 	media                     mediaLayout
 	managerUUIDUpper          bool // manager UUID in upper case, system UUID in lower
+	// firmware is how the FirmwareInventory names its members (firmware.go);
+	// mgrPreviousFirmware the BMC firmware a Dell lists as Previous- ("": none listed).
+	firmware            firmwareStyle
+	mgrPreviousFirmware string
 }
 
 func numbered(prefix string) func(int) string {
@@ -181,6 +185,7 @@ var profiles = map[Profile]profileDef{
 		systemID: numbered("System.Embedded."), chassisID: numbered("System.Embedded."),
 		resetTypes: []string{"On", "ForceOff", "ForceRestart", "GracefulRestart", "GracefulShutdown", "PushPowerButton", "Nmi", "PowerCycle"},
 		bootMode:   "UEFI",
+		firmware:   firmwareDell, mgrPreviousFirmware: "7.00.30.00",
 	},
 	ProfileHPE: {
 		quirks: Quirks{TrailingSlashIDs: true, NICsWithoutMAC: true, AbsentDIMMs: true, PowerStateLag: time.Second,
@@ -190,7 +195,7 @@ var profiles = map[Profile]profileDef{
 		sysManufacturer: "HPE", sysModel: "ProLiant DL380 Gen10", biosVersion: "U30 v2.80 (01/20/2024)",
 		systemID: numbered(""), chassisID: numbered(""),
 		resetTypes: []string{"On", "ForceOff", "GracefulShutdown", "ForceRestart", "Nmi", "PushPowerButton", "GracefulRestart"},
-		bootMode:   "UEFI", uefiTargetNone: true,
+		bootMode:   "UEFI", uefiTargetNone: true, firmware: firmwareHPE,
 	},
 	ProfileLenovo: {
 		quirks: Quirks{GPUsFirst: true, AbsentDIMMs: true, FloatMemoryGiB: true, VirtualMediaPatchOnly: true},
@@ -208,7 +213,7 @@ var profiles = map[Profile]profileDef{
 		sysManufacturer: "Supermicro", sysModel: "SYS-221H-TNR", biosVersion: "2.1",
 		systemID: numbered(""), chassisID: numbered(""),
 		resetTypes:          []string{"On", "ForceOff", "GracefulShutdown", "GracefulRestart", "ForceRestart", "Nmi", "ForceOn"},
-		resetActionInfoLink: true, bootMode: "Legacy",
+		resetActionInfoLink: true, bootMode: "Legacy", firmware: firmwareSupermicro,
 	},
 	ProfileOpenBMC: {
 		// NoSecureBoot: many bmcweb builds serve no SecureBoot resource (the host firmware's

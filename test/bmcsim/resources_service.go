@@ -92,6 +92,8 @@ func (m *model) serviceRoot() obj {
 	root["Managers"] = m.ref(managersPath)
 	root["SessionService"] = m.ref(sessionServicePath)
 	root["AccountService"] = m.ref(accountServicePath)
+	root["UpdateService"] = m.ref(updateServicePath)
+	root["Registries"] = m.ref(registriesPath)
 	root["Links"] = obj{"Sessions": m.ref(sessionsPath)}
 	root["ProtocolFeaturesSupported"] = obj{
 		"ExpandQuery":     obj{"ExpandAll": false, "Levels": false, "Links": false, "NoLinks": false},
@@ -112,12 +114,13 @@ func (m *model) managersCollection() obj {
 	return m.collection(managersPath, "ManagerCollection", "Manager Collection", []string{m.managerPath()})
 }
 
+// manager renders the BMC's Manager; the caller holds m.mu (its firmware version).
 func (m *model) manager() obj {
 	mgr := m.resource(m.managerPath(), "#Manager.v1_19_0.Manager", m.prof.mgrID, "Manager")
 	mgr["ManagerType"] = "BMC"
 	mgr["Manufacturer"] = m.id.manufacturer
 	mgr["Model"] = m.id.model
-	mgr["FirmwareVersion"] = m.id.firmware
+	mgr["FirmwareVersion"] = m.bmcFirmware
 	mgr["SerialNumber"] = nullable(m.id.serial)
 	mgr["UUID"] = m.id.managerUUID
 	mgr["PowerState"] = "On"

@@ -55,7 +55,7 @@ func (m *model) computerSystem(s *system, now time.Time) obj {
 	cs["Model"] = sp.Model
 	cs["SerialNumber"] = nullable(sp.SerialNumber)
 	cs["SKU"] = nullable(sp.SKU)
-	cs["BiosVersion"] = nullable(sp.BIOSVersion)
+	cs["BiosVersion"] = nullable(s.biosVersion)
 	if m.q.PlaceholderStrings {
 		cs["Manufacturer"] = sp.Manufacturer + "  "
 		cs["Model"] = sp.Model + " "
@@ -79,6 +79,7 @@ func (m *model) computerSystem(s *system, now time.Time) obj {
 	if !m.q.NoSecureBoot {
 		cs["SecureBoot"] = m.ref(s.secureBootPath())
 	}
+	cs["Bios"] = m.ref(s.biosPath())
 	cs["Links"] = obj{
 		"Chassis":   m.refs([]string{m.chassisPathOf(s)}),
 		"ManagedBy": m.refs([]string{m.managerPath()}),

@@ -20,6 +20,7 @@ const (
 	msgActionParamValue    = "Base.1.8.ActionParameterValueNotInList"
 	msgPropertyValue       = "Base.1.8.PropertyValueNotInList"
 	msgPropertyValueFormat = "Base.1.8.PropertyValueFormatError"
+	msgPropertyValueType   = "Base.1.8.PropertyValueTypeError"
 	msgPropertyNotWritten  = "Base.1.8.PropertyNotWritable"
 	msgPropertyUnknown     = "Base.1.8.PropertyUnknown"
 	msgPreconditionFailed  = "Base.1.8.PreconditionFailed"

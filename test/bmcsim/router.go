@@ -119,7 +119,7 @@ func (b *BMC) route(path string) (endpoint, bool) {
 		case len(rest) == 1:
 			return get(func() any { return m.managersCollection() }), true
 		case len(rest) == 2 && strings.EqualFold(rest[1], m.prof.mgrID):
-			return get(func() any { return m.manager() }), true
+			return endpoint{get: m.locked(func(time.Time) obj { return m.manager() })}, true
 		case len(rest) >= 3 && strings.EqualFold(rest[1], m.prof.mgrID) && rest[2] == "virtualmedia":
 			return b.routeMedia(m.managerPath()+"/VirtualMedia", m.managerMedia(), rest[3:])
 		case len(rest) == 5 && strings.EqualFold(rest[1], m.prof.mgrID) && m.dellCd() &&
@@ -145,6 +145,10 @@ func (b *BMC) route(path string) (endpoint, bool) {
 		if len(rest) == 1 {
 			return get(func() any { return m.accountService() }), true
 		}
+	case "updateservice":
+		return b.routeUpdateService(rest[1:])
+	case "registries":
+		return b.routeRegistries(rest[1:])
 	}
 	return endpoint{}, false
 }
@@ -231,6 +235,10 @@ func (b *BMC) routeSystems(rest []string) (endpoint, bool) {
 		}
 	case sub == "secureboot" && n == 1 && !m.q.NoSecureBoot:
 		return b.secureBootEndpoint(s), true
+	case sub == "bios" && n == 1:
+		return endpoint{get: m.locked(func(time.Time) obj { return m.bios(s) })}, true
+	case sub == "bios" && n == 2 && rest[1] == "settings":
+		return endpoint{get: m.locked(func(time.Time) obj { return m.biosSettings(s) }), patch: b.patchBIOSSettings(s)}, true
 	case sub == "virtualmedia":
 		return b.routeMedia(s.path+"/VirtualMedia", s.systemMedia(), rest[1:])
 	case sub == "resetactioninfo" && n == 1 && !m.q.NoResetAction:

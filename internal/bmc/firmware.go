@@ -49,8 +49,10 @@ const (
 // AttributeDefinition is what an attribute registry says of one attribute: enough to refuse a
 // value before anything is sent to the BMC.
 type AttributeDefinition struct {
-	Name     string
-	Type     AttributeType
+	Name string
+	Type AttributeType
+	// ReadOnly: the registry says the attribute is ReadOnly or Immutable; either way a value
+	// cannot be set.
 	ReadOnly bool
 	// AllowedValues are an enumeration's ValueNames.
 	AllowedValues []string
@@ -77,8 +79,10 @@ type SettingsRegistry struct {
 type Settings struct {
 	// Current are the attributes in effect.
 	Current map[string]string
-	// Pending are the attributes staged for the next reset (the Settings object), nil when the
-	// BMC links none or nothing is staged.
+	// Pending are the attributes staged for the next reset (the Settings object): those whose
+	// value there differs from Current, since some BMCs keep every attribute in it (DMTF's
+	// mockup does) and others only what is staged. nil when the BMC links none or nothing is
+	// staged.
 	Pending map[string]string
 	// Registry is the registry that defines the attributes; nil when the BMC publishes none (the
 	// attributes are then read, but a baseline's values cannot be checked before sending).

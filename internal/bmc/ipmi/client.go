@@ -116,7 +116,10 @@ type Client struct {
 	boot bootMemory
 }
 
-var _ bmc.Client = (*Client)(nil)
+var (
+	_ bmc.Client         = (*Client)(nil)
+	_ bmc.FirmwareReader = (*Client)(nil)
+)
 
 // session is one go-ipmi session, closed at most once.
 type session struct {

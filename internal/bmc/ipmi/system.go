@@ -93,6 +93,23 @@ func (c *Client) Inventory(_ context.Context, systemURI string) (metalv1alpha1.I
 	return metalv1alpha1.Inventory{}, unsupported("IPMI offers FRU only (manufacturer, product, serial): the probe's in-band inventory fills the rest")
 }
 
+// FirmwareInventory is not offered: IPMI has no firmware inventory (Get Device ID gives the
+// BMC's own firmware revision only, which Manager reports).
+func (c *Client) FirmwareInventory(_ context.Context, systemURI string) ([]bmc.FirmwareComponent, error) {
+	if err := checkSystem(systemURI); err != nil {
+		return nil, err
+	}
+	return nil, unsupported("IPMI has no firmware inventory")
+}
+
+// BIOSSettings is not offered: IPMI has no BIOS settings.
+func (c *Client) BIOSSettings(_ context.Context, systemURI string) (bmc.Settings, error) {
+	if err := checkSystem(systemURI); err != nil {
+		return bmc.Settings{}, err
+	}
+	return bmc.Settings{}, unsupported("IPMI has no BIOS settings")
+}
+
 // VirtualMedia is not offered: IPMI has no virtual media.
 func (c *Client) VirtualMedia(_ context.Context, _ string) (bmc.MediaSlot, error) {
 	return bmc.MediaSlot{}, noVirtualMedia()

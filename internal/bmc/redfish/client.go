@@ -61,6 +61,7 @@ type Client struct {
 var (
 	_ bmc.Client            = (*Client)(nil)
 	_ bmc.SecureBootControl = (*Client)(nil)
+	_ bmc.FirmwareReader    = (*Client)(nil)
 )
 
 // Connector returns a bmc.Connector that logs in with a Redfish session (one per BMC, kept by
@@ -157,7 +158,7 @@ func connect(ctx context.Context, t bmc.Target, opts Options, transport http.Rou
 }
 
 // rootLinks are what the client follows of a BMC's service root.
-type rootLinks struct{ self, systems, managers string }
+type rootLinks struct{ self, systems, managers, updateService, registries string }
 
 // linksOf reads the links gofish keeps in unexported fields of the service root (v0.20 has no
 // accessor for them); a field it no longer has reads as no link, which the tests against the
@@ -173,7 +174,8 @@ func linksOf(s *gofish.Service) rootLinks {
 		}
 		return ""
 	}
-	return rootLinks{self: s.ODataID, systems: field("systems"), managers: field("managers")}
+	return rootLinks{self: s.ODataID, systems: field("systems"), managers: field("managers"),
+		updateService: field("updateService"), registries: field("registries")}
 }
 
 // idleConnTimeout closes a BMC connection nobody used for this long: longer than the gaps in a

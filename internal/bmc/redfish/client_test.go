@@ -322,6 +322,12 @@ func TestSurvivesEveryVendorProfile(t *testing.T) {
 				inv, err := c.Inventory(ctx, sys.URI)
 				require.NoError(t, err)
 				assert.Positive(t, inv.CPU.Cores, "CPU cores counted by type")
+				firmware, err := c.FirmwareInventory(ctx, sys.URI)
+				require.NoError(t, err)
+				assert.NotEmpty(t, firmware)
+				settings, err := c.BIOSSettings(ctx, sys.URI)
+				require.NoError(t, err)
+				assert.NotNil(t, settings.Registry)
 				for _, step := range []func() error{
 					func() error { return c.SetBootOnce(ctx, sys.URI, bmc.BootPXE, "") },
 					func() error { return c.SetPower(ctx, sys.URI, bmc.PowerOn) },

@@ -11,7 +11,9 @@ import (
 // manager's memory with it. The largest resource of the DMTF mockups is 32 KiB (a message
 // registry, which Ironfleet does not read), a system about 5 KiB, and a collection of the
 // DefaultMaxSystems members under 4 KiB: 4 MiB leaves room for the largest real BMC resources
-// while a few concurrent polls at the bound cost the manager tens of MiB, not gigabytes.
+// while a few concurrent polls at the bound cost the manager tens of MiB, not gigabytes. The
+// largest Ironfleet reads is a BIOS attribute registry (BIOSSettings), which can run to
+// megabytes: one over the bound fails BIOSSettings, saying so.
 const DefaultMaxResponseBytes = 4 << 20
 
 // DefaultMaxSystems is how many systems a BMC may list (--max-systems-per-bmc). Chassis of

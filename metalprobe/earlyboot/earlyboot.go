@@ -1,5 +1,6 @@
 // Package earlyboot is what a Go /init does first in an initramfs, before its own work: mount
-// the kernel's filesystems and load the image's kernel modules in the order its builder wrote.
+// the kernel's filesystems and load, in the order the image's builder wrote, the kernel modules
+// this machine needs: those of its PCI devices, those for every machine, and their dependencies.
 // The probe's /init (metalprobe/init) and the tenant test image's (test/tenantimage/init) both
 // use it. Both are main packages, hence this package; it imports nothing beyond the standard
 // library and golang.org/x/sys/unix, which both already link, so that neither /init grows.

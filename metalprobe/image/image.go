@@ -13,7 +13,6 @@ import (
 	"io"
 	"os"
 	"path/filepath"
-	"strings"
 	"sync"
 	"time"
 )
@@ -40,7 +39,9 @@ const MaxImageBytes = 40 << 20
 const (
 	// ModulesDir holds the kernel modules, flat, by file name.
 	ModulesDir = "lib/modules"
-	// LoadOrderFile lists ModulesDir's files, one a line, in the order they must be loaded.
+	// LoadOrderFile lists ModulesDir's files, one a line, in the order they must be loaded,
+	// each with what /init needs to decide whether this machine needs it: its dependencies,
+	// its PCI alias patterns, whether it is there only as a dependency (format: LoadOrder).
 	LoadOrderFile = ModulesDir + "/load-order"
 	// MetalprobePath is the probe binary /init runs.
 	MetalprobePath = "bin/metalprobe"
@@ -218,8 +219,8 @@ type KernelSource struct {
 
 // PrepareKernel fetches and unpacks the kernel package into dir and returns vmlinuz, the
 // closure of the wanted modules in load order, and the initramfs files that carry them: the
-// modules flat in ModulesDir and their order in LoadOrderFile, which earlyboot.LoadModules
-// reads. Other boot images (test/tenantimage) use it for their kernel too.
+// modules flat in ModulesDir and their order in LoadOrderFile (LoadOrder), which
+// earlyboot.LoadModules reads. Other boot images (test/tenantimage) use it for their kernel too.
 func PrepareKernel(ctx context.Context, src KernelSource, wanted []string, dir string) ([]byte, []Module, []File, error) {
 	deb := src.Deb
 	if deb == "" {
@@ -251,18 +252,19 @@ func PrepareKernel(ctx context.Context, src KernelSource, wanted []string, dir s
 	if err != nil {
 		return nil, nil, nil, fmt.Errorf("resolving modules: %w", err)
 	}
+	order, err := LoadOrder(modules)
+	if err != nil {
+		return nil, nil, nil, fmt.Errorf("writing the module load order: %w", err)
+	}
 	files := []File{{Name: ModulesDir, Dir: true, Mode: 0o755}}
-	var order strings.Builder
-	order.WriteString("# Kernel modules in load order (dependencies first), written by metalprobe/image.\n")
 	for _, m := range modules {
 		data, err := os.ReadFile(m.Path)
 		if err != nil {
 			return nil, nil, nil, fmt.Errorf("reading module %s: %w", m.Name, err)
 		}
 		files = append(files, File{Name: ModulesDir + "/" + m.File, Mode: 0o644, Data: data})
-		order.WriteString(m.File + "\n")
 	}
-	files = append(files, File{Name: LoadOrderFile, Mode: 0o644, Data: []byte(order.String())})
+	files = append(files, File{Name: LoadOrderFile, Mode: 0o644, Data: order})
 	return kernel, modules, files, nil
 }
 

@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"unicode"
 )
 
 // WantedModules are the drivers the probe needs on the machines Ironfleet manages: the NICs
@@ -44,6 +45,17 @@ type Module struct {
 	Path string `json:"-"`
 	// Depends are the modules it needs loaded first (modinfo depends= and softdep pre:).
 	Depends []string `json:"depends,omitempty"`
+	// PCI are its PCI alias patterns (modinfo alias=pci:v...d..., sorted) when it drives PCI
+	// devices and nothing else (pciAliases): /init loads it only when one of these matches a
+	// device present (earlyboot.Select). Empty when it has no PCI alias or a device alias of
+	// another bus (virtio:, scsi:, cpu:...): it loads on every machine. Written into
+	// LoadOrderFile, not the manifest, which has their count.
+	PCI []string `json:"-"`
+	// PCIAliases is len(PCI).
+	PCIAliases int `json:"pciAliases,omitempty"`
+	// Dependency says the module is in the image only because others need it (it was not
+	// wanted itself): /init loads it when one of those loads, and otherwise not.
+	Dependency bool `json:"dependency,omitempty"`
 }
 
 // ModuleIndex finds modules by name in an unpacked kernel package.
@@ -163,11 +175,38 @@ func dependsOf(info map[string][]string) []string {
 	return slices.Compact(deps)
 }
 
+// pciAliases are the PCI alias patterns of the module name, sorted, when it drives PCI
+// devices only (see Module.PCI): it has some, and each of its other aliases names no device a
+// machine could have without the module, being
+//   - a plain name, without "<bus>:", which modprobe takes for the module's (mpt3sas's
+//     "mpt2sas", an older driver's name; fs-efivarfs, rtnl-link-vlan);
+//   - one of the module's own auxiliary devices, "auxiliary:<name>.<device>" (mlx5_core's
+//     auxiliary:mlx5_core.eth), which only the module itself creates, under its PCI device.
+//
+// nil when it has no PCI alias, or any alias of another bus (virtio:, scsi:, usb:, acpi*:,
+// platform:, another module's auxiliary devices...): that module loads on every machine.
+func pciAliases(name string, info map[string][]string) []string {
+	var pci []string
+	for _, a := range info["alias"] {
+		bus, _, device := strings.Cut(a, ":")
+		switch {
+		case bus == "pci":
+			pci = append(pci, a)
+		case !device, strings.HasPrefix(a, "auxiliary:"+name+"."):
+		default:
+			return nil
+		}
+	}
+	slices.Sort(pci)
+	return slices.Compact(pci)
+}
+
 // ModuleClosure resolves wanted and everything it depends on, and returns the modules in an
 // order they can be loaded in: each after its dependencies, otherwise by name, so that the
 // same package always gives the same list. A wanted module that is built in is skipped; one
 // that is neither built in nor shipped is an error. A soft dependency that does not exist
-// (softdeps name optional helpers) is skipped.
+// (softdeps name optional helpers) is skipped. Modules that are not in wanted are marked
+// Dependency.
 func (idx *ModuleIndex) ModuleClosure(wanted []string) ([]Module, error) {
 	modules := map[string]*Module{}
 	var load func(name string, required bool) error
@@ -189,7 +228,8 @@ func (idx *ModuleIndex) ModuleClosure(wanted []string) ([]Module, error) {
 		if n := info["name"]; len(n) == 1 && n[0] != name {
 			return fmt.Errorf("module file %s calls itself %q, not %q", path, n[0], name)
 		}
-		m := &Module{Name: name, File: filepath.Base(path), Path: path}
+		pci := pciAliases(name, info)
+		m := &Module{Name: name, File: filepath.Base(path), Path: path, PCI: pci, PCIAliases: len(pci), Dependency: !slices.Contains(wanted, name)}
 		modules[name] = m
 		hard := map[string]bool{}
 		for _, list := range info["depends"] {
@@ -259,4 +299,75 @@ func topoSort(modules map[string]*Module) ([]Module, error) {
 		}
 	}
 	return order, nil
+}
+
+// LoadOrder is the content of LoadOrderFile for modules, which are in load order (as
+// ModuleClosure returns them): a comment header, then one line a module,
+//
+//	<file> [depends=<name>,<name>...] [pci=<pattern>,<pattern>...] [dependency]
+//
+// its fields separated by single spaces, in this order, each but <file> left out when empty:
+//   - <file> is the module's file in ModulesDir; the module's name is the file's without
+//     ".ko", hyphens made underscores (moduleName), as /init derives it.
+//   - depends= are the names of the modules it needs loaded first (Module.Depends), each on an
+//     earlier line.
+//   - pci= are its PCI alias patterns (Module.PCI), globs that kmod and udev match against a
+//     device's modalias: /init loads the module only when one matches a PCI device present.
+//   - dependency says it is in the image only because others need it (Module.Dependency):
+//     /init loads it only when one of those loads.
+//
+// A line without pci= and dependency is loaded on every machine. earlyboot.ParseLoadOrder reads
+// this. Names and patterns are sorted, so the same modules always give the same bytes. A file or
+// module name or a pattern that holds a space or a comma (a file name a slash), or a dependency
+// not on an earlier line, cannot be written and is an error.
+func LoadOrder(modules []Module) ([]byte, error) {
+	var b strings.Builder
+	b.WriteString("# Kernel modules in load order (dependencies first), written by metalprobe/image.\n")
+	b.WriteString("# <file> [depends=<module>,...] [pci=<alias pattern>,...] [dependency]: see image.LoadOrder.\n")
+	listed := map[string]bool{}
+	for _, m := range modules {
+		if !isLoadOrderWord(m.File) || strings.ContainsRune(m.File, '/') || !strings.HasSuffix(m.File, ".ko") || moduleName(m.File) != m.Name {
+			return nil, fmt.Errorf("module %q: its file name %q cannot be written in the load order (one word ending in .ko, no slash or comma, named as the module)", m.Name, m.File)
+		}
+		if listed[m.Name] {
+			return nil, fmt.Errorf("module %s is listed twice", m.Name)
+		}
+		b.WriteString(m.File)
+		if len(m.Depends) > 0 {
+			deps := slices.Clone(m.Depends)
+			slices.Sort(deps)
+			deps = slices.Compact(deps)
+			for _, d := range deps {
+				if !listed[d] {
+					return nil, fmt.Errorf("module %s depends on %q, which is not listed before it", m.Name, d)
+				}
+			}
+			b.WriteString(" depends=" + strings.Join(deps, ","))
+		}
+		if len(m.PCI) > 0 {
+			pci := slices.Clone(m.PCI)
+			slices.Sort(pci)
+			pci = slices.Compact(pci)
+			for _, p := range pci {
+				if !isLoadOrderWord(p) || !strings.HasPrefix(p, "pci:") {
+					return nil, fmt.Errorf("module %s: its alias %q cannot be written in the load order (a pci: pattern without spaces or commas)", m.Name, p)
+				}
+			}
+			b.WriteString(" pci=" + strings.Join(pci, ","))
+		}
+		if m.Dependency {
+			b.WriteString(" dependency")
+		}
+		b.WriteString("\n")
+		listed[m.Name] = true
+	}
+	return []byte(b.String()), nil
+}
+
+// isLoadOrderWord says s can be one item of a load-order line: not empty, no space (nor any
+// other white space or control character), no comma.
+func isLoadOrderWord(s string) bool {
+	return s != "" && !strings.ContainsFunc(s, func(r rune) bool {
+		return r == ',' || unicode.IsSpace(r) || unicode.IsControl(r)
+	})
 }

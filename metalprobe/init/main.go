@@ -52,6 +52,9 @@ var filesystems = []earlyboot.Mount{
 // (metalprobe/image.LoadOrderFile), next to the modules.
 const loadOrderFile = "/lib/modules/load-order"
 
+// sysfsRoot is where sysfs is mounted (filesystems): the PCI devices decide which modules load.
+const sysfsRoot = "/sys"
+
 // probeBackoff are the waits between metalprobe attempts: a registry that is briefly down
 // (an operator upgrade) gets a minute and a half.
 var probeBackoff = []time.Duration{10 * time.Second, 30 * time.Second, time.Minute}
@@ -65,18 +68,35 @@ func main() {
 	waitForever()
 }
 
-// loadModules loads the image's kernel modules and logs what it could not load and how many
-// did: the image's list is wider than any one machine, and built-in drivers may still do.
+// loadModules loads the image's kernel modules that this machine's devices need and logs what
+// it could not load, how many it skipped and which it loaded: the image's list is wider than
+// any one machine, and built-in drivers may still do.
 func loadModules(logf func(format string, args ...any)) {
-	loaded, failed, err := earlyboot.LoadModules(loadOrderFile)
+	res, err := earlyboot.LoadModules(loadOrderFile, sysfsRoot)
 	if err != nil {
 		logf("%v", err)
 		return
 	}
-	for _, err := range failed {
+	if res.PCIErr != nil {
+		logf("%v; loading every module", res.PCIErr)
+	}
+	for _, err := range res.Failed {
 		logf("%v", err)
 	}
-	logf("loaded %d of %d kernel modules", loaded, loaded+len(failed))
+	logf("%s", modulesSummary(res))
+}
+
+// modulesSummary is the console's line on the modules:
+// "loaded 14 of 53 kernel modules (39 for hardware this machine does not have): a b ...".
+func modulesSummary(res earlyboot.Loaded) string {
+	line := fmt.Sprintf("loaded %d of %d kernel modules", len(res.Loaded), res.Total)
+	if len(res.Skipped) > 0 {
+		line += fmt.Sprintf(" (%d for hardware this machine does not have)", len(res.Skipped))
+	}
+	if len(res.Loaded) > 0 {
+		line += ": " + strings.Join(res.Loaded, " ")
+	}
+	return line
 }
 
 // boot runs the probe boot; it returns only when the probe could not report (after a

@@ -23,6 +23,7 @@ import (
 	"github.com/u-root/u-root/pkg/cpio"
 	"github.com/ulikunitz/xz"
 
+	"github.com/ironfleet/ironfleet/metalprobe/earlyboot"
 	"github.com/ironfleet/ironfleet/metalprobe/image"
 	"github.com/ironfleet/ironfleet/test/tenantimage/contract"
 )
@@ -210,13 +211,12 @@ func TestInitramfs(t *testing.T) {
 	require.Contains(t, files, contract.LoadOrderFile)
 	order, err := io.ReadAll(io.NewSectionReader(files[contract.LoadOrderFile], 0, int64(files[contract.LoadOrderFile].FileSize)))
 	require.NoError(t, err)
+	lines, err := earlyboot.ParseLoadOrder(bytes.NewReader(order))
+	require.NoError(t, err, "/init's loader reads the load order")
 	var loaded []string
-	for _, line := range strings.Split(string(order), "\n") {
-		if line == "" || strings.HasPrefix(line, "#") {
-			continue
-		}
-		loaded = append(loaded, line)
-		assert.Contains(t, files, contract.ModulesDir+"/"+line, "the load order lists %s, which the initramfs holds", line)
+	for _, l := range lines {
+		loaded = append(loaded, l.File)
+		assert.Contains(t, files, contract.ModulesDir+"/"+l.File, "the load order lists %s, which the initramfs holds", l.File)
 	}
 	for _, want := range []string{"virtio_pci.ko", "virtio_blk.ko", "virtio_net.ko", "nvme.ko", "ahci.ko", "sd_mod.ko", "e1000.ko", "isofs.ko"} {
 		assert.Contains(t, loaded, want)
@@ -231,6 +231,11 @@ func TestInitramfs(t *testing.T) {
 		i, ok := filePosition[mod.File]
 		require.True(t, ok, "the load order lists %s", mod.File)
 		position[mod.Name] = i
+		line := lines[i]
+		assert.Equal(t, mod.Name, line.Name)
+		assert.ElementsMatch(t, mod.Depends, line.Depends, "%s's dependencies in the load order", mod.Name)
+		assert.Len(t, line.PCI, mod.PCIAliases, "%s's PCI aliases in the load order", mod.Name)
+		assert.Equal(t, mod.Dependency, line.Dependency, "%s is there only as a dependency", mod.Name)
 	}
 	for _, mod := range m.Modules {
 		for _, dep := range mod.Depends {

@@ -45,9 +45,10 @@ const (
 	LineIdle = ConsolePrefix + "idle"
 )
 
-// Where the image builder puts the kernel modules /init loads: flat in ModulesDir, their file
-// names one a line in LoadOrderFile, dependencies first (the probe image's layout:
-// metalprobe/image.LoadOrderFile). Paths inside the initramfs, without the leading slash.
+// Where the image builder puts the kernel modules /init loads: flat in ModulesDir, one a line
+// in LoadOrderFile, dependencies first, each with what decides whether a machine needs it (the
+// probe image's layout: metalprobe/image.LoadOrderFile, LoadOrder). Paths inside the
+// initramfs, without the leading slash.
 const (
 	ModulesDir    = "lib/modules"
 	LoadOrderFile = ModulesDir + "/load-order"

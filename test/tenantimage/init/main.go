@@ -74,7 +74,8 @@ func run(ctx context.Context, c *console) error {
 	// The kernel logs every driver's probe on the console at the default level; from here on
 	// only its errors, so that /init's lines stay whole and easy to find.
 	_ = os.WriteFile("/proc/sys/kernel/printk", []byte("4"), 0)
-	loaded, failedModules, moduleErr := earlyboot.LoadModules("/" + contract.LoadOrderFile)
+	// Only the modules this VM's devices need (and those for any machine), as the probe does.
+	modules, moduleErr := earlyboot.LoadModules("/"+contract.LoadOrderFile, "/sys")
 
 	cmdline, err := os.ReadFile("/proc/cmdline")
 	if err != nil {
@@ -88,10 +89,13 @@ func run(ctx context.Context, c *console) error {
 	if moduleErr != nil {
 		c.logf("%v", moduleErr)
 	}
-	for _, err := range failedModules {
+	if modules.PCIErr != nil {
+		c.logf("%v; loading every module", modules.PCIErr)
+	}
+	for _, err := range modules.Failed {
 		c.logf("%v", err)
 	}
-	c.logf("loaded %d of %d kernel modules", loaded, loaded+len(failedModules))
+	c.logf("loaded %d of %d kernel modules (%d for hardware this machine does not have)", len(modules.Loaded), modules.Total, len(modules.Skipped))
 
 	driveCtx, cancel := context.WithTimeout(ctx, configDriveWait)
 	dev, err := findConfigDrive(driveCtx, "/sys/class/block", "/dev")

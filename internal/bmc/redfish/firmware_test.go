@@ -291,6 +291,8 @@ func TestAnAttributeRegistryServedAtItsFilesURI(t *testing.T) {
 	// A BMC that echoes a password it should read as null.
 	editJSON(t, dir, "Systems/437XR1138R2/Bios", func(bios map[string]any) {
 		bios["Attributes"].(map[string]any)["SetupPassword"] = "hunter2"
+		// A hash the registry does not type Password (some BMCs type them String).
+		bios["Attributes"].(map[string]any)["AdminSHA256Password"] = "9f86d081884c7d65"
 	})
 	writeResource(t, dir, "Registries/"+name, `{
 		"@odata.id": "/redfish/v1/Registries/`+name+`",
@@ -315,6 +317,8 @@ func TestAnAttributeRegistryServedAtItsFilesURI(t *testing.T) {
 	assert.Equal(t, bmc.AttributePassword, reg.Attributes["SetupPassword"].Type)
 	require.Contains(t, settings.Current, "SetupPassword")
 	assert.Empty(t, settings.Current["SetupPassword"], "a password is not copied out")
+	require.Contains(t, settings.Current, "AdminSHA256Password")
+	assert.Empty(t, settings.Current["AdminSHA256Password"], "nor is what its name says is a password")
 	cores := reg.Attributes["ProcCoreDisable"]
 	require.NotNil(t, cores.LowerBound)
 	require.NotNil(t, cores.UpperBound)

@@ -54,17 +54,20 @@ func (c *Client) BIOSSettings(ctx context.Context, systemURI string) (bmc.Settin
 	if settings.Registry, err = c.attributeRegistry(bios.AttributeRegistry); err != nil {
 		return bmc.Settings{}, err
 	}
-	// The schema has a Password attribute read as null; a BMC that echoes one is not copied out.
-	if settings.Registry != nil {
-		for name, def := range settings.Registry.Attributes {
-			if def.Type != bmc.AttributePassword {
-				continue
-			}
-			if _, ok := settings.Current[name]; ok {
-				settings.Current[name] = ""
-			}
-			if _, ok := settings.Pending[name]; ok {
-				settings.Pending[name] = ""
+	// The schema has a Password attribute read as null; a BMC that echoes one is not copied out,
+	// nor anything whose name says it is a password (a hash or salt typed String, as on some
+	// BMCs, or any attribute of a BMC without a registry).
+	secret := func(name string) bool {
+		if settings.Registry != nil && settings.Registry.Attributes[name].Type == bmc.AttributePassword {
+			return true
+		}
+		lower := strings.ToLower(name)
+		return strings.Contains(lower, "password") || strings.Contains(lower, "passwd")
+	}
+	for _, values := range []map[string]string{settings.Current, settings.Pending} {
+		for name := range values {
+			if secret(name) {
+				values[name] = ""
 			}
 		}
 	}

@@ -85,6 +85,11 @@ func TestAnIPMIBMCYieldsOneServerNamedByItsGUIDAndIsBootedOverIPMI(t *testing.T)
 	}, "ipmi_sim is told PXE, then power on")
 	assert.Equal(t, "On", sim.PowerState())
 
+	// IPMI has no firmware management: the server's ServerFirmware says so.
+	sfw := firmwareRead(t, uuid, m.ReasonFirmwareManagementUnsupported, nil)
+	assert.Empty(t, sfw.Status.Components)
+	assert.Nil(t, sfw.Status.BIOS)
+
 	eventually(t, 30*time.Second, func() bool { return readyReason("ipmi-wrong") == m.BMCReasonAuthenticationFailed },
 		"a wrong password is AuthenticationFailed")
 

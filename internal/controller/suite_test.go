@@ -113,9 +113,11 @@ func runSuite(m *testing.M) (int, error) {
 		"urirefuse": {testSystem(35)},
 		// A UefiHttp BMC whose system boots Legacy.
 		"urilegacy": {legacySystem(36)},
+		// Firmware read into a ServerFirmware.
+		"firmware": {testSystem(37)},
 	}
 	quirks := map[string]*bmcsim.Quirks{"novmedia": {NoVirtualMedia: true}, "nourihttp": {NoHTTPBootURI: true}}
-	for _, name := range []string{"good", "allwrong", "direct", "reuse", "deleteme", "discovery", "silent", "restart", "probetrouble", "novmedia", "vmedia", "bootended", "urihttp", "nourihttp", "bootretry", "urirefuse", "urilegacy"} {
+	for _, name := range []string{"good", "allwrong", "direct", "reuse", "deleteme", "discovery", "silent", "restart", "probetrouble", "novmedia", "vmedia", "bootended", "urihttp", "nourihttp", "bootretry", "urirefuse", "urilegacy", "firmware"} {
 		specs, ok := systems[name]
 		if !ok {
 			specs = []bmcsim.SystemSpec{testSystem(0), testSystem(1)}

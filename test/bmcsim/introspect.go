@@ -22,3 +22,17 @@ func (b *BMC) Quirks() Quirks {
 	}
 	return b.model.q
 }
+
+// SetBIOSVersion makes a system run another BIOS version, as a firmware update would: the
+// System's BiosVersion and its FirmwareInventory member show it. Unknown systems are ignored.
+func (b *BMC) SetBIOSVersion(systemID, version string) {
+	m := b.model
+	if m == nil {
+		return
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if s := m.findSystem(systemID); s != nil {
+		s.biosVersion = version
+	}
+}

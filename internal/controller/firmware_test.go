@@ -105,3 +105,114 @@ func TestEveryServerGetsItsFirmwareReadFromItsBMC(t *testing.T) {
 
 	require.NoError(t, k8s.Delete(ctx, &m.BMC{ObjectMeta: metav1.ObjectMeta{Name: "firmware"}}))
 }
+
+// baselineAt is the FirmwareBaseline name once cond holds of it.
+func baselineAt(t *testing.T, name string, cond func(*m.FirmwareBaseline) bool, what string) *m.FirmwareBaseline {
+	t.Helper()
+	var b m.FirmwareBaseline
+	eventually(t, 30*time.Second, func() bool {
+		return k8s.Get(context.Background(), client.ObjectKey{Name: name}, &b) == nil && b.Status.ObservedGeneration == b.Generation && cond(&b)
+	}, "baseline %s: %s", name, what)
+	return &b
+}
+
+func conditionOf(conds []metav1.Condition, typ string) metav1.Condition {
+	if c := meta.FindStatusCondition(conds, typ); c != nil {
+		return *c
+	}
+	return metav1.Condition{}
+}
+
+// TestABaselineJudgesTheServersItSelects: a FirmwareBaseline selecting a server by label is
+// compared with what its BMC reports: compliant, then drifted when it wants another BIOS
+// version (the difference named), refused before anything is sent when it asks for an
+// attribute the BMC's registry does not define or a value out of range (named on the
+// baseline), and in conflict with a second baseline that wants another version (both say so,
+// and the server is judged by neither).
+func TestABaselineJudgesTheServersItSelects(t *testing.T) {
+	ctx := context.Background()
+	sim := sims["baseline"]
+	spec := testSystem(38)
+	name := strings.ToLower(spec.UUID)
+	createSecret(t, "baseline", goodUser, goodPassword)
+	createDirectBMC(t, "baseline", simAddress(sim), "baseline")
+	firmwareRead(t, name, m.ReasonFirmwareRead, nil)
+
+	selector := metav1.LabelSelector{MatchLabels: map[string]string{m.LabelBMC: "baseline"}}
+	fleet := &m.FirmwareBaseline{ObjectMeta: metav1.ObjectMeta{Name: "fleet"}, Spec: m.FirmwareBaselineSpec{
+		ServerSelector: selector,
+		Components:     []m.BaselineComponent{{Component: "BIOS", Version: spec.BIOSVersion, Image: m.FirmwareImage{URL: "https://fw.example/bios.bin"}}},
+		Settings:       &m.BaselineSettings{BIOS: map[string]string{"ProcVirtualization": "Enabled", "ProcCoreDisable": "0"}},
+	}}
+	require.NoError(t, k8s.Create(ctx, fleet))
+	t.Cleanup(func() { _ = k8s.Delete(context.Background(), fleet) })
+
+	sfw := firmwareRead(t, name, m.ReasonFirmwareRead, func(f *m.ServerFirmware) bool {
+		return conditionOf(f.Status.Conditions, m.ConditionFirmwareCompliant).Reason == m.ReasonFirmwareCompliant
+	})
+	assert.Equal(t, "fleet", sfw.Status.Baseline)
+	assert.Empty(t, sfw.Status.Differences)
+	b := baselineAt(t, "fleet", func(b *m.FirmwareBaseline) bool { return b.Status.Compliant == 1 }, "one compliant server")
+	assert.Equal(t, int32(1), b.Status.Matched)
+	assert.Equal(t, metav1.ConditionTrue, conditionOf(b.Status.Conditions, m.ConditionBaselineValid).Status)
+
+	// Another BIOS version wanted: drifted, the difference named.
+	update := func(mutate func(*m.FirmwareBaseline)) {
+		t.Helper()
+		var cur m.FirmwareBaseline
+		require.NoError(t, k8s.Get(ctx, client.ObjectKey{Name: "fleet"}, &cur))
+		mutate(&cur)
+		require.NoError(t, k8s.Update(ctx, &cur))
+	}
+	update(func(b *m.FirmwareBaseline) { b.Spec.Components[0].Version = "9.9.9" })
+	sfw = firmwareRead(t, name, m.ReasonFirmwareRead, func(f *m.ServerFirmware) bool {
+		return conditionOf(f.Status.Conditions, m.ConditionFirmwareCompliant).Reason == m.ReasonFirmwareDrifted
+	})
+	assert.Equal(t, []m.FirmwareDifference{{Kind: m.FirmwareDifferenceComponent, Name: "BIOS", Want: "9.9.9", Have: spec.BIOSVersion, Baseline: "fleet"}}, sfw.Status.Differences)
+	baselineAt(t, "fleet", func(b *m.FirmwareBaseline) bool { return b.Status.Matched == 1 && b.Status.Compliant == 0 }, "none compliant")
+
+	// An attribute the registry does not define and a value out of its range: refused, named.
+	update(func(b *m.FirmwareBaseline) {
+		b.Spec.Components[0].Version = spec.BIOSVersion
+		b.Spec.Settings.BIOS = map[string]string{"NoSuchSetting": "On", "ProcCoreDisable": "99"}
+	})
+	sfw = firmwareRead(t, name, m.ReasonFirmwareRead, func(f *m.ServerFirmware) bool {
+		return conditionOf(f.Status.Conditions, m.ConditionFirmwareCompliant).Reason == m.ReasonInvalidSetting
+	})
+	b = baselineAt(t, "fleet", func(b *m.FirmwareBaseline) bool {
+		return conditionOf(b.Status.Conditions, m.ConditionBaselineValid).Reason == m.ReasonInvalidSetting
+	}, "its settings refused")
+	valid := conditionOf(b.Status.Conditions, m.ConditionBaselineValid)
+	assert.Equal(t, metav1.ConditionFalse, valid.Status)
+	assert.Contains(t, valid.Message, "defines no attribute NoSuchSetting")
+	assert.Contains(t, valid.Message, "ProcCoreDisable must be within 0..63, not 99")
+	assert.Contains(t, valid.Message, "server "+name)
+
+	// A second baseline wanting another BIOS version of the same server: both say so.
+	update(func(b *m.FirmwareBaseline) { b.Spec.Settings.BIOS = map[string]string{"ProcVirtualization": "Enabled"} })
+	rival := &m.FirmwareBaseline{ObjectMeta: metav1.ObjectMeta{Name: "rival"}, Spec: m.FirmwareBaselineSpec{
+		ServerSelector: selector,
+		Components:     []m.BaselineComponent{{Component: "BIOS", Version: "3.0.0", Image: m.FirmwareImage{URL: "https://fw.example/bios3.bin"}}},
+	}}
+	require.NoError(t, k8s.Create(ctx, rival))
+	t.Cleanup(func() { _ = k8s.Delete(context.Background(), rival) })
+	sfw = firmwareRead(t, name, m.ReasonFirmwareRead, func(f *m.ServerFirmware) bool {
+		return conditionOf(f.Status.Conditions, m.ConditionFirmwareCompliant).Reason == m.ReasonConflictingBaselines
+	})
+	assert.Equal(t, "fleet,rival", sfw.Status.Baseline)
+	assert.Contains(t, conditionOf(sfw.Status.Conditions, m.ConditionFirmwareCompliant).Message, `component BIOS: fleet wants "`+spec.BIOSVersion+`", rival wants "3.0.0"`)
+	for _, n := range []string{"fleet", "rival"} {
+		b := baselineAt(t, n, func(b *m.FirmwareBaseline) bool { return b.Status.Conflicting == 1 }, "its server conflicting")
+		assert.Equal(t, metav1.ConditionTrue, conditionOf(b.Status.Conditions, m.ConditionBaselineConflict).Status)
+		assert.Equal(t, int32(0), b.Status.Compliant)
+	}
+
+	// The rival gone, the server is compliant with the first again.
+	require.NoError(t, k8s.Delete(ctx, rival))
+	firmwareRead(t, name, m.ReasonFirmwareRead, func(f *m.ServerFirmware) bool {
+		return f.Status.Baseline == "fleet" && conditionOf(f.Status.Conditions, m.ConditionFirmwareCompliant).Reason == m.ReasonFirmwareCompliant
+	})
+	baselineAt(t, "fleet", func(b *m.FirmwareBaseline) bool { return b.Status.Compliant == 1 && b.Status.Conflicting == 0 }, "compliant again")
+
+	require.NoError(t, k8s.Delete(ctx, &m.BMC{ObjectMeta: metav1.ObjectMeta{Name: "baseline"}}))
+}

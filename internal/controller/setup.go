@@ -53,6 +53,7 @@ func Setup(mgr ctrl.Manager, deps Dependencies) error {
 		&maintenance.Reconciler{Client: mgr.GetClient(), Events: rec.Recorder("servermaintenance-controller"),
 			Settings: deps.Settings},
 		&firmware.Reconciler{Client: mgr.GetClient(), Events: rec.Recorder("serverfirmware-controller"), Clients: cache},
+		&firmware.BaselineReconciler{Client: mgr.GetClient()},
 	}
 	for _, r := range reconcilers {
 		if err := r.SetupWithManager(mgr); err != nil {

@@ -114,10 +114,10 @@ func runSuite(m *testing.M) (int, error) {
 		// A UefiHttp BMC whose system boots Legacy.
 		"urilegacy": {legacySystem(36)},
 		// Firmware read into a ServerFirmware.
-		"firmware": {testSystem(37)},
+		"firmware": {testSystem(37)}, "baseline": {testSystem(38)},
 	}
 	quirks := map[string]*bmcsim.Quirks{"novmedia": {NoVirtualMedia: true}, "nourihttp": {NoHTTPBootURI: true}}
-	for _, name := range []string{"good", "allwrong", "direct", "reuse", "deleteme", "discovery", "silent", "restart", "probetrouble", "novmedia", "vmedia", "bootended", "urihttp", "nourihttp", "bootretry", "urirefuse", "urilegacy", "firmware"} {
+	for _, name := range []string{"good", "allwrong", "direct", "reuse", "deleteme", "discovery", "silent", "restart", "probetrouble", "novmedia", "vmedia", "bootended", "urihttp", "nourihttp", "bootretry", "urirefuse", "urilegacy", "firmware", "baseline"} {
 		specs, ok := systems[name]
 		if !ok {
 			specs = []bmcsim.SystemSpec{testSystem(0), testSystem(1)}

@@ -71,6 +71,10 @@ var kinds = []kind{
 	{name: "serverfirmwares", object: func(n, _ string) client.Object {
 		return &m.ServerFirmware{ObjectMeta: metav1.ObjectMeta{Name: n}, Spec: m.ServerFirmwareSpec{ServerRef: m.LocalObjectReference{Name: n}}}
 	}, list: &m.ServerFirmwareList{}, status: true},
+	{name: "firmwarebaselines", object: func(n, _ string) client.Object {
+		return &m.FirmwareBaseline{ObjectMeta: metav1.ObjectMeta{Name: n}, Spec: m.FirmwareBaselineSpec{
+			Components: []m.BaselineComponent{{Component: "BIOS", Version: "2.0", Image: m.FirmwareImage{URL: "https://fw.example/bios.bin"}}}}}
+	}, list: &m.FirmwareBaselineList{}, status: true},
 	{name: "secrets", namespaced: true, object: func(n, ns string) client.Object {
 		return &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: n, Namespace: ns}, Data: map[string][]byte{"ignition.json": []byte("{}")}}
 	}, list: &corev1.SecretList{}},

@@ -19,6 +19,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/rest"
 	"k8s.io/utils/ptr"
@@ -272,6 +273,35 @@ func TestInvalidObjectsAreRejectedWithAReadableMessage(t *testing.T) {
 		require.NoError(t, env.Client.Create(ctx, claim), "a valid expression is taken")
 	})
 
+	t.Run("firmware baseline", func(t *testing.T) {
+		valid := func(name string) *m.FirmwareBaseline {
+			return &m.FirmwareBaseline{ObjectMeta: meta(name), Spec: m.FirmwareBaselineSpec{
+				Components: []m.BaselineComponent{{Component: "BIOS", Version: "2.19.1", Image: m.FirmwareImage{URL: "https://fw.example/bios.exe"}}}}}
+		}
+		b := valid("fwb-valid")
+		require.NoError(t, env.Client.Create(ctx, b), "a valid baseline is taken")
+		assert.Equal(t, m.MaintenanceOwnerApproval, b.Spec.Rollout.Policy, "claimed servers wait for their owners by default")
+		assert.Equal(t, int32(1), b.Spec.Rollout.MaxFailures)
+		assert.Equal(t, intstr.FromInt32(1), *b.Spec.Rollout.MaxUnavailable, "one server at a time by default")
+
+		empty := &m.FirmwareBaseline{ObjectMeta: meta("fwb-empty")}
+		requireInvalid(t, env.Client.Create(ctx, empty), "a baseline wants components, settings, or both")
+		b = valid("fwb-ftp")
+		b.Spec.Components[0].Image.URL = "ftp://fw.example/bios.exe"
+		requireInvalid(t, env.Client.Create(ctx, b), "image url must be http:// or https://")
+		b = valid("fwb-md5")
+		b.Spec.Components[0].Image.Checksum = "md5:0123"
+		requireInvalid(t, env.Client.Create(ctx, b), "checksum must be sha256: followed by 64 lower-case hex digits")
+		for _, bad := range []intstr.IntOrString{intstr.FromInt32(0), intstr.FromString("0%"), intstr.FromString("150%"), intstr.FromString("half")} {
+			b = valid("fwb-unavailable")
+			b.Spec.Rollout.MaxUnavailable = &bad
+			requireInvalid(t, env.Client.Create(ctx, b), "maxUnavailable must be a number of at least 1 or a percentage from 1% to 100%")
+		}
+		b = valid("fwb-percent")
+		b.Spec.Rollout.MaxUnavailable = ptr.To(intstr.FromString("25%"))
+		require.NoError(t, env.Client.Create(ctx, b), "a percentage is taken")
+	})
+
 	t.Run("claim asks for zero cores", func(t *testing.T) {
 		claim := validClaim("zero-cores")
 		claim.Spec.MinCPUCores = ptr.To[int32](0)
@@ -351,7 +381,8 @@ func TestPrinterColumns(t *testing.T) {
 		"serverclaims":             "Name Phase Server Power Provisioned Progress Image Reason Age",
 		"serverbootconfigurations": "Name Server Purpose State Image Age",
 		"servermaintenances":       "Name Server Policy State Power Reason Age",
-		"serverfirmwares":          "Name BIOS BMC Read Age",
+		"serverfirmwares":          "Name BIOS BMC Baseline Compliant Read Age",
+		"firmwarebaselines":        "Name Matched Compliant Updating Failed Valid Age",
 	}
 	for resource, columns := range want {
 		t.Run(resource, func(t *testing.T) {
@@ -441,7 +472,7 @@ func TestSamplesAreAccepted(t *testing.T) {
 	require.NoError(t, err)
 	files, err := filepath.Glob(filepath.Join(root, "config", "samples", "metal_*.yaml"))
 	require.NoError(t, err)
-	require.Len(t, files, 7, "one sample per kind")
+	require.Len(t, files, 8, "one sample per kind people make (ServerFirmwares are the operator's)")
 	for _, f := range files {
 		t.Run(filepath.Base(f), func(t *testing.T) {
 			data, err := os.ReadFile(f)

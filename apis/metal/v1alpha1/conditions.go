@@ -86,4 +86,32 @@ const (
 	ReasonFirmwareRead                  = "FirmwareRead"
 	ReasonFirmwareManagementUnsupported = "FirmwareManagementUnsupported"
 	ReasonFirmwareReadFailed            = "FirmwareReadFailed"
+	// ConditionFirmwareCompliant, on a ServerFirmware, says whether the server runs what the
+	// FirmwareBaselines that select it want, as its BMC last said: True (Compliant), False
+	// (Drifted: status.differences lists each; InvalidSetting: a baseline asks for an attribute
+	// the BMC's registry does not define, or a value it does not allow, named;
+	// ConflictingBaselines: two baselines want different things of it, named: neither touches
+	// it), or Unknown (NoBaseline; FirmwareManagementUnsupported; NotRead: the BMC was not read
+	// since the baselines changed, or a baseline wants BMC settings, which are not read yet).
+	ConditionFirmwareCompliant = "Compliant"
+	// Reasons of the Compliant condition (FirmwareManagementUnsupported is shared with Read).
+	ReasonFirmwareCompliant    = "Compliant"
+	ReasonFirmwareDrifted      = "Drifted"
+	ReasonNoBaseline           = "NoBaseline"
+	ReasonInvalidSetting       = "InvalidSetting"
+	ReasonConflictingBaselines = "ConflictingBaselines"
+	ReasonFirmwareNotRead      = "NotRead"
+)
+
+// Conditions and reasons of a FirmwareBaseline.
+const (
+	// ConditionBaselineValid says whether every setting the baseline asks for is one the
+	// registries of the servers it selects define, with a value they allow: False
+	// (InvalidSetting) names the attribute, the value and a server whose BMC refuses it.
+	ConditionBaselineValid = "Valid"
+	ReasonSettingsValid    = "SettingsValid"
+	// ConditionBaselineConflict says whether another baseline wants something else of a server
+	// this one selects: True (ConflictingBaselines) names them; such servers are not touched.
+	ConditionBaselineConflict = "Conflict"
+	ReasonNoConflict          = "NoConflict"
 )

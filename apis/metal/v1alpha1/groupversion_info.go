@@ -32,6 +32,7 @@ func addKnownTypes(scheme *runtime.Scheme) error {
 		&ServerBootConfiguration{}, &ServerBootConfigurationList{},
 		&ServerMaintenance{}, &ServerMaintenanceList{},
 		&ServerFirmware{}, &ServerFirmwareList{},
+		&FirmwareBaseline{}, &FirmwareBaselineList{},
 	)
 	metav1.AddToGroupVersion(scheme, GroupVersion)
 	return nil

@@ -54,6 +54,45 @@ type FirmwareSettings struct {
 	Pending map[string]string `json:"pending,omitempty"`
 }
 
+// ObservedBaseline is a FirmwareBaseline at a generation.
+type ObservedBaseline struct {
+	// +kubebuilder:validation:MaxLength=253
+	Name       string `json:"name"`
+	Generation int64  `json:"generation"`
+}
+
+// FirmwareDifferenceKind is what differs: a component's version or a setting.
+// +kubebuilder:validation:Enum=Component;BIOSSetting;BMCSetting
+type FirmwareDifferenceKind string
+
+const (
+	FirmwareDifferenceComponent   FirmwareDifferenceKind = "Component"
+	FirmwareDifferenceBIOSSetting FirmwareDifferenceKind = "BIOSSetting"
+	FirmwareDifferenceBMCSetting  FirmwareDifferenceKind = "BMCSetting"
+)
+
+// FirmwareDifference is one thing a server runs otherwise than its baseline wants.
+type FirmwareDifference struct {
+	Kind FirmwareDifferenceKind `json:"kind"`
+	// Name is the component (BIOS, BMC, or an inventory id) or the attribute.
+	// +kubebuilder:validation:MaxLength=256
+	Name string `json:"name"`
+	// Want is what the baseline wants; Have what the BMC reports ("" when it reports none).
+	// +kubebuilder:validation:MaxLength=1024
+	Want string `json:"want"`
+	// +kubebuilder:validation:MaxLength=1024
+	// +optional
+	Have string `json:"have,omitempty"`
+	// Baseline is the FirmwareBaseline that wants it.
+	// +kubebuilder:validation:MaxLength=253
+	Baseline string `json:"baseline"`
+	// Invalid says why the want cannot be sent to this server's BMC (an attribute its registry
+	// does not define, a value it does not allow); empty when it can.
+	// +kubebuilder:validation:MaxLength=1024
+	// +optional
+	Invalid string `json:"invalid,omitempty"`
+}
+
 // ServerFirmwareSpec names the Server whose firmware this is.
 // +kubebuilder:validation:XValidation:rule="self.serverRef == oldSelf.serverRef",message="serverRef is immutable"
 type ServerFirmwareSpec struct {
@@ -91,7 +130,25 @@ type ServerFirmwareStatus struct {
 	ReadBIOSVersion string `json:"readBIOSVersion,omitempty"`
 	// +optional
 	ReadBMCVersion string `json:"readBMCVersion,omitempty"`
-	// Conditions: Read (reasons FirmwareRead, FirmwareManagementUnsupported, FirmwareReadFailed).
+	// Baseline names the FirmwareBaselines that select the server (comma-separated, sorted);
+	// empty when none does.
+	// +kubebuilder:validation:MaxLength=2048
+	// +optional
+	Baseline string `json:"baseline,omitempty"`
+	// ObservedBaselines are the baselines, at their generations, that Differences and the
+	// Compliant condition were worked out against: when they change, the BMC is read again.
+	// +kubebuilder:validation:MaxItems=32
+	// +listType=atomic
+	// +optional
+	ObservedBaselines []ObservedBaseline `json:"observedBaselines,omitempty"`
+	// Differences are what the server runs that its baselines want otherwise.
+	// +kubebuilder:validation:MaxItems=256
+	// +listType=atomic
+	// +optional
+	Differences []FirmwareDifference `json:"differences,omitempty"`
+	// Conditions: Read (reasons FirmwareRead, FirmwareManagementUnsupported, FirmwareReadFailed)
+	// and Compliant (Compliant, Drifted, NoBaseline, InvalidSetting, ConflictingBaselines,
+	// FirmwareManagementUnsupported, NotRead).
 	// +listType=map
 	// +listMapKey=type
 	// +optional
@@ -107,7 +164,9 @@ type ServerFirmwareStatus struct {
 // +kubebuilder:resource:scope=Cluster,shortName=sfw,categories=metal
 // +kubebuilder:printcolumn:name="BIOS",type=string,JSONPath=`.status.biosVersion`
 // +kubebuilder:printcolumn:name="BMC",type=string,JSONPath=`.status.bmcVersion`
-// +kubebuilder:printcolumn:name="Read",type=string,JSONPath=`.status.conditions[?(@.type=="Read")].reason`
+// +kubebuilder:printcolumn:name="Baseline",type=string,JSONPath=`.status.baseline`
+// +kubebuilder:printcolumn:name="Compliant",type=string,JSONPath=`.status.conditions[?(@.type=="Compliant")].status`
+// +kubebuilder:printcolumn:name="Read",type=string,JSONPath=`.status.conditions[?(@.type=="Read")].reason`,priority=1
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
 // +operator-sdk:csv:customresourcedefinitions:displayName="Server Firmware"
 type ServerFirmware struct {

@@ -39,15 +39,22 @@ func TestReadDue(t *testing.T) {
 		{"failed, asked for", readAt(time.Second, metalv1alpha1.ReasonFirmwareReadFailed, map[string]string{metalv1alpha1.AnnotationReadFirmware: "now"}), true, 0},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			due, wait := r.readDue(tc.sfw, server, b)
+			due, wait := r.readDue(tc.sfw, server, b, nil)
 			assert.Equal(t, tc.due, due)
 			assert.Equal(t, tc.wait, wait)
 		})
 	}
 	// Another version polled since the last read, of the BIOS or of the BMC.
 	sfw := readAt(time.Second, metalv1alpha1.ReasonFirmwareRead, nil)
-	due, _ := r.readDue(sfw, &metalv1alpha1.Server{Status: metalv1alpha1.ServerStatus{BIOSVersion: "2.2"}}, b)
+	due, _ := r.readDue(sfw, &metalv1alpha1.Server{Status: metalv1alpha1.ServerStatus{BIOSVersion: "2.2"}}, b, nil)
 	assert.True(t, due, "a BIOS version the poll shows changed")
-	due, _ = r.readDue(sfw, server, &metalv1alpha1.BMC{Status: metalv1alpha1.BMCStatus{FirmwareVersion: "7.1"}})
+	due, _ = r.readDue(sfw, server, &metalv1alpha1.BMC{Status: metalv1alpha1.BMCStatus{FirmwareVersion: "7.1"}}, nil)
 	assert.True(t, due, "a BMC version the poll shows changed")
+	due, _ = r.readDue(sfw, server, b, []metalv1alpha1.ObservedBaseline{{Name: "fleet", Generation: 1}})
+	assert.True(t, due, "a baseline selects it now")
+	sfw.Status.ObservedBaselines = []metalv1alpha1.ObservedBaseline{{Name: "fleet", Generation: 1}}
+	due, _ = r.readDue(sfw, server, b, []metalv1alpha1.ObservedBaseline{{Name: "fleet", Generation: 2}})
+	assert.True(t, due, "its baseline changed")
+	due, _ = r.readDue(sfw, server, b, []metalv1alpha1.ObservedBaseline{{Name: "fleet", Generation: 1}})
+	assert.False(t, due, "judged by these baselines already")
 }

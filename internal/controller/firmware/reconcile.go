@@ -31,6 +31,7 @@ import (
 	metalv1alpha1 "github.com/ironfleet/ironfleet/apis/metal/v1alpha1"
 	"github.com/ironfleet/ironfleet/internal/bmc"
 	"github.com/ironfleet/ironfleet/internal/controller/bmcaccess"
+	"github.com/ironfleet/ironfleet/internal/controller/cached"
 	"github.com/ironfleet/ironfleet/internal/controller/status"
 )
 
@@ -47,10 +48,15 @@ type Reconciler struct {
 	Retry time.Duration
 	// Now is the clock; time.Now when nil.
 	Now func() time.Time
+
+	// written keeps a reconcile woken before the cache has a ServerFirmware's last write from
+	// reading its BMC again on the older copy.
+	written *cached.Writes
 }
 
 // +kubebuilder:rbac:groups=metal.ironfleet.dev,resources=serverfirmwares,verbs=get;list;watch;create;update;patch
 // +kubebuilder:rbac:groups=metal.ironfleet.dev,resources=serverfirmwares/status,verbs=get;update;patch
+// +kubebuilder:rbac:groups=metal.ironfleet.dev,resources=firmwarebaselines,verbs=get;list;watch
 // +kubebuilder:rbac:groups=metal.ironfleet.dev,resources=servers,verbs=get;list;watch
 // +kubebuilder:rbac:groups=metal.ironfleet.dev,resources=bmcs,verbs=get;list;watch
 // +kubebuilder:rbac:groups=metal.ironfleet.dev,resources=bmcsecrets,verbs=get;list;watch
@@ -65,9 +71,9 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	if !server.DeletionTimestamp.IsZero() || server.BMCName() == "" || server.Spec.SystemURI == "" {
 		return ctrl.Result{}, nil // the ServerFirmware goes with its Server (owner reference)
 	}
-	sfw, err := r.ensure(ctx, &server)
-	if err != nil {
-		return ctrl.Result{}, err
+	sfw, behind, err := r.ensure(ctx, &server)
+	if err != nil || behind {
+		return cached.CatchUpIf(behind), err
 	}
 	var b metalv1alpha1.BMC
 	if err := r.Client.Get(ctx, client.ObjectKey{Name: server.BMCName()}, &b); err != nil {
@@ -76,44 +82,54 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	if !bmcReady(&b) {
 		return ctrl.Result{}, nil // read once it answers: its Ready condition wakes this
 	}
-	due, wait := r.readDue(sfw, &server, &b)
+	var baselines metalv1alpha1.FirmwareBaselineList
+	if err := r.Client.List(ctx, &baselines); err != nil {
+		return ctrl.Result{}, err
+	}
+	bs := selecting(baselines.Items, &server)
+	due, wait := r.readDue(sfw, &server, &b, observed(bs))
 	if !due {
 		return ctrl.Result{RequeueAfter: wait}, nil
 	}
-	return r.read(ctx, sfw, &server, &b)
+	return r.read(ctx, sfw, &server, &b, bs)
 }
 
-// ensure returns the server's ServerFirmware, made (owned by the server) if it has none.
-func (r *Reconciler) ensure(ctx context.Context, server *metalv1alpha1.Server) (*metalv1alpha1.ServerFirmware, error) {
+// ensure returns the server's ServerFirmware, made (owned by the server) if it has none;
+// behind when the cache does not show this reconciler's last write of it yet (a read decided
+// from the older copy would read the BMC twice).
+func (r *Reconciler) ensure(ctx context.Context, server *metalv1alpha1.Server) (*metalv1alpha1.ServerFirmware, bool, error) {
 	var sfw metalv1alpha1.ServerFirmware
-	err := r.Client.Get(ctx, client.ObjectKey{Name: server.Name}, &sfw)
+	behind, err := r.written.Get(ctx, r.Client, client.ObjectKey{Name: server.Name}, &sfw)
 	if err == nil || !apierrors.IsNotFound(err) {
-		return &sfw, err
+		return &sfw, behind, err
 	}
 	sfw = metalv1alpha1.ServerFirmware{
 		ObjectMeta: metav1.ObjectMeta{Name: server.Name, Labels: map[string]string{metalv1alpha1.LabelServer: server.Name}},
 		Spec:       metalv1alpha1.ServerFirmwareSpec{ServerRef: metalv1alpha1.LocalObjectReference{Name: server.Name}},
 	}
 	if err := controllerutil.SetControllerReference(server, &sfw, r.Client.Scheme()); err != nil {
-		return nil, err
+		return nil, false, err
 	}
 	if err := r.Client.Create(ctx, &sfw); err != nil {
-		return nil, fmt.Errorf("creating the ServerFirmware of %s: %w", server.Name, err)
+		return nil, false, fmt.Errorf("creating the ServerFirmware of %s: %w", server.Name, err)
 	}
-	return &sfw, nil
+	r.written.Wrote(&sfw)
+	return &sfw, false, nil
 }
 
 func bmcReady(b *metalv1alpha1.BMC) bool {
 	return apimeta.IsStatusConditionTrue(b.Status.Conditions, metalv1alpha1.ConditionReady)
 }
 
-// readDue says whether the BMC is read now: never read yet, asked for by a person, or the BIOS
-// or BMC version its polls show changed since the last read. A failed read waits out the retry
-// (wait) unless a person asks or a version changed.
-func (r *Reconciler) readDue(sfw *metalv1alpha1.ServerFirmware, server *metalv1alpha1.Server, b *metalv1alpha1.BMC) (bool, time.Duration) {
+// readDue says whether the BMC is read now: never read yet, asked for by a person, the BIOS
+// or BMC version its polls show changed since the last read, or the baselines that select the
+// server (obs: which, at which generations) are not those the last read was judged by. A
+// failed read waits out the retry (wait) unless one of those changed.
+func (r *Reconciler) readDue(sfw *metalv1alpha1.ServerFirmware, server *metalv1alpha1.Server, b *metalv1alpha1.BMC, obs []metalv1alpha1.ObservedBaseline) (bool, time.Duration) {
 	st := &sfw.Status
 	_, asked := sfw.Annotations[metalv1alpha1.AnnotationReadFirmware]
-	changed := st.ReadBIOSVersion != server.Status.BIOSVersion || st.ReadBMCVersion != b.Status.FirmwareVersion
+	changed := st.ReadBIOSVersion != server.Status.BIOSVersion || st.ReadBMCVersion != b.Status.FirmwareVersion ||
+		!slices.Equal(st.ObservedBaselines, obs)
 	if st.LastReadTime == nil || asked || changed {
 		return true, 0
 	}
@@ -131,11 +147,11 @@ func (r *Reconciler) readDue(sfw *metalv1alpha1.ServerFirmware, server *metalv1a
 // manager's cache keeps a ServerFirmware without its attributes and components, see
 // cached.Options, so a patch against it could not remove an attribute that went), the Read
 // condition alone when it did not, keeping what the last good read found.
-func (r *Reconciler) read(ctx context.Context, sfw *metalv1alpha1.ServerFirmware, server *metalv1alpha1.Server, b *metalv1alpha1.BMC) (ctrl.Result, error) {
+func (r *Reconciler) read(ctx context.Context, sfw *metalv1alpha1.ServerFirmware, server *metalv1alpha1.Server, b *metalv1alpha1.BMC, bs []*metalv1alpha1.FirmwareBaseline) (ctrl.Result, error) {
 	logger := log.FromContext(ctx)
 	now := metav1.NewTime(r.now())
 	found, err := r.readBMC(ctx, server)
-	original := sfw.DeepCopy()
+	original, read := sfw.DeepCopy(), sfw.ResourceVersion
 	sfw.Status.LastReadTime = &now
 	sfw.Status.ReadBIOSVersion, sfw.Status.ReadBMCVersion = server.Status.BIOSVersion, b.Status.FirmwareVersion
 	var result ctrl.Result
@@ -143,6 +159,12 @@ func (r *Reconciler) read(ctx context.Context, sfw *metalv1alpha1.ServerFirmware
 	case errors.Is(err, bmc.ErrUnsupported):
 		setRead(sfw, metalv1alpha1.ReasonFirmwareManagementUnsupported, fmt.Sprintf("BMC %s offers no firmware management: %v", b.Name, err))
 		sfw.Status.Components, sfw.Status.BIOS, sfw.Status.BIOSVersion, sfw.Status.BMCVersion = nil, nil, "", ""
+		sfw.Status.Baseline, sfw.Status.ObservedBaselines, sfw.Status.Differences = names(bs), observed(bs), nil
+		if len(bs) == 0 {
+			setCompliant(sfw, metalv1alpha1.ReasonNoBaseline, "no FirmwareBaseline selects this server")
+		} else {
+			setCompliant(sfw, metalv1alpha1.ReasonFirmwareManagementUnsupported, "selected by "+names(bs)+", but its BMC offers no firmware management: never touched")
+		}
 	case err != nil:
 		logger.Info("reading the server's firmware failed", "bmc", b.Name, "error", err.Error())
 		setRead(sfw, metalv1alpha1.ReasonFirmwareReadFailed, fmt.Sprintf("reading BMC %s failed (tried again in %s): %v", b.Name, r.retry(), err))
@@ -155,10 +177,24 @@ func (r *Reconciler) read(ctx context.Context, sfw *metalv1alpha1.ServerFirmware
 		if _, err := status.Finish(ctx, r.Client, sfw, original, result, nil); err != nil {
 			return ctrl.Result{}, err
 		}
-		return result, r.forgetAsk(ctx, sfw)
+		r.written.Wrote(sfw, read)
+		return result, r.forgetAsk(ctx, sfw, read)
 	default:
 		found.apply(&sfw.Status)
 		setRead(sfw, metalv1alpha1.ReasonFirmwareRead, found.summary())
+		// Judged against the baselines as they are now, with what was just read: the cached
+		// copy holds neither the inventory nor the attributes.
+		w, conflicts := merge(bs)
+		var registry *bmc.SettingsRegistry
+		if found.bios != nil {
+			registry = found.bios.Registry
+		}
+		sfw.Status.Baseline, sfw.Status.ObservedBaselines, sfw.Status.Differences = names(bs), observed(bs), nil
+		if len(conflicts) == 0 {
+			sfw.Status.Differences = differences(w, &sfw.Status, registry)
+		}
+		reason, message := judge(bs, w, conflicts, sfw.Status.Differences)
+		setCompliant(sfw, reason, message)
 		if r.Events != nil && (original.Status.BIOSVersion != sfw.Status.BIOSVersion || original.Status.BMCVersion != sfw.Status.BMCVersion) {
 			r.Events.Eventf(sfw, nil, corev1.EventTypeNormal, metalv1alpha1.ReasonFirmwareRead, "ReadFirmware", "%s", found.summary())
 		}
@@ -166,7 +202,8 @@ func (r *Reconciler) read(ctx context.Context, sfw *metalv1alpha1.ServerFirmware
 	if err := r.Client.Status().Update(ctx, sfw); err != nil {
 		return ctrl.Result{}, client.IgnoreNotFound(err) // a conflict comes back with the newer object
 	}
-	return result, r.forgetAsk(ctx, sfw)
+	r.written.Wrote(sfw, read)
+	return result, r.forgetAsk(ctx, sfw, read)
 }
 
 // setRead sets the Read condition: True only for a read that succeeded.
@@ -175,13 +212,32 @@ func setRead(sfw *metalv1alpha1.ServerFirmware, reason, message string) {
 		status.BoolStatus(reason == metalv1alpha1.ReasonFirmwareRead), reason, message)
 }
 
-// forgetAsk removes a person's read request once it was answered.
-func (r *Reconciler) forgetAsk(ctx context.Context, sfw *metalv1alpha1.ServerFirmware) error {
+// setCompliant sets the Compliant condition: True when compliant, Unknown when it cannot be
+// said (no baseline, no firmware management, BMC settings not read), False otherwise.
+func setCompliant(sfw *metalv1alpha1.ServerFirmware, reason, message string) {
+	st := metav1.ConditionFalse
+	switch reason {
+	case metalv1alpha1.ReasonFirmwareCompliant:
+		st = metav1.ConditionTrue
+	case metalv1alpha1.ReasonNoBaseline, metalv1alpha1.ReasonFirmwareManagementUnsupported, metalv1alpha1.ReasonFirmwareNotRead:
+		st = metav1.ConditionUnknown
+	}
+	status.SetCondition(&sfw.Status.Conditions, sfw.Generation, metalv1alpha1.ConditionFirmwareCompliant, st, reason, message)
+}
+
+// forgetAsk removes a person's read request once it was answered (the status write made the
+// version sfw has; read is the one before it).
+func (r *Reconciler) forgetAsk(ctx context.Context, sfw *metalv1alpha1.ServerFirmware, read string) error {
 	if _, asked := sfw.Annotations[metalv1alpha1.AnnotationReadFirmware]; !asked {
 		return nil
 	}
+	written := sfw.ResourceVersion
 	patch := []byte(`{"metadata":{"annotations":{"` + metalv1alpha1.AnnotationReadFirmware + `":null}}}`)
-	return client.IgnoreNotFound(r.Client.Patch(ctx, sfw, client.RawPatch(types.MergePatchType, patch)))
+	if err := r.Client.Patch(ctx, sfw, client.RawPatch(types.MergePatchType, patch)); err != nil {
+		return client.IgnoreNotFound(err)
+	}
+	r.written.Wrote(sfw, read, written)
+	return nil
 }
 
 // found is what one read of the BMC found.
@@ -308,13 +364,14 @@ func (r *Reconciler) now() time.Time {
 // polled), their ServerFirmwares (a person's read request; one deleted is made again), and
 // BMCs (Ready again, another firmware version).
 func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
+	r.written = cached.NewWrites()
 	return ctrl.NewControllerManagedBy(mgr).
 		Named("serverfirmware").
 		For(&metalv1alpha1.Server{}, builder.WithPredicates(predicate.Funcs{
 			UpdateFunc: func(e event.UpdateEvent) bool {
 				old, cur := e.ObjectOld.(*metalv1alpha1.Server), e.ObjectNew.(*metalv1alpha1.Server)
 				return old.BMCName() != cur.BMCName() || old.Spec.SystemURI != cur.Spec.SystemURI ||
-					old.Status.BIOSVersion != cur.Status.BIOSVersion
+					old.Status.BIOSVersion != cur.Status.BIOSVersion || !maps.Equal(old.Labels, cur.Labels)
 			},
 		})).
 		Owns(&metalv1alpha1.ServerFirmware{}).
@@ -326,7 +383,24 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 				return bmcReady(old) != bmcReady(cur) || old.Status.FirmwareVersion != cur.Status.FirmwareVersion
 			},
 		})).
+		// A baseline made, changed or deleted: the servers it selects, or selected, are judged
+		// again (each reads its BMC only if its baselines are not those it was judged by).
+		Watches(&metalv1alpha1.FirmwareBaseline{}, handler.EnqueueRequestsFromMapFunc(r.allServers)).
 		Complete(r)
+}
+
+// allServers are every Server: a baseline's selector may have selected any of them before.
+func (r *Reconciler) allServers(ctx context.Context, _ client.Object) []reconcile.Request {
+	var list metalv1alpha1.ServerList
+	if err := r.Client.List(ctx, &list); err != nil {
+		log.FromContext(ctx).Error(err, "listing the servers a baseline may select")
+		return nil
+	}
+	out := make([]reconcile.Request, 0, len(list.Items))
+	for _, s := range list.Items {
+		out = append(out, reconcile.Request{NamespacedName: types.NamespacedName{Name: s.Name}})
+	}
+	return out
 }
 
 // serversOf are the servers of a BMC, by the label every Server of a BMC carries.

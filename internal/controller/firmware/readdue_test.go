@@ -57,4 +57,12 @@ func TestReadDue(t *testing.T) {
 	assert.True(t, due, "its baseline changed")
 	due, _ = r.readDue(sfw, server, b, []metalv1alpha1.ObservedBaseline{{Name: "fleet", Generation: 1}})
 	assert.False(t, due, "judged by these baselines already")
+
+	// A read that failed waits out its retry, whatever changed since, unless a person asks:
+	// each failed read writes the ServerFirmware, which wakes the reconciler again.
+	failed := readAt(10*time.Second, metalv1alpha1.ReasonFirmwareReadFailed, nil)
+	due, wait := r.readDue(failed, &metalv1alpha1.Server{Status: metalv1alpha1.ServerStatus{BIOSVersion: "2.2"}}, b,
+		[]metalv1alpha1.ObservedBaseline{{Name: "fleet", Generation: 3}})
+	assert.False(t, due, "a failing BMC is not read in a loop")
+	assert.Equal(t, 50*time.Second, wait)
 }

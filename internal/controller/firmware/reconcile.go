@@ -123,24 +123,25 @@ func bmcReady(b *metalv1alpha1.BMC) bool {
 
 // readDue says whether the BMC is read now: never read yet, asked for by a person, the BIOS
 // or BMC version its polls show changed since the last read, or the baselines that select the
-// server (obs: which, at which generations) are not those the last read was judged by. A
-// failed read waits out the retry (wait) unless one of those changed.
+// server (obs: which, at which generations) are not those the last read was judged by. After a
+// failed read only a person's request goes before the retry (wait): each failed read writes
+// the ServerFirmware, which wakes this again, and a baseline or version that changed since would
+// otherwise have a BMC that keeps failing read in a loop.
 func (r *Reconciler) readDue(sfw *metalv1alpha1.ServerFirmware, server *metalv1alpha1.Server, b *metalv1alpha1.BMC, obs []metalv1alpha1.ObservedBaseline) (bool, time.Duration) {
 	st := &sfw.Status
 	_, asked := sfw.Annotations[metalv1alpha1.AnnotationReadFirmware]
-	changed := st.ReadBIOSVersion != server.Status.BIOSVersion || st.ReadBMCVersion != b.Status.FirmwareVersion ||
-		!slices.Equal(st.ObservedBaselines, obs)
-	if st.LastReadTime == nil || asked || changed {
+	if st.LastReadTime == nil || asked {
 		return true, 0
 	}
-	c := apimeta.FindStatusCondition(st.Conditions, metalv1alpha1.ConditionFirmwareRead)
-	if c == nil || c.Reason != metalv1alpha1.ReasonFirmwareReadFailed {
-		return false, 0
+	if c := apimeta.FindStatusCondition(st.Conditions, metalv1alpha1.ConditionFirmwareRead); c != nil && c.Reason == metalv1alpha1.ReasonFirmwareReadFailed {
+		if left := st.LastReadTime.Add(r.retry()).Sub(r.now()); left > 0 {
+			return false, left
+		}
+		return true, 0
 	}
-	if left := st.LastReadTime.Add(r.retry()).Sub(r.now()); left > 0 {
-		return false, left
-	}
-	return true, 0
+	changed := st.ReadBIOSVersion != server.Status.BIOSVersion || st.ReadBMCVersion != b.Status.FirmwareVersion ||
+		!slices.Equal(st.ObservedBaselines, obs)
+	return changed, 0
 }
 
 // read reads the BMC and writes what it found: the whole status when the read succeeded (the

@@ -289,6 +289,9 @@ func TestInvalidObjectsAreRejectedWithAReadableMessage(t *testing.T) {
 		b = valid("fwb-ftp")
 		b.Spec.Components[0].Image.URL = "ftp://fw.example/bios.exe"
 		requireInvalid(t, env.Client.Create(ctx, b), "image url must be http:// or https://")
+		b = valid("fwb-userinfo")
+		b.Spec.Components[0].Image.URL = "https://admin:hunter2@fw.example/bios.exe"
+		requireInvalid(t, env.Client.Create(ctx, b), "image url must not carry credentials")
 		b = valid("fwb-md5")
 		b.Spec.Components[0].Image.Checksum = "md5:0123"
 		requireInvalid(t, env.Client.Create(ctx, b), "checksum must be sha256: followed by 64 lower-case hex digits")

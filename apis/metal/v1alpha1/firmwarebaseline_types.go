@@ -26,6 +26,7 @@ type FirmwareImage struct {
 	// URL of the image, http or https.
 	// +kubebuilder:validation:MaxLength=2048
 	// +kubebuilder:validation:XValidation:rule="self.startsWith('https://') || self.startsWith('http://')",message="image url must be http:// or https://"
+	// +kubebuilder:validation:XValidation:rule="!self.matches('^https?://[^/?#]*@')",message="image url must not carry credentials: name a Secret in credentialsSecretRef"
 	URL string `json:"url"`
 	// Checksum of the image: sha256:<64 hex digits>.
 	// +kubebuilder:validation:XValidation:rule="self.matches('^sha256:[0-9a-f]{64}$')",message="checksum must be sha256: followed by 64 lower-case hex digits"

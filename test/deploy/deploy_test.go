@@ -61,7 +61,7 @@ func TestDefaultManifestsAreAccepted(t *testing.T) {
 	for _, obj := range objs {
 		kinds[obj.GetKind()]++
 	}
-	assert.Equal(t, 7, kinds["CustomResourceDefinition"])
+	assert.Equal(t, 9, kinds["CustomResourceDefinition"])
 	for _, kind := range []string{"Namespace", "Deployment", "ServiceAccount", "ClusterRole", "ClusterRoleBinding", "Role", "RoleBinding", "Service", "Secret"} {
 		assert.Positive(t, kinds[kind], "the manifests include a %s", kind)
 	}
@@ -85,5 +85,5 @@ func TestDefaultManifestsAreAccepted(t *testing.T) {
 func TestSamplesBuild(t *testing.T) {
 	root, err := testenv.RepoRoot()
 	require.NoError(t, err)
-	assert.Len(t, build(t, root, "config/samples"), 7, "one sample per kind")
+	assert.Len(t, build(t, root, "config/samples"), 8, "one sample per kind people make (ServerFirmwares are the operator's)")
 }

@@ -71,6 +71,11 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	if !server.DeletionTimestamp.IsZero() || server.BMCName() == "" || server.Spec.SystemURI == "" {
 		return ctrl.Result{}, nil // the ServerFirmware goes with its Server (owner reference)
 	}
+	if server.Status.State == "" {
+		// Not taken in yet: its BMC has not written what it says of the system (the BIOS
+		// version a read is compared with), and the lifecycle's first step wakes this.
+		return ctrl.Result{}, nil
+	}
 	sfw, behind, err := r.ensure(ctx, &server)
 	if err != nil || behind {
 		return cached.CatchUpIf(behind), err
@@ -361,8 +366,8 @@ func (r *Reconciler) now() time.Time {
 	return time.Now()
 }
 
-// SetupWithManager watches Servers (made, their BMC or system changed, another BIOS version
-// polled), their ServerFirmwares (a person's read request; one deleted is made again), and
+// SetupWithManager watches Servers (made, taken in by the lifecycle, their BMC, system or
+// labels changed, another BIOS version polled), their ServerFirmwares (a person's read request; one deleted is made again), and
 // BMCs (Ready again, another firmware version).
 func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 	r.written = cached.NewWrites()
@@ -372,7 +377,8 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 			UpdateFunc: func(e event.UpdateEvent) bool {
 				old, cur := e.ObjectOld.(*metalv1alpha1.Server), e.ObjectNew.(*metalv1alpha1.Server)
 				return old.BMCName() != cur.BMCName() || old.Spec.SystemURI != cur.Spec.SystemURI ||
-					old.Status.BIOSVersion != cur.Status.BIOSVersion || !maps.Equal(old.Labels, cur.Labels)
+					old.Status.BIOSVersion != cur.Status.BIOSVersion || !maps.Equal(old.Labels, cur.Labels) ||
+					(old.Status.State == "") != (cur.Status.State == "")
 			},
 		})).
 		Owns(&metalv1alpha1.ServerFirmware{}).

@@ -13,6 +13,8 @@ import (
 	"testing"
 	"time"
 
+	kwait "k8s.io/apimachinery/pkg/util/wait"
+
 	"github.com/insomniacslk/dhcp/dhcpv4"
 	"github.com/insomniacslk/dhcp/iana"
 	tftplib "github.com/pin/tftp/v3"
@@ -82,11 +84,12 @@ func TestSecureBootServerGetsTheSignedChain(t *testing.T) {
 		}
 		return d.Reply.BootFileName
 	}
-	last := offer(mac, iana.EFI_BC)
-	for deadline := time.Now().Add(wait); last != dhcp.FileShim && time.Now().Before(deadline); last = offer(mac, iana.EFI_BC) {
-		time.Sleep(poll)
-	}
-	require.Equal(t, dhcp.FileShim, last, "the Secure Boot server's UEFI ROM is offered shim")
+	var last string
+	err := kwait.PollUntilContextTimeout(context.Background(), poll, wait, true, func(context.Context) (bool, error) {
+		last = offer(mac, iana.EFI_BC)
+		return last == dhcp.FileShim, nil
+	})
+	require.NoError(t, err, "the Secure Boot server's UEFI ROM is offered shim; the last offer: %s", last)
 	readyBoot(t, "sb-off", "52:54:00:5b:00:02")
 	assert.Equal(t, dhcp.FileEFISNPOnly, offer("52:54:00:5b:00:02", iana.EFI_BC), "a server without Secure Boot gets iPXE")
 

@@ -398,23 +398,20 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 
 // allServers are every Server: a baseline's selector may have selected any of them before.
 func (r *Reconciler) allServers(ctx context.Context, _ client.Object) []reconcile.Request {
-	var list metalv1alpha1.ServerList
-	if err := r.Client.List(ctx, &list); err != nil {
-		log.FromContext(ctx).Error(err, "listing the servers a baseline may select")
-		return nil
-	}
-	out := make([]reconcile.Request, 0, len(list.Items))
-	for _, s := range list.Items {
-		out = append(out, reconcile.Request{NamespacedName: types.NamespacedName{Name: s.Name}})
-	}
-	return out
+	return r.servers(ctx, "listing the servers a baseline may select")
 }
 
 // serversOf are the servers of a BMC, by the label every Server of a BMC carries.
 func (r *Reconciler) serversOf(ctx context.Context, o client.Object) []reconcile.Request {
+	return r.servers(ctx, "listing the servers of BMC "+o.GetName(), client.MatchingLabels{metalv1alpha1.LabelBMC: o.GetName()})
+}
+
+// servers are the Servers opts select, as requests; none when they cannot be listed (logged as
+// what was being done).
+func (r *Reconciler) servers(ctx context.Context, doing string, opts ...client.ListOption) []reconcile.Request {
 	var list metalv1alpha1.ServerList
-	if err := r.Client.List(ctx, &list, client.MatchingLabels{metalv1alpha1.LabelBMC: o.GetName()}); err != nil {
-		log.FromContext(ctx).Error(err, "listing the servers of a BMC", "bmc", o.GetName())
+	if err := r.Client.List(ctx, &list, opts...); err != nil {
+		log.FromContext(ctx).Error(err, doing)
 		return nil
 	}
 	out := make([]reconcile.Request, 0, len(list.Items))

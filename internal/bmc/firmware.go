@@ -1,6 +1,9 @@
 package bmc
 
-import "context"
+import (
+	"context"
+	"io"
+)
 
 // ComponentClass is what a firmware component is for, as far as a baseline cares: the
 // system's BIOS (or UEFI firmware), the BMC's own firmware, or anything else (NICs, drives,
@@ -101,4 +104,76 @@ type FirmwareReader interface {
 	// BIOSSettings reads the system's Bios resource, its pending settings and its registry. A
 	// system that links no Bios answers ErrUnsupported (wrapped).
 	BIOSSettings(ctx context.Context, systemURI string) (Settings, error)
+}
+
+// UpdateRequest asks a BMC to install one firmware image.
+type UpdateRequest struct {
+	// SystemURI is the system the update is for (its BMC's UpdateService does it).
+	SystemURI string
+	// ImageURL is where the BMC fetches the image (SimpleUpdate's ImageURI). It is a bearer
+	// secret when Ironfleet serves the image itself: never log it.
+	ImageURL string
+	// Targets are the @odata.ids of the firmware inventory members to update; empty lets the
+	// BMC pick from the image.
+	Targets []string
+	// Username and Password are for an image server that asks for them (SimpleUpdate's
+	// Username and Password); never logged.
+	Username, Password string
+	// Image opens the image's bytes, for a BMC that offers only the multipart push URI (HPE's
+	// iLO 6): the client pushes them itself. nil when the caller cannot (the update then
+	// fails with ErrUnsupported, wrapped, on such a BMC).
+	Image func(ctx context.Context) (io.ReadCloser, error)
+}
+
+// TaskState is a Redfish Task's TaskState.
+type TaskState string
+
+const (
+	TaskNew         TaskState = "New"
+	TaskStarting    TaskState = "Starting"
+	TaskRunning     TaskState = "Running"
+	TaskPending     TaskState = "Pending"
+	TaskCompleted   TaskState = "Completed"
+	TaskException   TaskState = "Exception"
+	TaskKilled      TaskState = "Killed"
+	TaskCancelled   TaskState = "Cancelled"
+	TaskInterrupted TaskState = "Interrupted"
+)
+
+// TaskStatus is where a BMC's task (or a vendor's job, Dell's JID_…) stands.
+type TaskStatus struct {
+	State TaskState
+	// Percent is the task's PercentComplete, -1 when the BMC gives none.
+	Percent int
+	// Message is the BMC's own word on it: its last message, for a failure the reason.
+	Message string
+}
+
+// Done says whether the task ended, successfully or not.
+func (t TaskStatus) Done() bool {
+	switch t.State {
+	case TaskCompleted, TaskException, TaskKilled, TaskCancelled:
+		return true
+	}
+	return false
+}
+
+// Succeeded says whether it ended and installed what it was asked to.
+func (t TaskStatus) Succeeded() bool { return t.State == TaskCompleted }
+
+// FirmwareUpdater changes a system's firmware and BIOS settings. IPMI has neither (its client
+// does not implement it).
+type FirmwareUpdater interface {
+	// StageBIOSSettings writes attributes (values as text, as Settings has them: the client
+	// converts them to the types the registry gives) to the system's Bios settings object,
+	// applied at the next reset of the host (@Redfish.SettingsApplyTime OnReset where the BMC
+	// takes it). The BMC's refusal is returned with its message.
+	StageBIOSSettings(ctx context.Context, systemURI string, attributes map[string]string) error
+	// StartUpdate asks the BMC to install an image: UpdateService.SimpleUpdate with the image's
+	// URL where the BMC offers it, else a multipart push of req.Image to its
+	// MultipartHttpPushUri. It returns the task's URI to follow (TaskStatus); "" when the BMC
+	// answered without a task, having done the update at once.
+	StartUpdate(ctx context.Context, req UpdateRequest) (taskURI string, err error)
+	// TaskStatus reads a task StartUpdate returned.
+	TaskStatus(ctx context.Context, taskURI string) (TaskStatus, error)
 }

@@ -118,7 +118,11 @@ type PowerAction struct {
 	From, To       string     // actual power before and after the action: "On" or "Off"
 	Boot           BootTarget // when the action (re)booted the host, what it boots from; else ""
 	HTTPBootURI    string     // the URI it boots when Boot is BootUefiHttp (PowerOnEvent.HTTPBootURI); else ""
-	Time           time.Time
+	// BIOSVersion is the BIOS version the host runs from this (re)boot on, when the action
+	// booted it: a firmware update staged for the next reset takes effect here, and a VM's
+	// firmware must then publish it (SMBIOS type 0) so the host itself reads the change.
+	BIOSVersion string
+	Time        time.Time
 }
 
 // Stats counts what clients did to a BMC. ActiveSessions is a gauge (sessions ended by

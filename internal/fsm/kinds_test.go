@@ -121,3 +121,42 @@ func TestKindDocumentsHaveEveryRow(t *testing.T) {
 		}
 	}
 }
+
+func TestEveryFirmwareUpdateStateEventPair(t *testing.T) {
+	require.Len(t, UpdateStates, 9)
+	require.Len(t, UpdateEvents, 9)
+	failed := map[UpdateEvent]m.FirmwareUpdateState{UpdateEventFail: m.FirmwareUpdateFailed}
+	with := func(a, b map[UpdateEvent]m.FirmwareUpdateState) map[UpdateEvent]m.FirmwareUpdateState {
+		out := map[UpdateEvent]m.FirmwareUpdateState{}
+		for k, v := range a {
+			out[k] = v
+		}
+		for k, v := range b {
+			out[k] = v
+		}
+		return out
+	}
+	for _, hostReset := range []bool{false, true} {
+		admitted, installed := m.FirmwareUpdateStaging, m.FirmwareUpdateVerifying
+		if hostReset {
+			admitted, installed = m.FirmwareUpdateEnteringMaintenance, m.FirmwareUpdateRebooting
+		}
+		want := map[m.FirmwareUpdateState]map[UpdateEvent]m.FirmwareUpdateState{
+			m.FirmwareUpdateWaiting: {UpdateEventAdmit: admitted, UpdateEventWithdraw: m.FirmwareUpdateWithdrawn},
+			m.FirmwareUpdateEnteringMaintenance: with(failed, map[UpdateEvent]m.FirmwareUpdateState{
+				UpdateEventMaintenanceHeld: m.FirmwareUpdateStaging, UpdateEventWithdraw: m.FirmwareUpdateWithdrawn}),
+			m.FirmwareUpdateStaging:    with(failed, map[UpdateEvent]m.FirmwareUpdateState{UpdateEventStaged: m.FirmwareUpdateInstalling}),
+			m.FirmwareUpdateInstalling: with(failed, map[UpdateEvent]m.FirmwareUpdateState{UpdateEventInstalled: installed}),
+			m.FirmwareUpdateRebooting:  with(failed, map[UpdateEvent]m.FirmwareUpdateState{UpdateEventRebooted: m.FirmwareUpdateVerifying}),
+			m.FirmwareUpdateVerifying:  with(failed, map[UpdateEvent]m.FirmwareUpdateState{UpdateEventVerified: m.FirmwareUpdateSucceeded}),
+			m.FirmwareUpdateFailed:     {UpdateEventRetry: m.FirmwareUpdateWaiting},
+			// Succeeded and Withdrawn end an update: the next one is a new update, in Waiting.
+			m.FirmwareUpdateSucceeded: {},
+			m.FirmwareUpdateWithdrawn: {},
+		}
+		facts := UpdateFacts{HostReset: hostReset}
+		walk(t, "firmware update", UpdateStates, UpdateEvents, want, func(from m.FirmwareUpdateState, e UpdateEvent) (m.FirmwareUpdateState, error) {
+			return NextUpdateState(context.Background(), from, e, facts)
+		})
+	}
+}

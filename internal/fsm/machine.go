@@ -215,4 +215,5 @@ var Generated = []struct {
 	{"docs/serverclaim-lifecycle.md", "internal/fsm/claim.go", &Claim},
 	{"docs/bmc-lifecycle.md", "internal/fsm/bmc.go", &BMC},
 	{"docs/servermaintenance-lifecycle.md", "internal/fsm/maintenance.go", &Maintenance},
+	{"docs/firmware-update-lifecycle.md", "internal/fsm/firmware.go", &Update},
 }

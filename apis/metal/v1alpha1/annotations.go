@@ -14,6 +14,10 @@ const (
 	// AnnotationReadFirmware, set by a person on a ServerFirmware, has its BMC read again now;
 	// the firmware controller removes it once the read is done.
 	AnnotationReadFirmware = "metal.ironfleet.dev/read-firmware"
+	// AnnotationRetryUpdate, set by a person on a ServerFirmware whose update Failed, starts it
+	// again (in the maintenance that still holds the server); the firmware controller removes
+	// it. Its failure no longer counts against the baseline's maxFailures.
+	AnnotationRetryUpdate = "metal.ironfleet.dev/retry-update"
 )
 
 // Annotations Ironfleet sets.

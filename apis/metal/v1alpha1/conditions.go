@@ -101,6 +101,35 @@ const (
 	ReasonInvalidSetting       = "InvalidSetting"
 	ReasonConflictingBaselines = "ConflictingBaselines"
 	ReasonFirmwareNotRead      = "NotRead"
+	// Reasons of a firmware update (status.update.reason; the update's state says where it
+	// stands): UpdateAdmitted, WaitingForTurn (maxUnavailable), RolloutStopped (maxFailures),
+	// WaitingForMaintenance (the message says for what: an owner's approval), Staged,
+	// Installing, Rebooting, WaitingForHost (its probe's report), UpdateSucceeded; failures:
+	// UpdateRefused (the BMC refused the settings or the update, its message quoted),
+	// UpdateTaskFailed (the BMC's task ended otherwise than Completed), UpdateTimedOut,
+	// BMCDisagrees (after the reset the BMC still reports the old version), HostDisagrees (the
+	// host's SMBIOS says another version than the BMC: both named), ImageUnavailable (the
+	// image's credentials Secret is missing); Withdrawn.
+	ReasonUpdateAdmitted        = "UpdateAdmitted"
+	ReasonWaitingForTurn        = "WaitingForTurn"
+	ReasonRolloutStopped        = "RolloutStopped"
+	ReasonWaitingForMaintenance = "WaitingForMaintenance"
+	ReasonUpdateStaged          = "Staged"
+	ReasonUpdateInstalling      = "Installing"
+	ReasonUpdateRebooting       = "Rebooting"
+	ReasonWaitingForHost        = "WaitingForHost"
+	ReasonUpdateSucceeded       = "UpdateSucceeded"
+	ReasonUpdateRefused         = "UpdateRefused"
+	ReasonUpdateTaskFailed      = "UpdateTaskFailed"
+	ReasonUpdateTimedOut        = "UpdateTimedOut"
+	ReasonBMCDisagrees          = "BMCDisagrees"
+	ReasonHostDisagrees         = "HostDisagrees"
+	ReasonImageUnavailable      = "ImageUnavailable"
+	ReasonUpdateWithdrawn       = "Withdrawn"
+	// ConditionServerFirmwareCompliant, on a Server, summarises its ServerFirmware's Compliant
+	// condition (same status, reason and message), so that fleet views need not read every
+	// ServerFirmware.
+	ConditionServerFirmwareCompliant = "FirmwareCompliant"
 )
 
 // Conditions and reasons of a FirmwareBaseline.

@@ -90,6 +90,20 @@ type FirmwareBaselineSpec struct {
 	Rollout BaselineRollout `json:"rollout,omitempty"`
 }
 
+// RolloutState is where a baseline's rollout stands.
+// +kubebuilder:validation:Enum=Complete;Progressing;Stopped
+type RolloutState string
+
+const (
+	// RolloutComplete: every server it selects and may touch runs what it wants.
+	RolloutComplete RolloutState = "Complete"
+	// RolloutProgressing: servers are being updated, or wait their turn.
+	RolloutProgressing RolloutState = "Progressing"
+	// RolloutStopped: rollout.maxFailures servers failed at this generation; no other server is
+	// started until a person retries them or changes the baseline.
+	RolloutStopped RolloutState = "Stopped"
+)
+
 // FirmwareBaselineStatus counts the servers the baseline selects, by where they stand.
 type FirmwareBaselineStatus struct {
 	// Matched servers are selected (and not deleted).
@@ -111,6 +125,9 @@ type FirmwareBaselineStatus struct {
 	// neither touches them.
 	// +optional
 	Conflicting int32 `json:"conflicting"`
+	// Rollout is where the rollout stands.
+	// +optional
+	Rollout RolloutState `json:"rollout,omitempty"`
 	// +optional
 	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
 	// Conditions: Valid (reasons SettingsValid, InvalidSetting), Conflict (NoConflict,
@@ -131,6 +148,7 @@ type FirmwareBaselineStatus struct {
 // +kubebuilder:printcolumn:name="Compliant",type=integer,JSONPath=`.status.compliant`
 // +kubebuilder:printcolumn:name="Updating",type=integer,JSONPath=`.status.updating`
 // +kubebuilder:printcolumn:name="Failed",type=integer,JSONPath=`.status.failed`
+// +kubebuilder:printcolumn:name="Rollout",type=string,JSONPath=`.status.rollout`
 // +kubebuilder:printcolumn:name="Valid",type=string,JSONPath=`.status.conditions[?(@.type=="Valid")].status`,priority=1
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
 // +operator-sdk:csv:customresourcedefinitions:displayName="Firmware Baseline"

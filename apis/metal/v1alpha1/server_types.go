@@ -73,6 +73,18 @@ type ServerSpec struct {
 	// +optional
 	MaintenanceRef *ObjectReference `json:"maintenanceRef,omitempty"`
 
+	// Taints keep claims off the server: a NoClaim taint lets no new claim bind it (a claim
+	// already bound keeps it). People set them by hand (a rack to retire, a class under test);
+	// Ironfleet sets its own under metal.ironfleet.dev/ keys (metal.ironfleet.dev/firmware-update
+	// while a firmware update is under way and until the host itself confirms it) and removes
+	// only those.
+	// +kubebuilder:validation:MaxItems=32
+	// +listType=map
+	// +listMapKey=key
+	// +listMapKey=effect
+	// +optional
+	Taints []Taint `json:"taints,omitempty"`
+
 	// Power is the desired power state. Controllers set it as the lifecycle requires; it is
 	// requested from the BMC and observed in status.powerState.
 	// +optional

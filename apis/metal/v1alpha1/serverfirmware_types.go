@@ -93,6 +93,96 @@ type FirmwareDifference struct {
 	Invalid string `json:"invalid,omitempty"`
 }
 
+// FirmwareUpdateState is where a server's update to its baseline stands
+// (docs/firmware-update-lifecycle.md).
+// +kubebuilder:validation:Enum=Waiting;EnteringMaintenance;Staging;Installing;Rebooting;Verifying;Succeeded;Failed;Withdrawn
+type FirmwareUpdateState string
+
+const (
+	// FirmwareUpdateWaiting: the server differs from its baseline and waits for its turn (the
+	// baseline's maxUnavailable) or for the rollout to go on (stopped by maxFailures).
+	FirmwareUpdateWaiting FirmwareUpdateState = "Waiting"
+	// FirmwareUpdateEnteringMaintenance: a ServerMaintenance was made and waits to hold the
+	// server (a claimed server's owner's approval under OwnerApproval).
+	FirmwareUpdateEnteringMaintenance FirmwareUpdateState = "EnteringMaintenance"
+	// FirmwareUpdateStaging: settings and updates are being sent to the BMC.
+	FirmwareUpdateStaging FirmwareUpdateState = "Staging"
+	// FirmwareUpdateInstalling: the BMC's tasks are followed to their end.
+	FirmwareUpdateInstalling FirmwareUpdateState = "Installing"
+	// FirmwareUpdateRebooting: the maintenance was ended so the host boots (its probe, for a
+	// pool server) with what was installed.
+	FirmwareUpdateRebooting FirmwareUpdateState = "Rebooting"
+	// FirmwareUpdateVerifying: the BMC is read again, and the host's own word (its probe's
+	// SMBIOS) is awaited.
+	FirmwareUpdateVerifying FirmwareUpdateState = "Verifying"
+	// FirmwareUpdateSucceeded: the BMC and the host agree the server runs what was wanted.
+	FirmwareUpdateSucceeded FirmwareUpdateState = "Succeeded"
+	// FirmwareUpdateFailed: the server stays in maintenance, with the reason.
+	FirmwareUpdateFailed FirmwareUpdateState = "Failed"
+	// FirmwareUpdateWithdrawn: before anything was sent, the baseline stopped wanting it (it
+	// was deleted or changed, or the server left its selector).
+	FirmwareUpdateWithdrawn FirmwareUpdateState = "Withdrawn"
+)
+
+// FirmwareUpdateStep is one thing an update sends to the BMC: a component's image, or the BIOS
+// settings (all in one step).
+type FirmwareUpdateStep struct {
+	Kind FirmwareDifferenceKind `json:"kind"`
+	// Name is the component (BIOS, BMC, an inventory id) or, for settings, "BIOS settings".
+	// +kubebuilder:validation:MaxLength=256
+	Name string `json:"name"`
+	// From and To are the versions (for settings: the attributes, as name=value).
+	// +kubebuilder:validation:MaxLength=1024
+	// +optional
+	From string `json:"from,omitempty"`
+	// +kubebuilder:validation:MaxLength=1024
+	To string `json:"to"`
+	// Task is the BMC's task that installs it; empty until it started, and for settings.
+	// +kubebuilder:validation:MaxLength=512
+	// +optional
+	Task string `json:"task,omitempty"`
+	// TaskState is the task's TaskState as the BMC last said (Staged for settings).
+	// +kubebuilder:validation:MaxLength=32
+	// +optional
+	TaskState string `json:"taskState,omitempty"`
+	// Percent is the task's PercentComplete.
+	// +optional
+	Percent int32 `json:"percent,omitempty"`
+}
+
+// FirmwareUpdate is the server's update to its baseline, the last one or the one under way.
+type FirmwareUpdate struct {
+	// Baseline is the FirmwareBaseline, at BaselineGeneration, whose wants are installed.
+	// +kubebuilder:validation:MaxLength=253
+	Baseline           string              `json:"baseline"`
+	BaselineGeneration int64               `json:"baselineGeneration"`
+	State              FirmwareUpdateState `json:"state"`
+	// HostReset says the host must leave service and be reset: a BIOS, a device's firmware or
+	// BIOS settings. A BMC's own firmware alone needs no host downtime: the host stays in
+	// service, claimed and powered.
+	HostReset bool `json:"hostReset,omitempty"`
+	// Maintenance is the ServerMaintenance that holds the server for it.
+	// +optional
+	Maintenance *ObjectReference `json:"maintenance,omitempty"`
+	// Steps are what is sent, in order.
+	// +kubebuilder:validation:MaxItems=65
+	// +listType=atomic
+	// +optional
+	Steps []FirmwareUpdateStep `json:"steps,omitempty"`
+	// StartTime is when it was admitted, StateTime when it entered its state.
+	// +optional
+	StartTime *metav1.Time `json:"startTime,omitempty"`
+	// +optional
+	StateTime *metav1.Time `json:"stateTime,omitempty"`
+	// Reason and Message say why it is where it is; for a failure, what to do.
+	// +kubebuilder:validation:MaxLength=64
+	// +optional
+	Reason string `json:"reason,omitempty"`
+	// +kubebuilder:validation:MaxLength=2048
+	// +optional
+	Message string `json:"message,omitempty"`
+}
+
 // ServerFirmwareSpec names the Server whose firmware this is.
 // +kubebuilder:validation:XValidation:rule="self.serverRef == oldSelf.serverRef",message="serverRef is immutable"
 type ServerFirmwareSpec struct {
@@ -146,6 +236,9 @@ type ServerFirmwareStatus struct {
 	// +listType=atomic
 	// +optional
 	Differences []FirmwareDifference `json:"differences,omitempty"`
+	// Update is the server's update to its baseline: the one under way, or the last one.
+	// +optional
+	Update *FirmwareUpdate `json:"update,omitempty"`
 	// Conditions: Read (reasons FirmwareRead, FirmwareManagementUnsupported, FirmwareReadFailed)
 	// and Compliant (Compliant, Drifted, NoBaseline, InvalidSetting, ConflictingBaselines,
 	// FirmwareManagementUnsupported, NotRead).
@@ -166,6 +259,7 @@ type ServerFirmwareStatus struct {
 // +kubebuilder:printcolumn:name="BMC",type=string,JSONPath=`.status.bmcVersion`
 // +kubebuilder:printcolumn:name="Baseline",type=string,JSONPath=`.status.baseline`
 // +kubebuilder:printcolumn:name="Compliant",type=string,JSONPath=`.status.conditions[?(@.type=="Compliant")].status`
+// +kubebuilder:printcolumn:name="Update",type=string,JSONPath=`.status.update.state`
 // +kubebuilder:printcolumn:name="Read",type=string,JSONPath=`.status.conditions[?(@.type=="Read")].reason`,priority=1
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
 // +operator-sdk:csv:customresourcedefinitions:displayName="Server Firmware"

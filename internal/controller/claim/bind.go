@@ -163,12 +163,17 @@ func (r *Reconciler) pick(ctx context.Context, claim *metalv1alpha1.ServerClaim)
 	}
 	var best *metalv1alpha1.Server
 	var bestScore uint64
+	bestShunned := false
 	for _, s := range servers {
 		if !bindable(s) || !meetsAll(reqs, s) {
 			continue
 		}
-		if score := rendezvous(string(claim.UID), s.Name); best == nil || score > bestScore || (score == bestScore && s.Name < best.Name) {
-			best, bestScore = s, score
+		// A PreferNoClaim server is taken only when no untainted one meets the claim.
+		shunned := hasEffect(s.Spec.Taints, metalv1alpha1.TaintPreferNoClaim)
+		score := rendezvous(string(claim.UID), s.Name)
+		if best == nil || (bestShunned && !shunned) ||
+			(bestShunned == shunned && (score > bestScore || (score == bestScore && s.Name < best.Name))) {
+			best, bestScore, bestShunned = s, score, shunned
 		}
 	}
 	if best != nil {

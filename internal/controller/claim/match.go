@@ -11,12 +11,24 @@ import (
 	metalv1alpha1 "github.com/ironfleet/ironfleet/apis/metal/v1alpha1"
 )
 
-// bindable is a server a claim may take: Available, unclaimed, not under maintenance.
+// bindable is a server a claim may take: Available, unclaimed, not under maintenance, and
+// without a NoClaim taint (claims tolerate none yet).
 func bindable(s *metalv1alpha1.Server) bool {
 	return s.DeletionTimestamp.IsZero() &&
 		s.Status.State == metalv1alpha1.ServerStateAvailable &&
 		s.Spec.ServerClaimRef == nil &&
-		s.Spec.MaintenanceRef == nil
+		s.Spec.MaintenanceRef == nil &&
+		!hasEffect(s.Spec.Taints, metalv1alpha1.TaintNoClaim)
+}
+
+// hasEffect says whether any taint has effect.
+func hasEffect(taints []metalv1alpha1.Taint, effect metalv1alpha1.TaintEffect) bool {
+	for _, t := range taints {
+		if t.Effect == effect {
+			return true
+		}
+	}
+	return false
 }
 
 // requirement is one thing a claim asks of a server: what it is, in the claim's words, and

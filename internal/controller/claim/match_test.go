@@ -189,3 +189,15 @@ func TestRendezvousSpreadsClaimsAndKeepsTheirChoice(t *testing.T) {
 	assert.Greater(t, len(chosen), 45, "claims should start at different servers")
 	assert.NotEqual(t, rendezvous("a", "bc"), rendezvous("ab", "c"), "the separator keeps claim and server apart")
 }
+
+// TestANoClaimTaintKeepsClaimsOff: a NoClaim taint, whoever set it, makes an Available server
+// unbindable; a PreferNoClaim taint does not.
+func TestANoClaimTaintKeepsClaimsOff(t *testing.T) {
+	server := func(taints ...m.Taint) *m.Server {
+		return &m.Server{Spec: m.ServerSpec{Taints: taints}, Status: m.ServerStatus{State: m.ServerStateAvailable}}
+	}
+	assert.True(t, bindable(server()))
+	assert.False(t, bindable(server(m.Taint{Key: m.TaintFirmwareUpdate, Effect: m.TaintNoClaim})))
+	assert.False(t, bindable(server(m.Taint{Key: "example.com/retire", Value: "rack-7", Effect: m.TaintNoClaim})))
+	assert.True(t, bindable(server(m.Taint{Key: "example.com/trial", Effect: m.TaintPreferNoClaim})))
+}

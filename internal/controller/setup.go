@@ -29,6 +29,9 @@ type Dependencies struct {
 	// Probe says how to boot metalprobe; Discovery bounds discovery.
 	Probe     probeboot.Config
 	Discovery server.DiscoverySettings
+	// Firmware says where firmware updates make their ServerMaintenances (the operator's
+	// namespace) and how fast they follow the BMCs' tasks.
+	Firmware firmware.UpdateSettings
 }
 
 // Setup registers every reconciler with the manager. The manager binary, the tests and the lab
@@ -52,7 +55,8 @@ func Setup(mgr ctrl.Manager, deps Dependencies) error {
 			Settings: deps.Settings, BootOperator: deps.Probe.BootOperator},
 		&maintenance.Reconciler{Client: mgr.GetClient(), Events: rec.Recorder("servermaintenance-controller"),
 			Settings: deps.Settings},
-		&firmware.Reconciler{Client: mgr.GetClient(), Events: rec.Recorder("serverfirmware-controller"), Clients: cache},
+		&firmware.Reconciler{Client: mgr.GetClient(), Events: rec.Recorder("serverfirmware-controller"), Clients: cache,
+			Update: deps.Firmware},
 		&firmware.BaselineReconciler{Client: mgr.GetClient()},
 	}
 	for _, r := range reconcilers {

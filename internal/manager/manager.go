@@ -33,6 +33,7 @@ import (
 	"github.com/ironfleet/ironfleet/internal/bmc/redfish"
 	"github.com/ironfleet/ironfleet/internal/controller"
 	"github.com/ironfleet/ironfleet/internal/controller/cached"
+	"github.com/ironfleet/ironfleet/internal/controller/firmware"
 	"github.com/ironfleet/ironfleet/internal/controller/server"
 	"github.com/ironfleet/ironfleet/internal/controller/settings"
 	"github.com/ironfleet/ironfleet/internal/ignition"
@@ -357,6 +358,8 @@ func (p *Prepared) Run(ctx context.Context, cfg *rest.Config) error {
 			BootOperator: o.BootOperator, ImageCA: string(p.imageCA),
 		},
 		Discovery: o.Discovery,
+		// The registry's Secret is in the operator's own namespace.
+		Firmware: firmware.UpdateSettings{Namespace: p.secret.Namespace},
 	}); err != nil {
 		return err
 	}

@@ -96,7 +96,7 @@ func Options() cache.Options {
 // are removable, and what identifies them (serial numbers, WWNs and bus paths: the record a
 // wipe is judged against, and wipe exclusions, name disks by them), and the NICs (boot MACs,
 // addresses) — and drops the per-part detail that only people read: processors, memory
-// modules, PCI devices, DMI, the disks' models, vendors and controllers, the NICs' LLDP neighbours, drivers
+// modules, PCI devices, DMI (but the BIOS's version, vendor and date), the disks' models, vendors and controllers, the NICs' LLDP neighbours, drivers
 // and PCI addresses, the collector's version and warnings. That detail is most of an inventory's size, and a cache holds every Server of the
 // fleet. Nothing written back is built from a cached Server's inventory: the registry replaces
 // a Server's inventory whole with each report (a JSON patch), never merges into what the cache
@@ -106,7 +106,11 @@ func compactInventory(s *metalv1alpha1.Server) {
 	if inv == nil {
 		return
 	}
-	inv.Processors, inv.MemoryModules, inv.PCIDevices, inv.DMI = nil, nil, nil, nil
+	inv.Processors, inv.MemoryModules, inv.PCIDevices = nil, nil, nil
+	if inv.DMI != nil {
+		// The BIOS version the host itself reports: a firmware update is verified by it.
+		inv.DMI = &metalv1alpha1.DMI{BIOS: inv.DMI.BIOS}
+	}
 	inv.CollectorVersion, inv.Warnings = "", nil
 	for i := range inv.NetworkInterfaces {
 		nic := &inv.NetworkInterfaces[i]

@@ -23,7 +23,7 @@ func TestCachedServersKeepTheInventoryTheReconcilersRead(t *testing.T) {
 			Model: "SAMSUNG MZQL23T8HCLS", Vendor: "Samsung", SerialNumber: "S64H", WWN: "eui.3634", Controller: "NVMe", BusPath: "pci-0000:5e:00.0-nvme-1"}},
 		NetworkInterfaces: []metalv1alpha1.NetworkInterface{{Name: "eno1", MACAddress: "02:00:00:00:00:01", SpeedMbps: 10000, Link: "Up", PCIAddress: "0000:18:00.0",
 			IPAddresses: []string{"10.0.0.5/24"}, Driver: "i40e", LLDP: &metalv1alpha1.LLDPNeighbor{SystemName: "leaf01", PortID: "swp12"}}},
-		PCIDevices: []metalv1alpha1.PCIDevice{{Address: "0000:00:01.0"}}, DMI: &metalv1alpha1.DMI{},
+		PCIDevices: []metalv1alpha1.PCIDevice{{Address: "0000:00:01.0"}}, DMI: &metalv1alpha1.DMI{System: metalv1alpha1.DMISystem{Manufacturer: "QEMU"}, BIOS: metalv1alpha1.DMIBIOS{Vendor: "SeaBIOS", Version: "2.0.0", Date: "04/01/2014"}},
 	}
 	s := &metalv1alpha1.Server{ObjectMeta: metav1.ObjectMeta{Name: "s", ManagedFields: []metav1.ManagedFieldsEntry{{Manager: "x"}}},
 		Status: metalv1alpha1.ServerStatus{Inventory: inv.DeepCopy()}}
@@ -41,7 +41,8 @@ func TestCachedServersKeepTheInventoryTheReconcilersRead(t *testing.T) {
 	assert.Nil(t, got.ManagedFields, "no managedFields, as every other kind")
 
 	want := inv.DeepCopy()
-	want.CollectorVersion, want.Warnings, want.Processors, want.MemoryModules, want.PCIDevices, want.DMI = "", nil, nil, nil, nil, nil
+	want.CollectorVersion, want.Warnings, want.Processors, want.MemoryModules, want.PCIDevices = "", nil, nil, nil, nil
+	want.DMI = &metalv1alpha1.DMI{BIOS: inv.DMI.BIOS} // the host's own BIOS version verifies firmware updates
 	want.NetworkInterfaces[0].LLDP, want.NetworkInterfaces[0].Driver, want.NetworkInterfaces[0].PCIAddress = nil, "", ""
 	want.Storage[0] = metalv1alpha1.StorageDevice{Name: "nvme0n1", Size: &total, Type: "NVMe", Removable: true,
 		SerialNumber: "S64H", WWN: "eui.3634", BusPath: "pci-0000:5e:00.0-nvme-1"}

@@ -25,9 +25,8 @@ import (
 
 // BaselineReconciler counts, for each FirmwareBaseline, the servers it selects by where they
 // stand, as their ServerFirmwares say (the Reconciler judges each server), and says whether
-// its settings are valid on them and whether another baseline conflicts with it. Rolling a
-// baseline out (maintenance, updates, verification) is not built yet: Updating and Failed stay
-// 0 (docs/firmware.md).
+// its settings are valid on them and whether another baseline conflicts with it, and where its
+// rollout stands (each server's update is the Reconciler's).
 type BaselineReconciler struct {
 	Client client.Client
 }
@@ -66,10 +65,11 @@ func (r *BaselineReconciler) Reconcile(ctx context.Context, req ctrl.Request) (c
 		if client.IgnoreNotFound(err) != nil {
 			return ctrl.Result{}, err
 		}
-		c.add(s.Name, &sfw, err == nil)
+		c.add(s.Name, &sfw, err == nil, b.Generation)
 	}
 	b.Status.Matched, b.Status.Compliant, b.Status.Unsupported, b.Status.Conflicting = c.matched, c.compliant, c.unsupported, c.conflicting
-	b.Status.Updating, b.Status.Failed = 0, 0
+	b.Status.Updating, b.Status.Failed = c.updating, c.failed
+	b.Status.Rollout = c.rollout(&b)
 	b.Status.ObservedGeneration = b.Generation
 	setValid(&b, c.invalid)
 	setConflict(&b, c.conflicts)
@@ -80,12 +80,39 @@ func (r *BaselineReconciler) Reconcile(ctx context.Context, req ctrl.Request) (c
 type tally struct {
 	baseline                                     string
 	matched, compliant, unsupported, conflicting int32
-	invalid, conflicts                           []string
+	updating, failed                             int32
+	// failedNow are the failures at the baseline's generation, which stop the rollout.
+	failedNow          int32
+	invalid, conflicts []string
+}
+
+// rollout is where the baseline's rollout stands: Stopped once maxFailures of its servers
+// failed at its generation, Complete when every server it may touch runs what it wants (or
+// refuses it: an invalid setting is the baseline's to fix, said by Valid), else Progressing.
+func (c *tally) rollout(b *metalv1alpha1.FirmwareBaseline) metalv1alpha1.RolloutState {
+	switch {
+	case c.failedNow >= max(b.Spec.Rollout.MaxFailures, 1):
+		return metalv1alpha1.RolloutStopped
+	case c.updating == 0 && c.failed == 0 && c.compliant+c.unsupported+c.conflicting == c.matched:
+		return metalv1alpha1.RolloutComplete
+	}
+	return metalv1alpha1.RolloutProgressing
 }
 
 // add counts a server the baseline selects, by its ServerFirmware (found: it has one).
-func (c *tally) add(server string, sfw *metalv1alpha1.ServerFirmware, found bool) {
+func (c *tally) add(server string, sfw *metalv1alpha1.ServerFirmware, found bool, generation int64) {
 	c.matched++
+	if u := sfw.Status.Update; found && u != nil && u.Baseline == c.baseline {
+		switch {
+		case u.State == metalv1alpha1.FirmwareUpdateFailed:
+			c.failed++
+			if u.BaselineGeneration == generation {
+				c.failedNow++
+			}
+		case holdsPlace(u):
+			c.updating++
+		}
+	}
 	if !found || !slices.Contains(strings.Split(sfw.Status.Baseline, ","), c.baseline) {
 		return // not judged by this baseline yet
 	}

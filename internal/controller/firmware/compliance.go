@@ -137,7 +137,7 @@ func componentVersions(name string, st *metalv1alpha1.ServerFirmwareStatus) []st
 	}
 	var out []string
 	for _, c := range st.Components {
-		if ok, err := path.Match(name, c.ID); ok || (err != nil && name == c.ID) {
+		if matchID(name, c.ID) {
 			out = append(out, c.Version)
 		}
 	}
@@ -145,6 +145,13 @@ func componentVersions(name string, st *metalv1alpha1.ServerFirmwareStatus) []st
 		return []string{""}
 	}
 	return out
+}
+
+// matchID says whether a baseline's component name (an id, or a pattern of ids with * and ?)
+// names inventory member id.
+func matchID(name, id string) bool {
+	ok, err := path.Match(name, id)
+	return ok || (err != nil && name == id)
 }
 
 // sameValue compares an attribute's wanted and current values as the registry types them: an

@@ -48,10 +48,15 @@ type Reconciler struct {
 	Retry time.Duration
 	// Now is the clock; time.Now when nil.
 	Now func() time.Time
+	// Update says where and how fast firmware updates go.
+	Update UpdateSettings
 
 	// written keeps a reconcile woken before the cache has a ServerFirmware's last write from
 	// reading its BMC again on the older copy.
 	written *cached.Writes
+	// admitted are the servers this manager admitted to a rollout whose admission the cache
+	// may not show yet.
+	admitted *admissions
 }
 
 // +kubebuilder:rbac:groups=metal.ironfleet.dev,resources=serverfirmwares,verbs=get;list;watch;create;update;patch
@@ -61,6 +66,10 @@ type Reconciler struct {
 // +kubebuilder:rbac:groups=metal.ironfleet.dev,resources=bmcs,verbs=get;list;watch
 // +kubebuilder:rbac:groups=metal.ironfleet.dev,resources=bmcsecrets,verbs=get;list;watch
 // +kubebuilder:rbac:groups=metal.ironfleet.dev,resources=endpoints,verbs=get;list;watch
+// +kubebuilder:rbac:groups=metal.ironfleet.dev,resources=servers,verbs=patch
+// +kubebuilder:rbac:groups=metal.ironfleet.dev,resources=servers/status,verbs=get;patch
+// +kubebuilder:rbac:groups=metal.ironfleet.dev,resources=servermaintenances,verbs=get;list;watch;create;delete
+// +kubebuilder:rbac:groups="",resources=secrets,verbs=get
 
 // Reconcile makes sure the server has its ServerFirmware, and reads its BMC when a read is due.
 func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
@@ -92,11 +101,52 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		return ctrl.Result{}, err
 	}
 	bs := selecting(baselines.Items, &server)
-	due, wait := r.readDue(sfw, &server, &b, observed(bs))
-	if !due {
-		return ctrl.Result{RequeueAfter: wait}, nil
+	if err := r.summarize(ctx, &server, sfw); err != nil {
+		return ctrl.Result{}, err
 	}
-	return r.read(ctx, sfw, &server, &b, bs)
+	due, wait := r.readDue(sfw, &server, &b, observed(bs))
+	if due {
+		return r.read(ctx, sfw, &server, &b, bs)
+	}
+	res, err := r.update(ctx, sfw, &server, bs)
+	if errors.Is(err, errReadAgain) {
+		return r.read(ctx, sfw, &server, &b, bs)
+	}
+	if err != nil || res.Requeue || res.RequeueAfter > 0 {
+		return res, err
+	}
+	if d := r.deadline(sfw.Status.Update); d > 0 {
+		wait = min(cmpOrDuration(wait, d), d)
+	}
+	return ctrl.Result{RequeueAfter: wait}, nil
+}
+
+func cmpOrDuration(a, b time.Duration) time.Duration {
+	if a > 0 {
+		return a
+	}
+	return b
+}
+
+// summarize copies the ServerFirmware's Compliant condition onto its Server as
+// FirmwareCompliant (status, reason and message), so that the fleet's views need not read every
+// ServerFirmware; under an optimistic lock, as the Server's own reconciler writes its status.
+func (r *Reconciler) summarize(ctx context.Context, server *metalv1alpha1.Server, sfw *metalv1alpha1.ServerFirmware) error {
+	c := apimeta.FindStatusCondition(sfw.Status.Conditions, metalv1alpha1.ConditionFirmwareCompliant)
+	if c == nil {
+		return nil
+	}
+	have := apimeta.FindStatusCondition(server.Status.Conditions, metalv1alpha1.ConditionServerFirmwareCompliant)
+	if have != nil && have.Status == c.Status && have.Reason == c.Reason && have.Message == c.Message {
+		return nil
+	}
+	original := server.DeepCopy()
+	status.SetCondition(&server.Status.Conditions, server.Generation, metalv1alpha1.ConditionServerFirmwareCompliant, c.Status, c.Reason, c.Message)
+	err := status.Patch(ctx, r.Client, server, client.MergeFromWithOptions(original, client.MergeFromWithOptimisticLock{}))
+	if apierrors.IsConflict(err) || apierrors.IsNotFound(err) {
+		return nil // the newer Server comes back with its watch, and this with it
+	}
+	return err
 }
 
 // ensure returns the server's ServerFirmware, made (owned by the server) if it has none;
@@ -371,6 +421,7 @@ func (r *Reconciler) now() time.Time {
 // BMCs (Ready again, another firmware version).
 func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 	r.written = cached.NewWrites()
+	r.admitted = &admissions{}
 	return ctrl.NewControllerManagedBy(mgr).
 		Named("serverfirmware").
 		For(&metalv1alpha1.Server{}, builder.WithPredicates(predicate.Funcs{
@@ -378,10 +429,16 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 				old, cur := e.ObjectOld.(*metalv1alpha1.Server), e.ObjectNew.(*metalv1alpha1.Server)
 				return old.BMCName() != cur.BMCName() || old.Spec.SystemURI != cur.Spec.SystemURI ||
 					old.Status.BIOSVersion != cur.Status.BIOSVersion || !maps.Equal(old.Labels, cur.Labels) ||
-					(old.Status.State == "") != (cur.Status.State == "")
+					old.Status.State != cur.Status.State ||
+					!metalv1alpha1.SameReference(old.Spec.MaintenanceRef, cur.Spec.MaintenanceRef) ||
+					!metalv1alpha1.SameReference(old.Spec.ServerClaimRef, cur.Spec.ServerClaimRef) ||
+					!slices.Equal(old.Spec.Taints, cur.Spec.Taints) || reportedAt(old) != reportedAt(cur) ||
+					!sameCondition(old, cur, metalv1alpha1.ConditionServerFirmwareCompliant)
 			},
 		})).
 		Owns(&metalv1alpha1.ServerFirmware{}).
+		// An update's maintenance taking the server, or waiting for its owner.
+		Watches(&metalv1alpha1.ServerMaintenance{}, handler.EnqueueRequestsFromMapFunc(maintainedServer)).
 		Watches(&metalv1alpha1.BMC{}, handler.EnqueueRequestsFromMapFunc(r.serversOf), builder.WithPredicates(predicate.Funcs{
 			CreateFunc: func(event.CreateEvent) bool { return false },
 			DeleteFunc: func(event.DeleteEvent) bool { return false },
@@ -394,6 +451,35 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 		// again (each reads its BMC only if its baselines are not those it was judged by).
 		Watches(&metalv1alpha1.FirmwareBaseline{}, handler.EnqueueRequestsFromMapFunc(r.allServers)).
 		Complete(r)
+}
+
+// reportedAt is when the server's probe last reported, as text ("" for none).
+func reportedAt(s *metalv1alpha1.Server) string {
+	if inv := s.Status.Inventory; inv != nil && inv.ReportedAt != nil {
+		return inv.ReportedAt.UTC().Format(time.RFC3339Nano)
+	}
+	return ""
+}
+
+// sameCondition says whether two servers have condition t alike (a person or a stale write
+// may have changed the summary: it is written again).
+func sameCondition(a, b *metalv1alpha1.Server, t string) bool {
+	ca, cb := apimeta.FindStatusCondition(a.Status.Conditions, t), apimeta.FindStatusCondition(b.Status.Conditions, t)
+	if ca == nil || cb == nil {
+		return ca == cb
+	}
+	return ca.Status == cb.Status && ca.Reason == cb.Reason && ca.Message == cb.Message
+}
+
+// maintainedServer is the server an update's ServerMaintenance names.
+func maintainedServer(_ context.Context, o client.Object) []reconcile.Request {
+	if _, ours := o.GetLabels()[LabelBaseline]; !ours {
+		return nil
+	}
+	if s := o.GetLabels()[metalv1alpha1.LabelServer]; s != "" {
+		return []reconcile.Request{{NamespacedName: types.NamespacedName{Name: s}}}
+	}
+	return nil
 }
 
 // allServers are every Server: a baseline's selector may have selected any of them before.

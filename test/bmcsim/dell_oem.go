@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"net/http"
 	"strings"
-	"time"
 )
 
 // BootPhysicalCd is what a host boots from when a BMC under CdOverrideBootsPhysicalDrive was
@@ -55,7 +54,7 @@ type scp struct {
 // importSystemConfiguration serves the OEM action for the two attributes that make the next
 // boot (ServerBoot.1#BootOnce Enabled) or every boot (Disabled) use the virtual CD
 // (ServerBoot.1#FirstBootDevice VCD-DVD) of the BMC's first system. It is applied at once;
-// the job it answers with is complete. Any other attribute is refused: not simulated.
+// the job it answers with (a Task, tasks.go) is complete. Any other attribute is refused: not simulated.
 func (b *BMC) importSystemConfiguration(w http.ResponseWriter, r *http.Request) {
 	m := b.model
 	body, ok := decodeObject(w, r)
@@ -107,31 +106,10 @@ func (b *BMC) importSystemConfiguration(w http.ResponseWriter, r *http.Request) 
 	}
 	s.bootGen++
 	m.jobs++
+	m.importJobs = append(m.importJobs, m.jobs)
 	job := fmt.Sprintf("JID_%012d", m.jobs)
 	m.mu.Unlock()
 	b.stats.bootPatches.Add(1)
 	w.Header().Set("Location", m.uri(tasksPath+"/"+job))
 	writeJSON(w, r, http.StatusAccepted, obj{})
-}
-
-// task is a job the import action made: complete, as the simulator applies the profile at once.
-func (m *model) task(id string) (obj, bool) {
-	var n int
-	if _, err := fmt.Sscanf(strings.ToUpper(id), "JID_%d", &n); err != nil {
-		return nil, false
-	}
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	if n < 1 || n > m.jobs {
-		return nil, false
-	}
-	id = fmt.Sprintf("JID_%012d", n) // the path came lower-cased
-	t := m.resource(tasksPath+"/"+id, "#Task.v1_4_3.Task", id, "Import Configuration")
-	t["TaskState"] = "Completed"
-	t["TaskStatus"] = "OK"
-	t["PercentComplete"] = 100
-	t["Oem"] = obj{"Dell": obj{"JobState": "Completed", "JobType": "ImportConfiguration", "PercentComplete": 100,
-		"Message": "Successfully imported and applied Server Configuration Profile.", "MessageId": "SYS053",
-		"CompletionTime": time.Now().UTC().Format(time.RFC3339)}}
-	return t, true
 }

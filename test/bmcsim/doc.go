@@ -24,6 +24,40 @@
 // design docs), so clients are tested against what hardware does, not only what the schema
 // promises.
 //
+// Firmware updates. The UpdateService offers UpdateService.SimpleUpdate (ImageURI, Targets,
+// TransferProtocol HTTP or HTTPS, Username and Password sent as Basic auth to the image server;
+// none in the HPE profile) and a MultipartHttpPushUri (a multipart/form-data POST with an
+// UpdateParameters part, JSON with Targets, and an UpdateFile part, the image; /upload, Dell's
+// /MultipartUpload, Lenovo's /update). SimpleUpdate fetches the image before it answers, as
+// InsertMedia does (no proxy, certificates not verified, Options.MediaFetchTimeout). Either
+// answers 202 with a Location of a Task under /redfish/v1/TaskService/Tasks (linked from the
+// service root as Tasks), whose TaskState is New, then Running with PercentComplete rising,
+// then Completed or Exception (the reason in the last of its Messages), over
+// Options.UpdateDuration (default DefaultUpdateDuration; tests use a few hundred
+// milliseconds). Images are a text file of the simulator's own, which FirmwareImage makes:
+//
+//	IRONFLEET-FIRMWARE 1
+//	component=BIOS
+//	version=2.4.0
+//
+// The first line is FirmwareImageMagic; then key=value lines up to a blank line or the end
+// (component and version required, lines starting with # and unknown keys ignored; whatever
+// follows a blank line is a payload, ignored). component is BMC, BIOS (every system's, or the
+// Targets'), NIC (every system's first NIC) or a FirmwareInventory member's Id. Targets are
+// @odata.ids of FirmwareInventory members, Systems or the Manager; one that names nothing is
+// refused 400. An image that cannot be fetched (TransferFailed) or read, or whose component
+// the inventory lacks or the Targets do not name (ApplyFailed), fails its task. What a
+// finished update does: the BMC's firmware is in effect at once (Manager FirmwareVersion, the
+// inventory, Dell's Previous- member: the BMC has reset itself; its sessions survive); a
+// BIOS or NIC update is staged and takes effect at the system's next power-on or reset, where
+// PowerAction.BIOSVersion (set on every action that boots the host) shows the BIOS it boots.
+// The Dell profile's tasks are iDRAC jobs too: JID_… Ids, each also under
+// Managers/iDRAC.Embedded.1/Jobs (JobState New, Running, Scheduled, Completed or Failed), and
+// an update a host reset activates stays Pending (Scheduled, "Task successfully scheduled.")
+// until that reset, then Completed. FailNextUpdate makes the next update's task end in
+// Exception with a given message; BIOSVersion and FirmwareVersion read what runs. There is
+// no HTTP hook for it: the simulator's faults are set from Go.
+//
 // Resources are rendered per request from a small spec, so thousands of BMCs fit in one
 // process: each costs a listener, an accept goroutine and a few kilobytes, with no goroutine
 // per system. StaticHandler and StartStatic serve a DMTF mockup directory instead.

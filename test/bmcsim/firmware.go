@@ -3,6 +3,7 @@ package bmcsim
 import (
 	"net/http"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -12,7 +13,8 @@ import (
 // first NIC. The versions live in the model (model.bmcFirmware, system.biosVersion,
 // system.nicFirmware, guarded by m.mu), so that whatever changes them changes every resource
 // that shows them; members, and their Ids where a vendor puts the version in them, are
-// rendered from them per request. No update action is offered: nothing changes them yet.
+// rendered from them per request. Updates change them (update.go): SimpleUpdate, unless the
+// profile has none, and a multipart push to the profile's MultipartHttpPushUri.
 
 const (
 	updateServicePath     = "/redfish/v1/UpdateService"
@@ -52,6 +54,10 @@ type firmwareMember struct {
 	id, name, version string
 	related           string // canonical path of the resource the firmware belongs to
 	componentID       string // Dell's SoftwareId; "" elsewhere
+	// kind is what an update of it changes (componentBMC, componentBIOS or componentNIC),
+	// sys the system whose firmware it is (nil for the BMC's).
+	kind string
+	sys  *system
 }
 
 // idUnsafe are the characters a version may hold that an Id (a path segment) must not.
@@ -70,7 +76,7 @@ func (m *model) firmwareMembers() []firmwareMember {
 		out = append(out, f)
 	}
 	bmcName := map[firmwareStyle]string{firmwareDell: "Integrated Dell Remote Access Controller", firmwareHPE: m.id.model}[style]
-	bmcFW := firmwareMember{id: "BMC", name: or(bmcName, "BMC Firmware"), version: m.bmcFirmware, related: m.managerPath()}
+	bmcFW := firmwareMember{id: "BMC", name: or(bmcName, "BMC Firmware"), version: m.bmcFirmware, related: m.managerPath(), kind: componentBMC}
 	if style == firmwareDell {
 		bmcFW.id, bmcFW.componentID = dellID("Installed", dellComponentIDRAC, m.bmcFirmware, m.prof.mgrID+"-1"), dellComponentIDRAC
 	}
@@ -88,7 +94,7 @@ func (m *model) firmwareMembers() []firmwareMember {
 			suffix = "_" + s.spec.ID
 		}
 		if s.biosVersion != "" {
-			bios := firmwareMember{id: "BIOS" + suffix, name: "BIOS", version: s.biosVersion, related: s.path}
+			bios := firmwareMember{id: "BIOS" + suffix, name: "BIOS", version: s.biosVersion, related: s.path, kind: componentBIOS, sys: s}
 			switch style {
 			case firmwareDell:
 				bios.id = dellID("Installed", dellComponentBIOS, s.biosVersion, "BIOS.Setup.1-"+strconv.Itoa(i+1))
@@ -103,7 +109,7 @@ func (m *model) firmwareMembers() []firmwareMember {
 		if len(s.spec.NICs) > 0 {
 			n := s.spec.NICs[0]
 			nic := firmwareMember{id: "NIC" + suffix, name: "Simulated Ethernet Adapter", version: s.nicFirmware,
-				related: s.path + "/EthernetInterfaces/" + n.ID}
+				related: s.path + "/EthernetInterfaces/" + n.ID, kind: componentNIC, sys: s}
 			if n.MACAddress != "" {
 				nic.name += " - " + strings.ToUpper(n.MACAddress)
 			}
@@ -127,8 +133,22 @@ func (m *model) updateService() obj {
 	us["ServiceEnabled"] = true
 	us["Status"] = statusOK
 	us["FirmwareInventory"] = m.ref(firmwareInventoryPath)
+	us["MultipartHttpPushUri"] = m.uri(m.pushPath())
+	us["MaxImageSizeBytes"] = maxPushBytes
+	if !m.prof.noSimpleUpdate {
+		us["Actions"] = obj{"#" + simpleUpdateAction: obj{
+			"target": m.uri(simpleUpdatePath),
+			"TransferProtocol@Redfish.AllowableValues": transferProtocols,
+		}}
+	}
 	return us
 }
+
+// pushPath is the profile's MultipartHttpPushUri.
+func (m *model) pushPath() string { return updateServicePath + "/" + or(m.prof.pushPath, "upload") }
+
+// isPushPath says whether a request path is the MultipartHttpPushUri, as the router matches it.
+func (m *model) isPushPath(p string) bool { return slices.Equal(splitPath(p), splitPath(m.pushPath())) }
 
 // firmwareInventory renders the collection; the caller holds m.mu.
 func (m *model) firmwareInventory() obj {
@@ -170,6 +190,10 @@ func (b *BMC) routeUpdateService(rest []string) (endpoint, bool) {
 	switch {
 	case len(rest) == 0:
 		return get(func() any { return m.updateService() }), true
+	case len(rest) == 2 && rest[0] == "actions" && rest[1] == strings.ToLower(simpleUpdateAction) && !m.prof.noSimpleUpdate:
+		return endpoint{post: b.simpleUpdate}, true
+	case len(rest) == 1 && m.isPushPath(updateServicePath+"/"+rest[0]):
+		return endpoint{post: b.multipartPush}, true
 	case rest[0] != "firmwareinventory":
 	case len(rest) == 1:
 		return endpoint{get: m.locked(func(time.Time) obj { return m.firmwareInventory() })}, true

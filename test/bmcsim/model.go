@@ -6,6 +6,7 @@ import (
 	"regexp"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -38,8 +39,10 @@ type system struct {
 	hostShutsDown bool // GracefulShutdown is left to the host, which reports Off (SetHostShutsDown)
 
 	// Firmware (firmware.go): the BIOS version the system runs (SystemSpec.BIOSVersion at
-	// first) and its first NIC's, which the FirmwareInventory and the System show.
+	// first) and its first NIC's, which the FirmwareInventory and the System show; and the
+	// firmware updates staged for the next power-on or reset, by component (update.go).
 	biosVersion, nicFirmware string
+	staged                   map[string]stagedFirmware
 	// BIOS attributes (bios.go): values set since Start (nil: every attribute at its default),
 	// and those staged on Bios/Settings for the next power-on (nil: none).
 	biosValues, biosPending map[string]any
@@ -71,8 +74,20 @@ type model struct {
 	// ignoreResets starts as the IgnoresResets quirk; SetIgnoresResets turns it on and off,
 	// as a BMC whose firmware hangs and recovers.
 	ignoreResets bool
-	// jobs counts the Dell OEM import jobs (dell_oem.go).
-	jobs int
+	// jobs numbers a Dell's jobs (JID_…): the OEM import jobs (dell_oem.go), whose numbers
+	// importJobs lists, and, on a profile with Dell jobs, the update tasks.
+	jobs       int
+	importJobs []int
+	// Firmware updates (update.go, tasks.go): every update's task, in the order made; the
+	// number of the last one (unless they are Dell jobs); the failure FailNextUpdate set for
+	// the next (nil: none); how long one runs (Options.UpdateDuration); and how many ended
+	// successfully or will, without their effect being in the model yet (settleUpdates), read
+	// without the lock so that requests skip settling when there is nothing to settle.
+	updates        []*updateTask
+	taskSeq        int
+	failNext       *string
+	updateDuration time.Duration
+	unsettled      atomic.Int32
 	// bmcFirmware is the firmware the BMC runs (Options.FirmwareVersion or the profile's), and
 	// bmcPreviousFirmware the one it ran before, which a Dell lists as a Previous- member; kept
 	// here, not in identity, so that an update can change them (firmware.go).
@@ -94,6 +109,13 @@ func newModel(opts Options) (*model, error) {
 	m.ignoreResets = m.q.IgnoresResets
 	if m.q.PowerStateLag < 0 || m.q.VirtualMediaInsertedLag < 0 {
 		return nil, fmt.Errorf("PowerStateLag and VirtualMediaInsertedLag must not be negative")
+	}
+	if opts.UpdateDuration < 0 {
+		return nil, fmt.Errorf("UpdateDuration must not be negative")
+	}
+	m.updateDuration = opts.UpdateDuration
+	if m.updateDuration == 0 {
+		m.updateDuration = DefaultUpdateDuration
 	}
 	specs := opts.Systems
 	if len(specs) == 0 {

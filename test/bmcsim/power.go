@@ -34,10 +34,13 @@ func (m *model) setPower(s *system, state string, lag time.Duration, now time.Ti
 }
 
 // boot picks the boot target the way firmware does: a Once override is used and consumed,
-// a Continuous one is used every time, otherwise the host boots from disk. Staged BIOS
-// settings (applyBIOSSettings, first: BootMode among them decides the mode of this boot) and
-// the Secure Boot setting (applySecureBoot) take effect here.
+// a Continuous one is used every time, otherwise the host boots from disk. Firmware updates
+// staged for the host (activateFirmware: a BIOS, a NIC's firmware, once their task has ended),
+// then staged BIOS settings (applyBIOSSettings: BootMode among them decides the mode of this
+// boot) and the Secure Boot setting (applySecureBoot) take effect here.
 func (m *model) boot(s *system, now time.Time) PowerOnEvent {
+	m.settleUpdates(now)
+	s.activateFirmware(now)
 	s.applyBIOSSettings()
 	target := BootHdd
 	switch s.bootOnce {
@@ -105,7 +108,7 @@ func (m *model) reset(s *system, resetType string, now time.Time) powerChange {
 	// Nmi: the host gets an interrupt, its power does not change.
 	action := PowerAction{SystemID: s.spec.ID, UUID: s.spec.UUID, ResetType: resetType, From: from, To: s.power, Time: now}
 	if len(boots) > 0 {
-		action.Boot, action.HTTPBootURI = boots[0].Boot, boots[0].HTTPBootURI
+		action.Boot, action.HTTPBootURI, action.BIOSVersion = boots[0].Boot, boots[0].HTTPBootURI, s.biosVersion
 	}
 	return powerChange{boots: boots, actions: []PowerAction{action}}
 }
@@ -179,7 +182,7 @@ func (b *BMC) SetPowerState(systemID, state string) {
 		change.boots = m.setPower(s, state, 0, now)
 		action := PowerAction{SystemID: s.spec.ID, UUID: s.spec.UUID, From: from, To: state, Time: now}
 		if len(change.boots) > 0 {
-			action.Boot, action.HTTPBootURI = change.boots[0].Boot, change.boots[0].HTTPBootURI
+			action.Boot, action.HTTPBootURI, action.BIOSVersion = change.boots[0].Boot, change.boots[0].HTTPBootURI, s.biosVersion
 		}
 		change.actions = []PowerAction{action}
 	}

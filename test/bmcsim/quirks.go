@@ -141,6 +141,12 @@ type profileDef struct {
 	// mgrPreviousFirmware the BMC firmware a Dell lists as Previous- ("": none listed).
 	firmware            firmwareStyle
 	mgrPreviousFirmware string
+	// Updates (update.go, tasks.go): noSimpleUpdate offers only the multipart push;
+	// pushPath is the MultipartHttpPushUri's last segment under UpdateService ("": upload);
+	// dellJobs makes each update's task a Dell job (JID_… Ids, Managers/<iDRAC>/Jobs, a
+	// host's firmware Pending until the reset that activates it).
+	noSimpleUpdate, dellJobs bool
+	pushPath                 string
 }
 
 func numbered(prefix string) func(int) string {
@@ -186,6 +192,7 @@ var profiles = map[Profile]profileDef{
 		resetTypes: []string{"On", "ForceOff", "ForceRestart", "GracefulRestart", "GracefulShutdown", "PushPowerButton", "Nmi", "PowerCycle"},
 		bootMode:   "UEFI",
 		firmware:   firmwareDell, mgrPreviousFirmware: "7.00.30.00",
+		dellJobs: true, pushPath: "MultipartUpload",
 	},
 	ProfileHPE: {
 		quirks: Quirks{TrailingSlashIDs: true, NICsWithoutMAC: true, AbsentDIMMs: true, PowerStateLag: time.Second,
@@ -196,6 +203,8 @@ var profiles = map[Profile]profileDef{
 		systemID: numbered(""), chassisID: numbered(""),
 		resetTypes: []string{"On", "ForceOff", "GracefulShutdown", "ForceRestart", "Nmi", "PushPowerButton", "GracefulRestart"},
 		bootMode:   "UEFI", uefiTargetNone: true, firmware: firmwareHPE,
+		// Only the multipart push, as the design has it of iLO 6 (internal/bmc's UpdateRequest).
+		noSimpleUpdate: true,
 	},
 	ProfileLenovo: {
 		quirks: Quirks{GPUsFirst: true, AbsentDIMMs: true, FloatMemoryGiB: true, VirtualMediaPatchOnly: true},
@@ -205,6 +214,7 @@ var profiles = map[Profile]profileDef{
 		systemID: numbered(""), chassisID: numbered(""),
 		resetTypes:          []string{"On", "Nmi", "GracefulShutdown", "GracefulRestart", "ForceOn", "ForceOff", "ForceRestart"},
 		resetActionInfoLink: true, bootMode: "UEFI", managerUUIDUpper: true,
+		pushPath: "update", // XCC3's
 	},
 	ProfileSupermicro: {
 		quirks: Quirks{SameUUIDEverywhere: true, PlaceholderStrings: true, BootOnceOnly: true, VirtualMediaRejectsInsertParams: true},

@@ -94,6 +94,7 @@ func (m *model) serviceRoot() obj {
 	root["AccountService"] = m.ref(accountServicePath)
 	root["UpdateService"] = m.ref(updateServicePath)
 	root["Registries"] = m.ref(registriesPath)
+	root["Tasks"] = m.ref(taskServicePath)
 	root["Links"] = obj{"Sessions": m.ref(sessionsPath)}
 	root["ProtocolFeaturesSupported"] = obj{
 		"ExpandQuery":     obj{"ExpandAll": false, "Levels": false, "Links": false, "NoLinks": false},

@@ -47,6 +47,8 @@ func (e endpoint) isPublic(method string) bool {
 // serveRedfish authenticates before it looks the path up, so unauthenticated clients learn
 // nothing about which resources exist (401 everywhere but the service root and login).
 func (b *BMC) serveRedfish(w http.ResponseWriter, r *http.Request) {
+	// Updates whose task has ended take effect before anything is read (update.go).
+	b.model.settle()
 	ep, found := b.route(r.URL.Path)
 	if !found || !ep.isPublic(r.Method) {
 		if !b.auth.authenticate(r, time.Now()) {
@@ -122,16 +124,14 @@ func (b *BMC) route(path string) (endpoint, bool) {
 			return endpoint{get: m.locked(func(time.Time) obj { return m.manager() })}, true
 		case len(rest) >= 3 && strings.EqualFold(rest[1], m.prof.mgrID) && rest[2] == "virtualmedia":
 			return b.routeMedia(m.managerPath()+"/VirtualMedia", m.managerMedia(), rest[3:])
+		case len(rest) >= 3 && strings.EqualFold(rest[1], m.prof.mgrID) && rest[2] == "jobs" && m.prof.dellJobs:
+			return b.routeJobs(rest[3:])
 		case len(rest) == 5 && strings.EqualFold(rest[1], m.prof.mgrID) && m.dellCd() &&
 			strings.EqualFold("/"+strings.Join(rest[2:], "/"), dellImportPathTail):
 			return endpoint{post: b.importSystemConfiguration}, true
 		}
 	case "taskservice":
-		if len(rest) == 3 && rest[1] == "tasks" {
-			if t, ok := m.task(rest[2]); ok {
-				return get(func() any { return t }), true
-			}
-		}
+		return b.routeTasks(rest[1:])
 	case "chassis":
 		if len(rest) == 1 {
 			return get(func() any { return m.chassisCollection() }), true

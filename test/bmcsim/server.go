@@ -86,7 +86,11 @@ func newBMC(m *model, st *staticTree, a *auth) *BMC {
 // serveHTTP is the outermost layer: count, bound the body, inject faults, then answer.
 func (b *BMC) serveHTTP(w http.ResponseWriter, r *http.Request) {
 	b.stats.requests.Add(1)
-	r.Body = http.MaxBytesReader(w, r.Body, maxBody)
+	limit := int64(maxBody)
+	if b.model != nil && r.Method == http.MethodPost && b.model.isPushPath(r.URL.Path) {
+		limit = maxPushBytes // a firmware image (update.go)
+	}
+	r.Body = http.MaxBytesReader(w, r.Body, limit)
 	if b.injectFault(w, r) {
 		return
 	}

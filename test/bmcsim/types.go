@@ -73,6 +73,11 @@ type Options struct {
 	// insert with a Redfish error.
 	MediaMaxBytes     int64
 	MediaFetchTimeout time.Duration
+
+	// UpdateDuration is how long a firmware update's task runs, from the request to its end
+	// (default DefaultUpdateDuration): tests set it to a few hundred milliseconds. The image
+	// itself is fetched before the request is answered, bounded by MediaFetchTimeout.
+	UpdateDuration time.Duration
 }
 
 // BootTarget is what a system boots from at power-on.

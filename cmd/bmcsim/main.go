@@ -22,6 +22,7 @@ import (
 	"strconv"
 	"strings"
 	"syscall"
+	"time"
 
 	"github.com/ironfleet/ironfleet/test/bmcsim"
 )
@@ -43,6 +44,8 @@ type config struct {
 	static     string
 	powerOn    bool
 	caDir      string
+	// updateDuration is how long a firmware update's task runs (0: the simulator's default).
+	updateDuration time.Duration
 }
 
 func main() {
@@ -92,6 +95,7 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	count := fs.Int("count", 1, "number of BMCs to serve")
 	static := fs.String("static", "", "serve this DMTF mockup directory (it is /redfish/v1) instead of simulated systems")
 	powerOn := fs.Bool("power-on", false, "start every system powered on")
+	updateDuration := fs.Duration("update-duration", bmcsim.DefaultUpdateDuration, "how long a firmware update's task runs (SimpleUpdate, multipart push)")
 	caDir := fs.String("ca-dir", "", "with --tls, write each BMC's certificate to DIR/<port>.pem for clients to trust")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
@@ -106,7 +110,7 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	}
 
 	cfg := config{tls: *tls, username: *username, password: *password, systems: *systems, count: *count,
-		static: *static, powerOn: *powerOn, caDir: *caDir, profile: bmcsim.Profile(strings.ToLower(*profile))}
+		static: *static, powerOn: *powerOn, caDir: *caDir, profile: bmcsim.Profile(strings.ToLower(*profile)), updateDuration: *updateDuration}
 	host, port, err := net.SplitHostPort(*listen)
 	if err != nil {
 		return config{}, fmt.Errorf("--listen %q: want HOST:PORT: %w", *listen, err)
@@ -126,6 +130,8 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 		return config{}, fmt.Errorf("--profile %q is unknown; use one of %v", *profile, bmcsim.Profiles())
 	case cfg.caDir != "" && !cfg.tls:
 		return config{}, errors.New("--ca-dir needs --tls")
+	case cfg.updateDuration < 0:
+		return config{}, fmt.Errorf("--update-duration must not be negative, got %s", cfg.updateDuration)
 	}
 	if *quirks != "" {
 		q, err := bmcsim.ParseQuirks(*quirks)
@@ -185,6 +191,7 @@ func options(cfg config, i int, addr string) bmcsim.Options {
 	opts := bmcsim.Options{
 		Addr: addr, TLS: cfg.tls, Username: cfg.username, Password: cfg.password,
 		Profile: cfg.profile, Quirks: cfg.quirks, SerialNumber: fmt.Sprintf("BMCSIM%05d", i+1),
+		UpdateDuration: cfg.updateDuration,
 	}
 	for j := range cfg.systems {
 		spec := bmcsim.DefaultSystem(i*cfg.systems + j)

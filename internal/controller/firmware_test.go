@@ -111,6 +111,16 @@ func TestEveryServerGetsItsFirmwareReadFromItsBMC(t *testing.T) {
 	require.NoError(t, k8s.Delete(ctx, &m.BMC{ObjectMeta: metav1.ObjectMeta{Name: "firmware"}}))
 }
 
+// firmwareUpdate is the ServerFirmware of name once its update holds cond.
+func firmwareUpdate(t *testing.T, name string, cond func(*m.FirmwareUpdate) bool) *m.ServerFirmware {
+	t.Helper()
+	var sfw m.ServerFirmware
+	eventually(t, 60*time.Second, func() bool {
+		return k8s.Get(context.Background(), client.ObjectKey{Name: name}, &sfw) == nil && sfw.Status.Update != nil && cond(sfw.Status.Update)
+	}, "ServerFirmware %s's update", name)
+	return &sfw
+}
+
 // baselineAt is the FirmwareBaseline name once cond holds of it.
 func baselineAt(t *testing.T, name string, cond func(*m.FirmwareBaseline) bool, what string) *m.FirmwareBaseline {
 	t.Helper()
@@ -148,6 +158,8 @@ func TestABaselineJudgesTheServersItSelects(t *testing.T) {
 		ServerSelector: selector,
 		Components:     []m.BaselineComponent{{Component: "BIOS", Version: spec.BIOSVersion, Image: m.FirmwareImage{URL: "https://fw.example/bios.bin"}}},
 		Settings:       &m.BaselineSettings{BIOS: map[string]string{"ProcVirtualization": "Enabled", "ProcCoreDisable": "0"}},
+		// Judged only: the rollout is TestARolloutNeverExceedsMaxUnavailable's.
+		Rollout: m.BaselineRollout{Paused: true},
 	}}
 	require.NoError(t, k8s.Create(ctx, fleet))
 	t.Cleanup(func() { _ = k8s.Delete(context.Background(), fleet) })
@@ -174,7 +186,13 @@ func TestABaselineJudgesTheServersItSelects(t *testing.T) {
 		return conditionOf(f.Status.Conditions, m.ConditionFirmwareCompliant).Reason == m.ReasonFirmwareDrifted
 	})
 	assert.Equal(t, []m.FirmwareDifference{{Kind: m.FirmwareDifferenceComponent, Name: "BIOS", Want: "9.9.9", Have: spec.BIOSVersion, Baseline: "fleet"}}, sfw.Status.Differences)
-	baselineAt(t, "fleet", func(b *m.FirmwareBaseline) bool { return b.Status.Matched == 1 && b.Status.Compliant == 0 }, "none compliant")
+	baselineAt(t, "fleet", func(b *m.FirmwareBaseline) bool {
+		return b.Status.Matched == 1 && b.Status.Compliant == 0 && b.Status.Rollout == m.RolloutPaused
+	}, "none compliant, the rollout paused")
+	// Paused: the server waits, untouched.
+	sfw = firmwareUpdate(t, name, func(u *m.FirmwareUpdate) bool { return u.Reason == m.ReasonRolloutPaused })
+	assert.Equal(t, m.FirmwareUpdateWaiting, sfw.Status.Update.State)
+	assert.Nil(t, sfw.Status.Update.Maintenance)
 
 	// An attribute the registry does not define and a value out of its range: refused, named.
 	update(func(b *m.FirmwareBaseline) {
@@ -192,12 +210,16 @@ func TestABaselineJudgesTheServersItSelects(t *testing.T) {
 	assert.Contains(t, valid.Message, "defines no attribute NoSuchSetting")
 	assert.Contains(t, valid.Message, "ProcCoreDisable must be within 0..63, not 99")
 	assert.Contains(t, valid.Message, "server "+name)
+	// Nothing is sent while a setting is refused: the waiting update is withdrawn.
+	sfw = firmwareUpdate(t, name, func(u *m.FirmwareUpdate) bool { return u.State == m.FirmwareUpdateWithdrawn })
+	assert.Equal(t, m.ReasonUpdateWithdrawn, sfw.Status.Update.Reason)
 
 	// A second baseline wanting another BIOS version of the same server: both say so.
 	update(func(b *m.FirmwareBaseline) { b.Spec.Settings.BIOS = map[string]string{"ProcVirtualization": "Enabled"} })
 	rival := &m.FirmwareBaseline{ObjectMeta: metav1.ObjectMeta{Name: "rival"}, Spec: m.FirmwareBaselineSpec{
 		ServerSelector: selector,
 		Components:     []m.BaselineComponent{{Component: "BIOS", Version: "3.0.0", Image: m.FirmwareImage{URL: "https://fw.example/bios3.bin"}}},
+		Rollout:        m.BaselineRollout{Paused: true},
 	}}
 	require.NoError(t, k8s.Create(ctx, rival))
 	t.Cleanup(func() { _ = k8s.Delete(context.Background(), rival) })

@@ -103,6 +103,7 @@ const (
 	ReasonFirmwareNotRead      = "NotRead"
 	// Reasons of a firmware update (status.update.reason; the update's state says where it
 	// stands): UpdateAdmitted, WaitingForTurn (maxUnavailable), RolloutStopped (maxFailures),
+	// RolloutPaused (rollout.paused),
 	// WaitingForMaintenance (the message says for what: an owner's approval), Staged,
 	// Installing, Rebooting, WaitingForHost (its probe's report), UpdateSucceeded; failures:
 	// UpdateRefused (the BMC refused the settings or the update, its message quoted),
@@ -113,6 +114,7 @@ const (
 	ReasonUpdateAdmitted        = "UpdateAdmitted"
 	ReasonWaitingForTurn        = "WaitingForTurn"
 	ReasonRolloutStopped        = "RolloutStopped"
+	ReasonRolloutPaused         = "RolloutPaused"
 	ReasonWaitingForMaintenance = "WaitingForMaintenance"
 	ReasonUpdateStaged          = "Staged"
 	ReasonUpdateInstalling      = "Installing"

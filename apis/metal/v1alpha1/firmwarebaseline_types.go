@@ -66,6 +66,10 @@ type BaselineRollout struct {
 	// +kubebuilder:default=OwnerApproval
 	// +optional
 	Policy MaintenancePolicy `json:"policy,omitempty"`
+	// Paused judges the servers without updating any: the differences show on each
+	// ServerFirmware, and no server is taken out of service for them. Updates under way go on.
+	// +optional
+	Paused bool `json:"paused,omitempty"`
 	// MaxFailures stops the rollout once this many servers failed.
 	// +kubebuilder:default=1
 	// +kubebuilder:validation:Minimum=1
@@ -91,7 +95,7 @@ type FirmwareBaselineSpec struct {
 }
 
 // RolloutState is where a baseline's rollout stands.
-// +kubebuilder:validation:Enum=Complete;Progressing;Stopped
+// +kubebuilder:validation:Enum=Complete;Progressing;Stopped;Paused
 type RolloutState string
 
 const (
@@ -102,6 +106,8 @@ const (
 	// RolloutStopped: rollout.maxFailures servers failed at this generation; no other server is
 	// started until a person retries them or changes the baseline.
 	RolloutStopped RolloutState = "Stopped"
+	// RolloutPaused: rollout.paused is set; servers are judged, none is started.
+	RolloutPaused RolloutState = "Paused"
 )
 
 // FirmwareBaselineStatus counts the servers the baseline selects, by where they stand.

@@ -95,6 +95,8 @@ func (c *tally) rollout(b *metalv1alpha1.FirmwareBaseline) metalv1alpha1.Rollout
 		return metalv1alpha1.RolloutStopped
 	case c.updating == 0 && c.failed == 0 && c.compliant+c.unsupported+c.conflicting == c.matched:
 		return metalv1alpha1.RolloutComplete
+	case b.Spec.Rollout.Paused:
+		return metalv1alpha1.RolloutPaused
 	}
 	return metalv1alpha1.RolloutProgressing
 }

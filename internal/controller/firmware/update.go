@@ -276,15 +276,11 @@ func (r *Reconciler) waiting(ctx context.Context, sfw *metalv1alpha1.ServerFirmw
 		})
 	}
 	b := p.baseline
-	place, why, err := r.place(ctx, b, sfw.Name)
+	place, reason, why, err := r.place(ctx, b, sfw.Name)
 	if err != nil {
 		return ctrl.Result{}, err
 	}
 	if !place {
-		reason := metalv1alpha1.ReasonWaitingForTurn
-		if strings.HasPrefix(why, "the rollout is stopped") {
-			reason = metalv1alpha1.ReasonRolloutStopped
-		}
 		if u.Reason == reason && u.Message == why {
 			return ctrl.Result{}, nil // the baseline's and the other servers' changes wake this
 		}
@@ -309,12 +305,16 @@ func (r *Reconciler) waiting(ctx context.Context, sfw *metalv1alpha1.ServerFirmw
 		func(u *metalv1alpha1.FirmwareUpdate) { u.StartTime, u.Maintenance = &now, ref })
 }
 
-// place says whether baseline b's rollout has a place for server, and if not why: fewer of its
-// servers than maxUnavailable hold one, and fewer than maxFailures failed at its generation.
-func (r *Reconciler) place(ctx context.Context, b *metalv1alpha1.FirmwareBaseline, server string) (bool, string, error) {
+// place says whether baseline b's rollout has a place for server, and if not why (a reason
+// and a message): it is not paused, fewer of its servers than maxUnavailable hold one, and fewer
+// than maxFailures failed at its generation.
+func (r *Reconciler) place(ctx context.Context, b *metalv1alpha1.FirmwareBaseline, server string) (bool, string, string, error) {
+	if b.Spec.Rollout.Paused {
+		return false, metalv1alpha1.ReasonRolloutPaused, "baseline " + b.Name + "'s rollout is paused (rollout.paused)", nil
+	}
 	var list metalv1alpha1.ServerFirmwareList
 	if err := r.Client.List(ctx, &list); err != nil {
-		return false, "", err
+		return false, "", "", err
 	}
 	holding := map[string]bool{}
 	failed := 0
@@ -336,17 +336,17 @@ func (r *Reconciler) place(ctx context.Context, b *metalv1alpha1.FirmwareBaselin
 	delete(holding, server)
 	maxFailures := max(int(b.Spec.Rollout.MaxFailures), 1)
 	if failed >= maxFailures {
-		return false, fmt.Sprintf("the rollout is stopped: %d servers failed at generation %d (rollout.maxFailures %d); retry them (%s) or change the baseline",
+		return false, metalv1alpha1.ReasonRolloutStopped, fmt.Sprintf("the rollout is stopped: %d servers failed at generation %d (rollout.maxFailures %d); retry them (%s) or change the baseline",
 			failed, b.Generation, maxFailures, metalv1alpha1.AnnotationRetryUpdate), nil
 	}
 	limit, err := maxUnavailable(b)
 	if err != nil {
-		return false, "", err
+		return false, "", "", err
 	}
 	if len(holding) >= limit {
-		return false, fmt.Sprintf("waiting for its turn: %d of baseline %s's servers are out of service for it (rollout.maxUnavailable %d)", len(holding), b.Name, limit), nil
+		return false, metalv1alpha1.ReasonWaitingForTurn, fmt.Sprintf("waiting for its turn: %d of baseline %s's servers are out of service for it (rollout.maxUnavailable %d)", len(holding), b.Name, limit), nil
 	}
-	return true, "", nil
+	return true, "", "", nil
 }
 
 // maxUnavailable is the baseline's rollout.maxUnavailable as a number of servers: a percentage

@@ -44,6 +44,9 @@ type Options struct {
 	// MaxSystems is how many systems a BMC may list (default DefaultMaxSystems); one that lists
 	// more fails Systems with BMCReasonTooManySystems, its systems unread.
 	MaxSystems int
+	// UpdatePushTimeout bounds a multipart push of a firmware image to a BMC (StartUpdate on a
+	// BMC without SimpleUpdate; default DefaultUpdatePushTimeout), in place of Timeout.
+	UpdatePushTimeout time.Duration
 }
 
 // Client is a bmc.Client over one gofish session.
@@ -53,6 +56,8 @@ type Client struct {
 	systemPath string
 	maxSystems int
 	media      mediaTiming
+	// pushTimeout bounds a firmware image's multipart push (Options.UpdatePushTimeout).
+	pushTimeout time.Duration
 
 	mediaMu sync.Mutex
 	slots   map[string]string // system URI -> its CD/DVD slot's URI, once found
@@ -98,6 +103,9 @@ func (o Options) withDefaults() Options {
 	}
 	if o.MaxSystems <= 0 {
 		o.MaxSystems = DefaultMaxSystems
+	}
+	if o.UpdatePushTimeout <= 0 {
+		o.UpdatePushTimeout = DefaultUpdatePushTimeout
 	}
 	return o
 }
@@ -154,7 +162,8 @@ func connect(ctx context.Context, t bmc.Target, opts Options, transport http.Rou
 	// link and property), the roots of half a 10,000-BMC fleet held 9.5 MiB of the manager's
 	// heap: it keeps a client per BMC.
 	api.Service = nil
-	return &Client{api: api, root: root, systemPath: t.Address.SystemPath, maxSystems: opts.MaxSystems, media: opts.mediaTiming()}, nil
+	return &Client{api: api, root: root, systemPath: t.Address.SystemPath, maxSystems: opts.MaxSystems, media: opts.mediaTiming(),
+		pushTimeout: opts.UpdatePushTimeout}, nil
 }
 
 // rootLinks are what the client follows of a BMC's service root.

@@ -84,8 +84,24 @@ func followTask(t *testing.T, b *bmcsim.BMC, path string, until ...string) (map[
 	t.Helper()
 	var seen []observation
 	var body map[string]any
+	client := httpClient(t, b)
+	status := 0
 	eventually(t, func() bool {
-		body = getOK(t, b, path)
+		// Not getOK: a condition runs outside the test's goroutine, where it must not fail the test.
+		req, err := http.NewRequest(http.MethodGet, b.URL()+path, nil)
+		if err != nil {
+			return true
+		}
+		req.SetBasicAuth(testUser, testPass)
+		resp, err := client.Do(req)
+		if err != nil {
+			return false
+		}
+		defer resp.Body.Close()
+		body = nil
+		if status = resp.StatusCode; status != http.StatusOK || json.NewDecoder(resp.Body).Decode(&body) != nil {
+			return true // reported below
+		}
 		state, _ := body["TaskState"].(string)
 		pct, _ := body["PercentComplete"].(float64)
 		seen = append(seen, observation{state, int(pct)})
@@ -96,6 +112,8 @@ func followTask(t *testing.T, b *bmcsim.BMC, path string, until ...string) (map[
 		}
 		return false
 	}, "task "+path+" reaches "+strings.Join(until, " or "))
+	require.Equal(t, http.StatusOK, status, "GET %s: %v", path, body)
+	require.NotNil(t, body, "GET %s answers a task", path)
 	return body, seen
 }
 

@@ -60,12 +60,12 @@ func setSpecBootMode(t *testing.T, name string, mode m.BootMode) {
 func TestBootModeFromTheProbeDecidesTheClaims(t *testing.T) {
 	ctx := context.Background()
 	firmware := []m.BootMode{m.BootModeUEFISecureBoot, m.BootModeUEFI, m.BootModeLegacy, m.BootModeUEFISecureBoot}
-	p := startPoolOf(t, "bootmode", 700, []string{"small-vm", "small-vm", "small-vm", "small-vm"}, bmcsim.Options{}, func(i int, host lab.Host) {
+	p := startPoolOf(t, "bootmode", 700, []string{"small-vm", "small-vm", "small-vm", "small-vm"}, bmcsim.Options{}, func(i int, host *lab.Host) {
 		switch firmware[i] {
 		case m.BootModeUEFISecureBoot:
-			uefi(t, host, 1)
+			uefi(t, *host, 1)
 		case m.BootModeUEFI:
-			uefi(t, host, 0)
+			uefi(t, *host, 0)
 		}
 	})
 	createNamespace(t, "bootmode")

@@ -115,9 +115,12 @@ func TestEveryServerGetsItsFirmwareReadFromItsBMC(t *testing.T) {
 func firmwareUpdate(t *testing.T, name string, cond func(*m.FirmwareUpdate) bool) *m.ServerFirmware {
 	t.Helper()
 	var sfw m.ServerFirmware
-	eventually(t, 60*time.Second, func() bool {
+	if !assert.Eventually(t, func() bool {
 		return k8s.Get(context.Background(), client.ObjectKey{Name: name}, &sfw) == nil && sfw.Status.Update != nil && cond(sfw.Status.Update)
-	}, "ServerFirmware %s's update", name)
+	}, 60*time.Second, 50*time.Millisecond, "ServerFirmware %s's update", name) {
+		t.Logf("last seen: update %+v, conditions %+v", sfw.Status.Update, sfw.Status.Conditions)
+		t.FailNow()
+	}
 	return &sfw
 }
 

@@ -63,7 +63,7 @@ func startPoolWith(t *testing.T, name string, first int, fixtureOf []string, opt
 
 // startPoolOf is startPoolWith whose hosts' trees prepare changes (the i-th host's) before
 // anything boots them.
-func startPoolOf(t *testing.T, name string, first int, fixtureOf []string, opts bmcsim.Options, prepare func(i int, host lab.Host)) *pool {
+func startPoolOf(t *testing.T, name string, first int, fixtureOf []string, opts bmcsim.Options, prepare func(i int, host *lab.Host)) *pool {
 	t.Helper()
 	specs := make([]bmcsim.SystemSpec, len(fixtureOf))
 	p := &pool{name: name, hosts: map[string]lab.Host{}}
@@ -72,7 +72,7 @@ func startPoolOf(t *testing.T, name string, first int, fixtureOf []string, opts 
 		host, err := lab.PrepareHost(fixture, t.TempDir(), specs[i].UUID)
 		require.NoError(t, err)
 		if prepare != nil {
-			prepare(i, host)
+			prepare(i, &host)
 		}
 		boots.AddHost(host)
 		p.hosts[host.UUID] = host

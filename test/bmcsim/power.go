@@ -62,7 +62,7 @@ func (m *model) boot(s *system, now time.Time) PowerOnEvent {
 		s.virtualCd = false
 	}
 	s.applySecureBoot()
-	ev := PowerOnEvent{SystemID: s.spec.ID, UUID: s.spec.UUID, Boot: target, BootMode: s.firmwareMode(), Time: now}
+	ev := PowerOnEvent{SystemID: s.spec.ID, UUID: s.spec.UUID, Boot: target, BootMode: s.firmwareMode(), BIOSVersion: s.biosVersion, Time: now}
 	if target == BootUefiHttp {
 		ev.HTTPBootURI = s.httpBootURI
 	}

@@ -111,6 +111,9 @@ type PowerOnEvent struct {
 	// target, and for UefiHttp without a URI (the firmware takes the one DHCP gives). It is a
 	// bearer secret for whoever serves it: do not log it.
 	HTTPBootURI string
+	// BIOSVersion is the BIOS version the host boots with (an update staged for this reset
+	// in effect): the host's firmware publishes it (SMBIOS type 0), and its probe reads it.
+	BIOSVersion string
 	Time        time.Time
 }
 

@@ -182,6 +182,9 @@ func (b *BootService) serve(ctx context.Context, ev bmcsim.PowerOnEvent) (Boot, 
 	if !ok {
 		return boot, fmt.Errorf("no hardware tree for host %s: the probe cannot run", ev.UUID)
 	}
+	if err := host.publishBIOSVersion(ev.BIOSVersion); err != nil {
+		return boot, fmt.Errorf("publishing host %s's BIOS version: %w", ev.UUID, err)
+	}
 	if b.RegistryURL != "" {
 		if ign, err = withRegistryURL(ign, b.RegistryURL); err != nil {
 			return boot, err

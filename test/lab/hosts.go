@@ -33,6 +33,11 @@ type Host struct {
 	// Disks are the host's disks, regular files <Root>/dev/<name> of DiskBytes each, filled
 	// with a pattern so that a wipe can be checked byte by byte.
 	Disks []string
+	// PublishesBIOSVersion makes the host's firmware publish (its SMBIOS type 0, the probe's
+	// dmi bios version) the BIOS version its BMC boots it with, as a lab VM's does: a firmware
+	// update through the BMC then changes what the host itself reports. Off, the fixture's
+	// own version stays (the fixtures' expected inventories name it).
+	PublishesBIOSVersion bool
 }
 
 // DiskBytes is the size of a simulated host's disk files: large enough that the metadata wipe
@@ -103,4 +108,12 @@ func (h Host) ReadsUUID() string {
 		return h.SMBIOSUUID
 	}
 	return h.UUID
+}
+
+// publishBIOSVersion writes version as the BIOS version the host's firmware publishes.
+func (h Host) publishBIOSVersion(version string) error {
+	if !h.PublishesBIOSVersion || version == "" {
+		return nil
+	}
+	return os.WriteFile(filepath.Join(h.Root, "sys", "class", "dmi", "id", "bios_version"), []byte(version+"\n"), 0o644)
 }

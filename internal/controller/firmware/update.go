@@ -738,7 +738,12 @@ func (r *Reconciler) verifying(ctx context.Context, sfw *metalv1alpha1.ServerFir
 	if res, done, err := r.timedOut(ctx, sfw, "the BMC and the host to agree with the baseline"); done {
 		return res, err
 	}
-	if read == nil || read.Time.Before(since) {
+	if read == nil || !read.Time.After(since) {
+		// Times are kept to the second: a read in since's second may have been before it.
+		// The first read from the next second on is after it.
+		if wait := since.Truncate(time.Second).Add(time.Second).Sub(r.now()); wait > 0 {
+			return ctrl.Result{RequeueAfter: wait}, nil
+		}
 		return ctrl.Result{}, errReadAgain
 	}
 	if !apimeta.IsStatusConditionTrue(sfw.Status.Conditions, metalv1alpha1.ConditionFirmwareRead) {

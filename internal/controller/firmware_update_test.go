@@ -1,0 +1,316 @@
+package controller_test
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/apimachinery/pkg/watch"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	m "github.com/ironfleet/ironfleet/apis/metal/v1alpha1"
+	"github.com/ironfleet/ironfleet/internal/controller/firmware"
+	"github.com/ironfleet/ironfleet/test/bmcsim"
+	"github.com/ironfleet/ironfleet/test/lab"
+)
+
+// firmwarePool is a pool whose hosts' firmware publishes the BIOS version their BMC boots them
+// with, as the lab's VMs do, behind a BMC whose updates take 300 ms.
+func firmwarePool(t *testing.T, name string, first, n int) *pool {
+	t.Helper()
+	fixtures := make([]string, n)
+	for i := range fixtures {
+		fixtures[i] = "small-vm"
+	}
+	return startPoolOf(t, name, first, fixtures, bmcsim.Options{UpdateDuration: 300 * time.Millisecond},
+		func(_ int, host *lab.Host) { host.PublishesBIOSVersion = true })
+}
+
+// outOfService watches, from before a rollout starts, how many of a pool's servers are out of
+// service at once: the most ServerMaintenances of the baseline that existed together, and the
+// most of the pool's servers in Maintenance together. It reads every watch event, so a peak
+// between two polls is not missed.
+type outOfService struct {
+	mu                    sync.Mutex
+	maintenances, servers map[string]bool
+	maxMaint, maxServers  int
+	// stateChanges are, per server, the states it went through (claimed-server checks).
+	stateChanges map[string][]m.ServerState
+	powerOff     map[string]bool
+	stop         func()
+}
+
+func watchOutOfService(t *testing.T, baseline, poolName string) *outOfService {
+	t.Helper()
+	wc, err := client.NewWithWatch(env.Config, client.Options{Scheme: env.Scheme})
+	require.NoError(t, err)
+	ctx, cancel := context.WithCancel(context.Background())
+	o := &outOfService{maintenances: map[string]bool{}, servers: map[string]bool{}, stateChanges: map[string][]m.ServerState{},
+		powerOff: map[string]bool{}}
+	mw, err := wc.Watch(ctx, &m.ServerMaintenanceList{}, client.MatchingLabels{firmware.LabelBaseline: baseline})
+	require.NoError(t, err)
+	sw, err := wc.Watch(ctx, &m.ServerList{}, client.MatchingLabels{m.LabelBMC: poolName})
+	require.NoError(t, err)
+	var wg sync.WaitGroup
+	wg.Add(2)
+	go func() {
+		defer wg.Done()
+		for ev := range mw.ResultChan() {
+			sm, ok := ev.Object.(*m.ServerMaintenance)
+			if !ok {
+				continue
+			}
+			o.mu.Lock()
+			if ev.Type == watch.Deleted {
+				delete(o.maintenances, sm.Name)
+			} else {
+				o.maintenances[sm.Name] = true
+			}
+			o.maxMaint = max(o.maxMaint, len(o.maintenances))
+			o.mu.Unlock()
+		}
+	}()
+	go func() {
+		defer wg.Done()
+		for ev := range sw.ResultChan() {
+			s, ok := ev.Object.(*m.Server)
+			if !ok {
+				continue
+			}
+			o.mu.Lock()
+			if s.Status.State == m.ServerStateMaintenance && ev.Type != watch.Deleted {
+				o.servers[s.Name] = true
+			} else {
+				delete(o.servers, s.Name)
+			}
+			o.maxServers = max(o.maxServers, len(o.servers))
+			if h := o.stateChanges[s.Name]; len(h) == 0 || h[len(h)-1] != s.Status.State {
+				o.stateChanges[s.Name] = append(h, s.Status.State)
+			}
+			if s.Status.PowerState == m.PowerStateOff || s.Spec.Power == m.PowerOff {
+				o.powerOff[s.Name] = true
+			}
+			o.mu.Unlock()
+		}
+	}()
+	o.stop = func() { mw.Stop(); sw.Stop(); cancel(); wg.Wait() }
+	t.Cleanup(o.stop)
+	return o
+}
+
+func (o *outOfService) peaks() (maint, servers int) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return o.maxMaint, o.maxServers
+}
+
+func updatesOf(t *testing.T, p *pool) map[string]*m.FirmwareUpdate {
+	t.Helper()
+	out := map[string]*m.FirmwareUpdate{}
+	for name := range p.hosts {
+		var sfw m.ServerFirmware
+		if k8s.Get(context.Background(), client.ObjectKey{Name: name}, &sfw) == nil {
+			out[name] = sfw.Status.Update
+		}
+	}
+	return out
+}
+
+func biosBaseline(name, poolName, version, url string, mutate func(*m.FirmwareBaseline)) *m.FirmwareBaseline {
+	b := &m.FirmwareBaseline{ObjectMeta: metav1.ObjectMeta{Name: name}, Spec: m.FirmwareBaselineSpec{
+		ServerSelector: metav1.LabelSelector{MatchLabels: map[string]string{m.LabelBMC: poolName}},
+		Components:     []m.BaselineComponent{{Component: "BIOS", Version: version, Image: m.FirmwareImage{URL: url}}},
+	}}
+	if mutate != nil {
+		mutate(b)
+	}
+	return b
+}
+
+// TestARolloutNeverExceedsMaxUnavailable: a baseline raising the BIOS version of 20 pool
+// servers and setting a BIOS attribute takes at most maxUnavailable (20%: 4) of them out of
+// service at once, each through its own ServerMaintenance and a NoClaim taint; each is updated
+// by its BMC (SimpleUpdate, a task, the settings staged), re-discovered (its probe boot is the
+// reset that applies the update), and counts as done only when its probe's SMBIOS agrees with
+// its BMC. All end Available, untainted, FirmwareCompliant, with the attribute set.
+func TestARolloutNeverExceedsMaxUnavailable(t *testing.T) {
+	ctx := context.Background()
+	const n = 20
+	p := firmwarePool(t, "rollout", 800, n)
+	url, _ := images.Add("rollout-bios-3.0.0.bin", bmcsim.FirmwareImage("BIOS", "3.0.0"))
+	seen := watchOutOfService(t, "rollout", "rollout")
+
+	start := time.Now()
+	b := biosBaseline("rollout", "rollout", "3.0.0", url, func(b *m.FirmwareBaseline) {
+		b.Spec.Settings = &m.BaselineSettings{BIOS: map[string]string{"ProcVirtualization": "Disabled"}}
+		b.Spec.Rollout.MaxUnavailable = ptrIntOrString(intstr.FromString("20%"))
+	})
+	require.NoError(t, k8s.Create(ctx, b))
+	t.Cleanup(func() { _ = k8s.Delete(context.Background(), b) })
+
+	eventually(t, 300*time.Second, func() bool {
+		var cur m.FirmwareBaseline
+		return k8s.Get(ctx, client.ObjectKey{Name: "rollout"}, &cur) == nil && cur.Status.Rollout == m.RolloutComplete &&
+			cur.Status.Compliant == n && cur.Status.Matched == n
+	}, "the rollout completes: %d servers compliant", n)
+	t.Logf("rollout of %d servers took %v", n, time.Since(start).Round(time.Millisecond))
+	maint, servers := seen.peaks()
+	assert.LessOrEqual(t, maint, 4, "at most maxUnavailable (20%% of %d) maintenances at once", n)
+	assert.LessOrEqual(t, servers, 4, "at most maxUnavailable servers in Maintenance at once")
+	assert.GreaterOrEqual(t, maint, 2, "the rollout takes several servers at once, up to maxUnavailable")
+
+	for name, u := range updatesOf(t, p) {
+		require.NotNil(t, u, "server %s has an update", name)
+		assert.Equal(t, m.FirmwareUpdateSucceeded, u.State, "server %s: %s %s", name, u.Reason, u.Message)
+		assert.Contains(t, u.Message, "the host's own SMBIOS agrees (BIOS 3.0.0)")
+		assert.True(t, u.HostReset)
+		var sfw m.ServerFirmware
+		require.NoError(t, k8s.Get(ctx, client.ObjectKey{Name: name}, &sfw))
+		assert.Equal(t, "3.0.0", sfw.Status.BIOSVersion)
+		require.NotNil(t, sfw.Status.BIOS)
+		assert.Equal(t, "Disabled", sfw.Status.BIOS.Attributes["ProcVirtualization"])
+		assert.Equal(t, metav1.ConditionTrue, conditionOf(sfw.Status.Conditions, m.ConditionFirmwareCompliant).Status)
+
+		var s m.Server
+		require.NoError(t, k8s.Get(ctx, client.ObjectKey{Name: name}, &s))
+		assert.Equal(t, m.ServerStateAvailable, s.Status.State)
+		assert.Empty(t, s.Spec.Taints, "the update's taint is removed")
+		require.NotNil(t, s.Status.Inventory.DMI)
+		assert.Equal(t, "3.0.0", s.Status.Inventory.DMI.BIOS.Version, "the host itself reports the new BIOS")
+		assert.Equal(t, metav1.ConditionTrue, conditionOf(s.Status.Conditions, m.ConditionServerFirmwareCompliant).Status)
+	}
+	var left m.ServerMaintenanceList
+	require.NoError(t, k8s.List(ctx, &left, client.MatchingLabels{firmware.LabelBaseline: "rollout"}))
+	assert.Empty(t, left.Items, "every update's maintenance is gone")
+}
+
+func ptrIntOrString(v intstr.IntOrString) *intstr.IntOrString { return &v }
+
+// TestAFailedUpdateStopsTheRollout: the simulator's task fails for the first server admitted
+// (maxUnavailable 1, maxFailures 1): that server stays in maintenance, tainted, with the BMC's
+// reason; the rollout is Stopped and no other server is taken. A person's retry sends it again:
+// it succeeds, and the rest follow.
+func TestAFailedUpdateStopsTheRollout(t *testing.T) {
+	ctx := context.Background()
+	const n = 3
+	p := firmwarePool(t, "fwfail", 830, n)
+	url, _ := images.Add("fwfail-bios-3.1.0.bin", bmcsim.FirmwareImage("BIOS", "3.1.0"))
+	p.sim.FailNextUpdate("flash verification failed at block 7")
+	b := biosBaseline("fwfail", "fwfail", "3.1.0", url, nil)
+	require.NoError(t, k8s.Create(ctx, b))
+	t.Cleanup(func() { _ = k8s.Delete(context.Background(), b) })
+
+	var failed string
+	eventually(t, 60*time.Second, func() bool {
+		waiting := 0
+		failed = ""
+		for name, u := range updatesOf(t, p) {
+			switch {
+			case u == nil:
+			case u.State == m.FirmwareUpdateFailed:
+				failed = name
+			case u.State == m.FirmwareUpdateWaiting && u.Reason == m.ReasonRolloutStopped:
+				waiting++
+			}
+		}
+		return failed != "" && waiting == n-1
+	}, "one update failed, the others stopped")
+	u := updatesOf(t, p)[failed]
+	assert.Equal(t, m.ReasonUpdateTaskFailed, u.Reason)
+	assert.Contains(t, u.Message, "flash verification failed at block 7")
+	assert.Contains(t, u.Message, "stays in ServerMaintenance")
+	s := waitServer(t, failed, m.ServerStateMaintenance, 10*time.Second)
+	assert.True(t, m.HasTaint(s.Spec.Taints, m.TaintFirmwareUpdate, m.TaintNoClaim), "tainted: no claim takes it")
+	baselineAt(t, "fwfail", func(b *m.FirmwareBaseline) bool {
+		return b.Status.Rollout == m.RolloutStopped && b.Status.Failed == 1
+	}, "the rollout stopped with one failure")
+	var maints m.ServerMaintenanceList
+	require.NoError(t, k8s.List(ctx, &maints, client.MatchingLabels{firmware.LabelBaseline: "fwfail"}))
+	require.Len(t, maints.Items, 1, "only the failed server is out of service")
+	assert.Equal(t, failed, maints.Items[0].Spec.ServerRef.Name)
+
+	// A person retries: it goes through, and the others follow.
+	var sfw m.ServerFirmware
+	require.NoError(t, k8s.Get(ctx, client.ObjectKey{Name: failed}, &sfw))
+	patch := client.MergeFrom(sfw.DeepCopy())
+	metav1.SetMetaDataAnnotation(&sfw.ObjectMeta, m.AnnotationRetryUpdate, "true")
+	require.NoError(t, k8s.Patch(ctx, &sfw, patch))
+	eventually(t, 120*time.Second, func() bool {
+		var cur m.FirmwareBaseline
+		return k8s.Get(ctx, client.ObjectKey{Name: "fwfail"}, &cur) == nil && cur.Status.Rollout == m.RolloutComplete && cur.Status.Compliant == n
+	}, "the rollout completes after the retry")
+	require.NoError(t, k8s.Get(ctx, client.ObjectKey{Name: failed}, &sfw))
+	assert.NotContains(t, sfw.Annotations, m.AnnotationRetryUpdate, "the retry request is removed")
+	for name := range p.hosts {
+		waitServer(t, name, m.ServerStateAvailable, 10*time.Second)
+	}
+}
+
+// TestAClaimedServersUpdates: a BMC update keeps its claimed host Reserved and powered
+// throughout; a BIOS update under OwnerApproval waits for the claim's owner, then takes the
+// server, updates it, gives it back to its claim, and is verified by the BMC after the claim
+// powered it on again.
+func TestAClaimedServersUpdates(t *testing.T) {
+	ctx := context.Background()
+	p, server := startOneServerWith(t, "fwclaim", 840, bmcsim.Options{UpdateDuration: 300 * time.Millisecond})
+	claim := claimServer(t, "fwclaim", "tenant", server, nil)
+	eventually(t, 30*time.Second, func() bool {
+		var s m.Server
+		return k8s.Get(ctx, client.ObjectKey{Name: server}, &s) == nil && s.Status.PowerState == m.PowerStateOn
+	}, "the claimed server is on")
+	seen := watchOutOfService(t, "fwclaim", "fwclaim")
+
+	bmcURL, _ := images.Add("fwclaim-bmc-1.3.0.bin", bmcsim.FirmwareImage("BMC", "1.3.0"))
+	b := &m.FirmwareBaseline{ObjectMeta: metav1.ObjectMeta{Name: "fwclaim"}, Spec: m.FirmwareBaselineSpec{
+		ServerSelector: metav1.LabelSelector{MatchLabels: map[string]string{m.LabelBMC: "fwclaim"}},
+		Components:     []m.BaselineComponent{{Component: "BMC", Version: "1.3.0", Image: m.FirmwareImage{URL: bmcURL}}},
+	}}
+	require.NoError(t, k8s.Create(ctx, b))
+	t.Cleanup(func() { _ = k8s.Delete(context.Background(), b) })
+	sfw := firmwareUpdate(t, server, func(u *m.FirmwareUpdate) bool { return u.State == m.FirmwareUpdateSucceeded })
+	assert.False(t, sfw.Status.Update.HostReset, "a BMC's firmware alone needs no host downtime")
+	assert.Nil(t, sfw.Status.Update.Maintenance)
+	assert.Equal(t, "1.3.0", p.sim.FirmwareVersion())
+	seen.mu.Lock()
+	assert.Equal(t, []m.ServerState{m.ServerStateReserved}, seen.stateChanges[server], "the claimed host stays Reserved throughout")
+	assert.False(t, seen.powerOff[server], "and powered")
+	seen.mu.Unlock()
+	maint, _ := seen.peaks()
+	assert.Zero(t, maint, "no maintenance for a BMC update")
+
+	// A BIOS update, the owner's approval awaited.
+	biosURL, _ := images.Add("fwclaim-bios-3.2.0.bin", bmcsim.FirmwareImage("BIOS", "3.2.0"))
+	var cur m.FirmwareBaseline
+	require.NoError(t, k8s.Get(ctx, client.ObjectKey{Name: "fwclaim"}, &cur))
+	cur.Spec.Components = append(cur.Spec.Components, m.BaselineComponent{Component: "BIOS", Version: "3.2.0", Image: m.FirmwareImage{URL: biosURL}})
+	require.NoError(t, k8s.Update(ctx, &cur))
+	sfw = firmwareUpdate(t, server, func(u *m.FirmwareUpdate) bool {
+		return u.State == m.FirmwareUpdateEnteringMaintenance && strings.Contains(u.Message, "approv")
+	})
+	assert.Equal(t, m.ReasonWaitingForMaintenance, sfw.Status.Update.Reason)
+	s := waitServer(t, server, m.ServerStateReserved, time.Second)
+	assert.Equal(t, claim.Name, s.Spec.ServerClaimRef.Name, "still its claim's")
+
+	require.NoError(t, k8s.Get(ctx, client.ObjectKeyFromObject(claim), claim))
+	patch := client.MergeFrom(claim.DeepCopy())
+	metav1.SetMetaDataAnnotation(&claim.ObjectMeta, m.AnnotationApproveMaintenance, "true")
+	require.NoError(t, k8s.Patch(ctx, claim, patch))
+	sfw = firmwareUpdate(t, server, func(u *m.FirmwareUpdate) bool { return u.State == m.FirmwareUpdateSucceeded })
+	assert.Contains(t, sfw.Status.Update.Message, "next probe boot", "the host's own word is awaited for a claimed server")
+	assert.Equal(t, "3.2.0", sfw.Status.BIOSVersion)
+	s = waitServer(t, server, m.ServerStateReserved, 10*time.Second)
+	assert.Equal(t, claim.Name, s.Spec.ServerClaimRef.Name, "back with its claim")
+	seen.mu.Lock()
+	assert.Contains(t, seen.stateChanges[server], m.ServerStateMaintenance, "the BIOS update took it out of service")
+	seen.mu.Unlock()
+	assert.Equal(t, metav1.ConditionTrue, conditionOf(s.Status.Conditions, m.ConditionServerFirmwareCompliant).Status,
+		fmt.Sprintf("%+v", meta.FindStatusCondition(s.Status.Conditions, m.ConditionServerFirmwareCompliant)))
+}

@@ -127,6 +127,9 @@ func Args(def Definition, l Layout, boot BootDevice) ([]string, error) {
 		"-qmp", "unix:" + escape(l.QMPSocket) + ",server=on,wait=off",
 		"-device", "virtio-rng-pci",
 	}
+	if t0 := smbiosType0(def.Firmware, def.SMBIOS); t0 != "" {
+		args = append(args, "-smbios", t0)
+	}
 	if def.Firmware == UEFI {
 		code := l.FirmwareCode
 		switch {
@@ -284,6 +287,31 @@ func smbiosType1(s SMBIOS) string {
 		if kv[1] != "" {
 			parts = append(parts, kv[0]+"="+escape(kv[1]))
 		}
+	}
+	return strings.Join(parts, ",")
+}
+
+// ownBIOS is what each firmware publishes as its own SMBIOS type 0 (Debian 12's SeaBIOS
+// 1.16.2 and OVMF 2022.11, as their guests read it): a type 0 from QEMU replaces the
+// firmware's whole, so the vendor and date a definition leaves empty are taken from here.
+var ownBIOS = map[Firmware]struct{ vendor, date string }{
+	BIOS: {vendor: "SeaBIOS", date: "04/01/2014"},
+	UEFI: {vendor: "EFI Development Kit II / OVMF", date: "02/06/2015"},
+}
+
+// smbiosType0 renders the firmware's identity, "" when the definition has no BIOS version
+// (the firmware publishes its own). SeaBIOS and OVMF both publish QEMU's type 0 instead of
+// their own when there is one (checked in guests: /sys/class/dmi/id/bios_*). uefi=on sets
+// the "UEFI is supported" characteristic, which OVMF's own type 0 has.
+func smbiosType0(fw Firmware, s SMBIOS) string {
+	if s.BIOSVersion == "" {
+		return ""
+	}
+	own := ownBIOS[fw]
+	parts := []string{"type=0", "vendor=" + escape(or(s.BIOSVendor, own.vendor)), "version=" + escape(s.BIOSVersion),
+		"date=" + escape(or(s.BIOSDate, own.date))}
+	if fw == UEFI {
+		parts = append(parts, "uefi=on")
 	}
 	return strings.Join(parts, ",")
 }

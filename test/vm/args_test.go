@@ -150,6 +150,43 @@ func TestArgsEscapeCommasInValues(t *testing.T) {
 	assert.Equal(t, "file,id=console,append=on,path=/var/x,,y/console.log", values(args, "-chardev")[0])
 }
 
+// TestArgsPublishTheBIOSVersion: a definition's BIOS version becomes an SMBIOS type 0, which
+// SeaBIOS and OVMF publish instead of their own; the vendor and date it leaves out are the
+// firmware's own, UEFI firmware says it supports UEFI, and commas are escaped. Without a
+// version there is no type 0: the firmware publishes its own.
+func TestArgsPublishTheBIOSVersion(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		fw   vm.Firmware
+		bios vm.SMBIOS
+		want string
+	}{
+		{"BIOS, version only", vm.BIOS, vm.SMBIOS{BIOSVersion: "2.3.5"}, "type=0,vendor=SeaBIOS,version=2.3.5,date=04/01/2014"},
+		{"UEFI, version only", vm.UEFI, vm.SMBIOS{BIOSVersion: "2.3.5"},
+			"type=0,vendor=EFI Development Kit II / OVMF,version=2.3.5,date=02/06/2015,uefi=on"},
+		{"UEFI, everything", vm.UEFI, vm.SMBIOS{BIOSVendor: "Acme, Inc.", BIOSVersion: "U30 v2.80, (01/20/2024)", BIOSDate: "01/20/2024"},
+			"type=0,vendor=Acme,, Inc.,version=U30 v2.80,, (01/20/2024),date=01/20/2024,uefi=on"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			def := testDefinition("bios", tc.fw)
+			def.SMBIOS.BIOSVendor, def.SMBIOS.BIOSVersion, def.SMBIOS.BIOSDate = tc.bios.BIOSVendor, tc.bios.BIOSVersion, tc.bios.BIOSDate
+			args, err := vm.Args(def, argvLayout(def), vm.BootDisk)
+			require.NoError(t, err)
+			smbios := values(args, "-smbios")
+			require.Len(t, smbios, 2, "type 1 and type 0")
+			assert.True(t, strings.HasPrefix(smbios[0], "type=1,"), smbios[0])
+			assert.Equal(t, tc.want, smbios[1])
+			assert.Equal(t, tc.bios.BIOSVersion, vm.SystemSpec(def).BIOSVersion, "the BMC reports the version the guest reads")
+		})
+	}
+	for _, fw := range []vm.Firmware{vm.BIOS, vm.UEFI} {
+		def := testDefinition("own", fw)
+		args, err := vm.Args(def, argvLayout(def), vm.BootDisk)
+		require.NoError(t, err)
+		assert.Len(t, values(args, "-smbios"), 1, "%s: no type 0 without a version: the firmware's own", fw)
+	}
+}
+
 func TestArgsRefuseWhatQEMUWouldRefuseLater(t *testing.T) {
 	good := testDefinition("ok", vm.BIOS)
 	for _, tc := range []struct {
@@ -168,6 +205,8 @@ func TestArgsRefuseWhatQEMUWouldRefuseLater(t *testing.T) {
 		{"multicast MAC", func(d *vm.Definition) { d.NICs[0].MAC = "01:00:5e:00:00:01" }, "multicast"},
 		{"same MAC twice", func(d *vm.Definition) { d.NICs = append(d.NICs, d.NICs[0]) }, "used twice"},
 		{"UUID", func(d *vm.Definition) { d.SMBIOS.UUID = "not-a-uuid" }, "UUID"},
+		{"BIOS vendor without a version", func(d *vm.Definition) { d.SMBIOS.BIOSVendor = "Acme" }, "without a BIOS version"},
+		{"BIOS date", func(d *vm.Definition) { d.SMBIOS.BIOSVersion, d.SMBIOS.BIOSDate = "1.0", "2025-11-28" }, "MM/DD/YYYY"},
 		{"seven SATA disks", func(d *vm.Definition) {
 			d.Disks = slices.Repeat([]vm.Disk{{Bus: vm.SATA, SizeBytes: 512, Serial: "S"}}, 7)
 		}, "ports"},

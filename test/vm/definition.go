@@ -53,9 +53,20 @@ type NIC struct {
 }
 
 // SMBIOS is the identity the firmware publishes (SMBIOS type 1), which the guest reads back
-// and which the BMC reports, so both sides name the same machine.
+// and which the BMC reports, so both sides name the same machine; and the firmware's own
+// (SMBIOS type 0: /sys/class/dmi/id/bios_*, the probe's dmi.bios), which a BMC's firmware
+// update changes.
+//
+// BIOSVersion empty: the firmware publishes its own type 0 (SeaBIOS: vendor "SeaBIOS", its
+// package version, 04/01/2014; Debian 12's OVMF: "EFI Development Kit II / OVMF", "0.0.0",
+// 02/06/2015). Set, QEMU publishes a type 0 of its own, which both firmwares take instead of
+// theirs, whole: BIOSVendor and BIOSDate left empty are the firmware's own (ownBIOS), so
+// only the version changes. QEMU builds the tables once, when it starts: a guest sees a new
+// version only after a new QEMU process (VM.SetBIOSVersion, VM.Reset).
 type SMBIOS struct {
 	Manufacturer, Product, Serial, UUID string
+	BIOSVendor, BIOSVersion             string
+	BIOSDate                            string // MM/DD/YYYY, as SMBIOS spells it
 }
 
 // Definition is a machine's hardware. It is plain data: Args renders it, SystemSpec turns it
@@ -91,6 +102,7 @@ const maxDeviceSerial = 20
 var (
 	namePattern = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,62}$`)
 	uuidPattern = regexp.MustCompile(`^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$`)
+	datePattern = regexp.MustCompile(`^(0[1-9]|1[0-2])/(0[1-9]|[12][0-9]|3[01])/[0-9]{4}$`)
 )
 
 // Validate reports every problem of a definition at once, before any file or process exists.
@@ -111,6 +123,12 @@ func (d Definition) Validate() error {
 	}
 	if d.SMBIOS.UUID != "" && !uuidPattern.MatchString(d.SMBIOS.UUID) {
 		bad("SMBIOS UUID %q is not a UUID", d.SMBIOS.UUID)
+	}
+	if d.SMBIOS.BIOSVersion == "" && (d.SMBIOS.BIOSVendor != "" || d.SMBIOS.BIOSDate != "") {
+		bad("SMBIOS BIOS vendor or date without a BIOS version: QEMU's type 0 would replace the firmware's with an empty version")
+	}
+	if d.SMBIOS.BIOSDate != "" && !datePattern.MatchString(d.SMBIOS.BIOSDate) {
+		bad("SMBIOS BIOS date %q must be MM/DD/YYYY", d.SMBIOS.BIOSDate)
 	}
 	if d.CPUs < 1 || d.CPUs > 64 {
 		bad("CPUs %d must be 1 to 64", d.CPUs)

@@ -15,16 +15,18 @@ const dimmMiB = 16 << 10
 var NICSpeedMbps = map[NICModel]int{VirtioNet: 10000, E1000: 1000}
 
 // SystemSpec is the Redfish view of a definition's hardware, as sushy-tools derives one
-// from a libvirt domain: the SMBIOS identity, one processor socket with the VM's cores,
-// memory as DIMMs summing to the VM's memory, drives with size, serial and protocol, and NICs
-// with their MACs. Id is left for the BMC's profile; set it to name the system yourself.
+// from a libvirt domain: the SMBIOS identity (the BIOS version is the one the guest reads
+// when the definition sets one, else the firmware's name), one processor socket with the
+// VM's cores, memory as DIMMs summing to the VM's memory, drives with size, serial and
+// protocol, and NICs with their MACs. Id is left for the BMC's profile; set it to name the
+// system yourself.
 func SystemSpec(def Definition) bmcsim.SystemSpec {
 	spec := bmcsim.SystemSpec{
 		UUID:         strings.ToLower(def.SMBIOS.UUID),
 		Manufacturer: def.SMBIOS.Manufacturer,
 		Model:        def.SMBIOS.Product,
 		SerialNumber: def.SMBIOS.Serial,
-		BIOSVersion:  map[Firmware]string{BIOS: "SeaBIOS", UEFI: "OVMF"}[def.Firmware],
+		BIOSVersion:  or(def.SMBIOS.BIOSVersion, map[Firmware]string{BIOS: "SeaBIOS", UEFI: "OVMF"}[def.Firmware]),
 		BootMode:     bootModeOf(def),
 		PowerState:   "Off",
 		Processors: []bmcsim.Processor{{

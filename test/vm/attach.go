@@ -56,6 +56,11 @@ type job struct {
 //     stopped, the URI goes into the VM's variable store as BootNext (VM.BootHTTPURI), and
 //     QEMU starts again. Without a URI the firmware's HTTP boot takes the one DHCP gives; a
 //     BIOS VM ignores the URI and boots the network.
+//   - An action that boots the host with a BIOS version (PowerAction.BIOSVersion: a firmware
+//     update staged at the BMC takes effect) other than the one QEMU publishes: the VM takes
+//     it (VM.SetBIOSVersion), and QEMU is started anew, a restart included, since QEMU builds
+//     the firmware's SMBIOS tables only when it starts: the guest reads the new version
+//     (SMBIOS type 0, /sys/class/dmi/id/bios_version). An action without one keeps the VM's.
 //   - ForceOff, and SetPowerState Off: QEMU is killed.
 //   - GracefulShutdown, and PushPowerButton on a running system: the ACPI power button. The
 //     system stays On until the guest powers off (firmware alone never does).
@@ -69,10 +74,15 @@ type job struct {
 // When QEMU exits by itself, the system goes Off. When an action fails (QEMU cannot start),
 // the system goes Off too, so the BMC never shows a host that is not running as On, and the
 // error is kept for Errors. The system's current power is applied at once: On starts the VM
-// booting from disk.
+// booting from disk. The VM takes the BIOS version the BMC says the system runs
+// (bmcsim.BMC.BIOSVersion) from its next start; SystemSpec gives a BMC the definition's
+// version, or without one the firmware's name, which the VM then publishes.
 func Attach(bmc *bmcsim.BMC, systemID string, machine *VM) (*Binding, error) {
 	if !bmc.SetHostShutsDown(systemID, true) {
 		return nil, fmt.Errorf("attach VM %q: the BMC has no system %q", machine.def.Name, systemID)
+	}
+	if v := bmc.BIOSVersion(systemID); v != "" {
+		machine.SetBIOSVersion(v)
 	}
 	b := newBinding(machine, func() { bmc.SetPowerState(systemID, "Off") }, func() { bmc.SetHostShutsDown(systemID, false) })
 	b.bmc, b.systemID = bmc, systemID
@@ -198,6 +208,9 @@ func (b *Binding) apply(a bmcsim.PowerAction) error {
 	switch {
 	case a.Boot != "":
 		b.dropVanishedMedia()
+		if a.BIOSVersion != "" {
+			m.SetBIOSVersion(a.BIOSVersion) // Reset and BootHTTPURI start a new QEMU when it differs
+		}
 		if a.Boot == bmcsim.BootUefiHttp && a.HTTPBootURI != "" && m.def.Firmware == UEFI {
 			// Not a reset in place: QEMU holds the variable store the URI goes into.
 			return m.BootHTTPURI(a.HTTPBootURI)

@@ -144,6 +144,8 @@ func TestRedfishReportsTheVMsHardware(t *testing.T) {
 	assert.Equal(t, def.SMBIOS.Serial, s.SerialNumber)
 	assert.Equal(t, def.SMBIOS.Manufacturer, s.Manufacturer)
 	assert.Equal(t, def.SMBIOS.Product, s.Model)
+	assert.Equal(t, "OVMF", s.BIOSVersion, "a definition without a BIOS version: the firmware's name")
+	assert.Equal(t, s.BIOSVersion, h.vm.BIOSVersion(), "the VM publishes the BIOS version its BMC reports")
 	assert.Equal(t, 1, s.ProcessorSummary.Count, "one socket")
 	assert.InDelta(t, 20.0, s.MemorySummary.TotalSystemMemoryGiB, 0.001)
 

@@ -17,12 +17,13 @@ import (
 
 // run is one QEMU process, from start to exit.
 type run struct {
-	cmd      *exec.Cmd
-	boot     BootDevice
-	done     chan struct{} // closed once QEMU has exited and been reaped
-	err      error         // Wait's result, valid once done is closed
-	ready    atomic.Bool   // Start succeeded: an exit from now on is news for OnExit
-	stopping atomic.Bool   // this package is stopping it: the exit is not news
+	cmd         *exec.Cmd
+	boot        BootDevice
+	biosVersion string        // the SMBIOS type 0 version it publishes ("": the firmware's own)
+	done        chan struct{} // closed once QEMU has exited and been reaped
+	err         error         // Wait's result, valid once done is closed
+	ready       atomic.Bool   // Start succeeded: an exit from now on is news for OnExit
+	stopping    atomic.Bool   // this package is stopping it: the exit is not news
 
 	monMu sync.Mutex
 	mon   *qmpConn
@@ -41,7 +42,7 @@ const qmpConnectTimeout = 30 * time.Second
 // namespace ties QEMU's parent-death signal to a thread Go may throw away.
 func (v *VM) start(boot BootDevice) error {
 	v.mu.Lock()
-	closed, running := v.closed, v.run != nil
+	closed, running, def := v.closed, v.run != nil, v.nextDefinition()
 	v.mu.Unlock()
 	if closed {
 		return ErrClosed
@@ -64,7 +65,7 @@ func (v *VM) start(boot BootDevice) error {
 		layout.NICFDs = append(layout.NICFDs, 3+len(taps)) // ExtraFiles start at descriptor 3
 		taps = append(taps, f)
 	}
-	args, err := Args(v.def, layout, boot)
+	args, err := Args(def, layout, boot)
 	if err != nil {
 		return fmt.Errorf("VM %q: %w", v.def.Name, err)
 	}
@@ -93,7 +94,7 @@ func (v *VM) start(boot BootDevice) error {
 		Pdeathsig: syscall.SIGKILL, // QEMU never outlives this process...
 		Setpgid:   true,            // ...and a terminal's ^C reaches this process, which cleans up, not QEMU
 	}
-	r := &run{cmd: cmd, boot: boot, done: make(chan struct{})}
+	r := &run{cmd: cmd, boot: boot, biosVersion: def.SMBIOS.BIOSVersion, done: make(chan struct{})}
 	started := make(chan error, 1)
 	go v.supervise(r, started)
 	if err := <-started; err != nil {

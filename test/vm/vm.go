@@ -46,6 +46,9 @@ type VM struct {
 	run      *run       // the current QEMU, nil when off
 	closed   bool
 	exitHook []func(error)
+	// biosVersion is the SMBIOS type 0 version the next QEMU publishes (SetBIOSVersion;
+	// def.SMBIOS.BIOSVersion at first).
+	biosVersion string
 }
 
 // New validates the definition and prepares the VM's disks, firmware variables and taps;
@@ -70,7 +73,7 @@ func New(def Definition, opts Options) (*VM, error) {
 	if err := os.MkdirAll(opts.Dir, 0o755); err != nil {
 		return nil, fmt.Errorf("VM %q: create its directory: %w", def.Name, err)
 	}
-	v := &VM{def: def, opts: opts, qemu: qemu, qemuLog: filepath.Join(opts.Dir, "qemu.log")}
+	v := &VM{def: def, opts: opts, qemu: qemu, qemuLog: filepath.Join(opts.Dir, "qemu.log"), biosVersion: def.SMBIOS.BIOSVersion}
 	v.layout.IPMIChardev = opts.IPMIChardev
 	var err error
 	if v.layout.DiskFiles, err = prepareDisks(opts.Dir, def.Disks); err != nil {
@@ -98,8 +101,46 @@ func New(def Definition, opts Options) (*VM, error) {
 	return v, nil
 }
 
-// Definition is the hardware the VM was made with.
-func (v *VM) Definition() Definition { return v.def }
+// Definition is the hardware the VM was made with, with the BIOS version its next start
+// publishes (SetBIOSVersion).
+func (v *VM) Definition() Definition {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	return v.nextDefinition()
+}
+
+// nextDefinition is what the next start runs; the caller holds v.mu.
+func (v *VM) nextDefinition() Definition {
+	def := v.def
+	def.SMBIOS.BIOSVersion = v.biosVersion
+	if def.SMBIOS.BIOSVersion == "" { // the firmware's own type 0, whole (Validate)
+		def.SMBIOS.BIOSVendor, def.SMBIOS.BIOSDate = "", ""
+	}
+	return def
+}
+
+// SetBIOSVersion is a firmware update of the machine's BIOS: from its next power-on the
+// firmware publishes version in SMBIOS type 0 (Definition.SMBIOS; "" is the firmware's own
+// version), with the definition's vendor and date. QEMU builds its SMBIOS tables once, when
+// it starts, so a running machine keeps publishing the version it started with, through
+// resets in place too, until it is started again: Reset starts a new QEMU when the version
+// differs, and so does every start after a Kill or an exit.
+func (v *VM) SetBIOSVersion(version string) {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	v.biosVersion = version
+}
+
+// BIOSVersion is the SMBIOS type 0 version the running QEMU publishes, and when the VM is
+// off the one its next start will; "" is the firmware's own.
+func (v *VM) BIOSVersion() string {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	if v.run != nil {
+		return v.run.biosVersion
+	}
+	return v.biosVersion
+}
 
 // DiskFiles are the raw files behind the VM's disks, in Definition order: what the host reads
 // to check what the guest wrote (sync the guest or stop the VM first).
@@ -185,10 +226,11 @@ func (v *VM) Shutdown() error {
 }
 
 // Reset restarts the machine booting from boot (Redfish ForceRestart, PowerCycle), and
-// starts it when it is off. QEMU fixes the boot order when it starts (-boot order and
-// bootindex are read once, into the firmware configuration), so a reset in place with QMP
-// system_reset only serves the same boot device; for another one QEMU is killed and started
-// again. Both are what a power cycle looks like to the guest.
+// starts it when it is off. QEMU fixes the boot order and the SMBIOS tables when it starts
+// (-boot order and bootindex are read once, into the firmware configuration), so a reset in
+// place with QMP system_reset only serves the same boot device and BIOS version; for
+// another one (SetBIOSVersion) QEMU is killed and started again, with the same disks, NICs,
+// variable store and medium. Both are what a power cycle looks like to the guest.
 func (v *VM) Reset(boot BootDevice) error {
 	v.ops.Lock()
 	defer v.ops.Unlock()
@@ -196,7 +238,10 @@ func (v *VM) Reset(boot BootDevice) error {
 	if r == nil {
 		return v.start(boot)
 	}
-	if r.boot == boot {
+	v.mu.Lock()
+	sameBIOS := r.biosVersion == v.biosVersion
+	v.mu.Unlock()
+	if r.boot == boot && sameBIOS {
 		if _, err := r.command("system_reset", nil); err != nil {
 			return fmt.Errorf("VM %q: reset: %w", v.def.Name, err)
 		}

@@ -5,14 +5,19 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/diskfs/go-diskfs/backend/file"
 	"github.com/diskfs/go-diskfs/filesystem/iso9660"
+	"github.com/stmcginnis/gofish/redfish"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	metalv1alpha1 "github.com/ironfleet/ironfleet/apis/metal/v1alpha1"
+	"github.com/ironfleet/ironfleet/internal/ignition"
+	"github.com/ironfleet/ironfleet/test/bmcsim"
 	"github.com/ironfleet/ironfleet/test/vm"
 )
 
@@ -169,33 +174,87 @@ func requireProbeISO(t *testing.T) {
 	t.Skipf("no probe ISO to boot (%v): make probe-image builds it", err)
 }
 
-// TestCDBootsTheProbeISO boots the probe's ISO from the CD drive, on both firmwares: the boot
-// loader starts the kernel and the probe's /init speaks on the console. Without an embedded
-// ignition /init only complains, which is enough here; the image tests prove the rest. The ISO
-// is built elsewhere (make probe-image, which make test runs first): without it the test fails
-// in CI and skips outside it.
+// TestCDBootsTheProbeISO boots a boot's probe ISO (the template ISO with an embed: a
+// discovery ignition with a static address, reporting to a registry on the VM's network) from
+// its BMC's virtual media, on both firmwares, and the probe reports the machine the VM is:
+// its SMBIOS identity, and the BIOS version of the definition, which QEMU publishes as type 0
+// in place of the firmware's own (SeaBIOS and OVMF both take it). On UEFI a BIOS update at
+// the BMC then reaches the host: the restart that boots the probe again (on the same device,
+// which would be a reset in place) starts a new QEMU, keeping the disks, variable store and
+// medium, and the next report reads the new version. The template ISO is built elsewhere
+// (make probe-image, which make test runs first): without it the test fails in CI and skips
+// outside it.
 func TestCDBootsTheProbeISO(t *testing.T) {
 	requireProbeISO(t)
 	for _, fw := range []vm.Firmware{vm.BIOS, vm.UEFI} {
 		t.Run(string(fw), func(t *testing.T) {
-			iso := filepath.Join(t.TempDir(), "probe.iso")
-			data, err := os.ReadFile(probeISO())
-			require.NoError(t, err)
-			require.NoError(t, os.WriteFile(iso, data, 0o600)) // a copy: a rebuild meanwhile does not matter
 			def := cdDefinition("probe-cd-"+strings.ToLower(string(fw)), fw)
 			def.MemoryMiB = 512
-			m := newVM(t, def, nil)
-			require.NoError(t, m.InsertMedia(iso))
-			start := time.Now()
-			require.NoError(t, m.Start(vm.BootCD))
-			waitFor(t, 240*time.Second, "the probe's /init on the console", func() bool { return consoleHas(m, "ironfleet-init:") })
-			lines, _ := vm.ReadConsole(m.ConsoleLog())
-			for _, l := range lines {
-				if strings.Contains(l, "ironfleet-init:") {
-					t.Logf("%s: /init on the console %s after start: %s", fw, time.Since(start), l)
-					break
+			def.NICs = testDefinition(def.Name, fw).NICs
+			def.SMBIOS.BIOSVersion = "2.3.5"
+			h := startVMBehindBMC(t, def)
+			id := h.system(t).ID
+			var mu sync.Mutex
+			var boots []bmcsim.PowerAction
+			h.bmc.OnPowerAction(func(a bmcsim.PowerAction) {
+				if a.Boot != "" {
+					mu.Lock()
+					boots = append(boots, a)
+					mu.Unlock()
 				}
+			})
+			reg := startProbeRegistry(t, h.network)
+			isoDir := t.TempDir()
+			probeBootISO(t, isoDir, "boot.iso", def, h.network, reg)
+			require.NoError(t, h.virtualCD(t).InsertMedia(serveISOs(t, isoDir)+"/boot.iso", true, true))
+			h.bootOnceFromCD(t)
+			if fw == vm.UEFI {
+				reg.HoldNextReport() // the probe stays on until the restart below
 			}
+			start := time.Now()
+			h.reset(t, redfish.OnResetType)
+			require.Equal(t, vm.BootCD, h.vm.BootDevice())
+			first := waitForReport(t, reg, start, 5*time.Minute)
+			t.Logf("%s: power-on to the probe's report %s", fw, first.At.Sub(start).Round(100*time.Millisecond))
+			require.True(t, consoleHas(h.vm, ignition.MediaConsoleLine), "/init booted the ISO's embed")
+			inv := first.Inventory
+			require.NotNil(t, inv.DMI)
+			assert.Equal(t, strings.ToLower(def.SMBIOS.UUID), first.SystemUUID)
+			assert.Equal(t, def.SMBIOS.Serial, inv.DMI.System.SerialNumber)
+			assert.Equal(t, def.SMBIOS.Manufacturer, inv.DMI.System.Manufacturer)
+			assert.Equal(t, def.SMBIOS.Product, inv.DMI.System.ProductName)
+			assert.Equal(t, metalv1alpha1.DMIBIOS{
+				Vendor:  map[vm.Firmware]string{vm.BIOS: "SeaBIOS", vm.UEFI: "EFI Development Kit II / OVMF"}[fw],
+				Version: "2.3.5",
+				Date:    map[vm.Firmware]string{vm.BIOS: "04/01/2014", vm.UEFI: "02/06/2015"}[fw],
+			}, inv.DMI.BIOS, "the definition's version, with the firmware's own vendor and date")
+			assert.Equal(t, "2.3.5", h.system(t).BIOSVersion, "the BMC reports the version the host reads")
+
+			if fw == vm.UEFI {
+				// A BIOS update that takes effect at the next boot, which is a restart of the
+				// running host from the same CD.
+				pid := h.vm.PID()
+				h.bmc.SetBIOSVersion(id, "2.4.1")
+				h.bootOnceFromCD(t)
+				restart := time.Now()
+				h.reset(t, redfish.ForceRestartResetType)
+				reg.release()
+				mu.Lock()
+				last := boots[len(boots)-1]
+				mu.Unlock()
+				require.Equal(t, "2.4.1", last.BIOSVersion, "the BMC's restart carries the version the host boots: %+v", last)
+				assert.NotEqual(t, pid, h.vm.PID(), "a new BIOS version needs a new QEMU")
+				assert.Equal(t, "2.4.1", h.vm.BIOSVersion())
+				assert.Equal(t, vm.BootCD, h.vm.BootDevice())
+				second := waitForReport(t, reg, restart, 5*time.Minute)
+				t.Logf("%s: restart with the new BIOS version to the probe's report %s", fw, second.At.Sub(restart).Round(100*time.Millisecond))
+				require.NotNil(t, second.Inventory.DMI)
+				assert.Equal(t, "2.4.1", second.Inventory.DMI.BIOS.Version, "the probe reads the new version in-band")
+				assert.Equal(t, "2.4.1", h.system(t).BIOSVersion)
+			}
+			// The probe powers off once its report is delivered, and the BMC sees it.
+			waitFor(t, time.Minute, "the system Off after the probe powered off", func() bool { return h.bmc.PowerState(id) == "Off" })
+			t.Logf("%s: the whole boot %s", fw, time.Since(start).Round(100*time.Millisecond))
 		})
 	}
 }

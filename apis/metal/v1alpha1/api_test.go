@@ -384,8 +384,8 @@ func TestPrinterColumns(t *testing.T) {
 		"serverclaims":             "Name Phase Server Power Provisioned Progress Image Reason Age",
 		"serverbootconfigurations": "Name Server Purpose State Image Age",
 		"servermaintenances":       "Name Server Policy State Power Reason Age",
-		"serverfirmwares":          "Name BIOS BMC Baseline Compliant Read Age",
-		"firmwarebaselines":        "Name Matched Compliant Updating Failed Valid Age",
+		"serverfirmwares":          "Name BIOS BMC Baseline Compliant Update Read Age",
+		"firmwarebaselines":        "Name Matched Compliant Updating Failed Rollout Valid Age",
 	}
 	for resource, columns := range want {
 		t.Run(resource, func(t *testing.T) {

@@ -130,13 +130,17 @@ func cmpOrDuration(a, b time.Duration) time.Duration {
 
 // summarize copies the ServerFirmware's Compliant condition onto its Server as
 // FirmwareCompliant (status, reason and message), so that the fleet's views need not read every
-// ServerFirmware; under an optimistic lock, as the Server's own reconciler writes its status.
+// ServerFirmware; under an optimistic lock, as the Server's own reconciler writes its status. A
+// server no baseline ever selected has none.
 func (r *Reconciler) summarize(ctx context.Context, server *metalv1alpha1.Server, sfw *metalv1alpha1.ServerFirmware) error {
 	c := apimeta.FindStatusCondition(sfw.Status.Conditions, metalv1alpha1.ConditionFirmwareCompliant)
 	if c == nil {
 		return nil
 	}
 	have := apimeta.FindStatusCondition(server.Status.Conditions, metalv1alpha1.ConditionServerFirmwareCompliant)
+	if have == nil && c.Reason == metalv1alpha1.ReasonNoBaseline {
+		return nil // nothing to summarize: a fleet without baselines costs no write per server
+	}
 	if have != nil && have.Status == c.Status && have.Reason == c.Reason && have.Message == c.Message {
 		return nil
 	}

@@ -73,6 +73,9 @@ type Options struct {
 	BootOperator string
 	Discovery    server.DiscoverySettings
 	Settings     settings.Settings
+	// FirmwareTaskPoll is how often a BMC's firmware update task is read; FirmwareStepTimeout
+	// bounds each step of a firmware update (docs/firmware.md).
+	FirmwareTaskPoll, FirmwareStepTimeout time.Duration
 	// GCPercent is the process's garbage-collection target (what GOGC sets), applied by
 	// cmd/manager, not by a manager run in another program's process.
 	GCPercent int
@@ -87,15 +90,16 @@ func DefaultOptions() Options {
 		MetricsAddr: ":8080", ProbeAddr: ":8081",
 		BMCTimeout: 30 * time.Second, KubeQPS: 50, KubeBurst: 100,
 		BMCMaxResponseBytes: redfish.DefaultMaxResponseBytes, BMCMaxSystems: redfish.DefaultMaxSystems,
-		RegistryAddr:    ":8443",
-		RegistryURL:     "https://ironfleet-registry.ironfleet-system.svc:8443",
-		RegistrySecret:  "ironfleet-system/ironfleet-registry",
-		SystemNamespace: "ironfleet-boot",
-		ProbeImage:      "ghcr.io/ironfleet/metalprobe:latest",
-		BootOperator:    metalv1alpha1.BootOperatorIronfleet,
-		Discovery:       server.DiscoverySettings{Timeout: 10 * time.Minute, Attempts: 3, InstallTimeout: 30 * time.Minute, InstallAttempts: 3},
-		Settings:        settings.DefaultSettings(),
-		GCPercent:       DefaultGCPercent,
+		RegistryAddr:     ":8443",
+		RegistryURL:      "https://ironfleet-registry.ironfleet-system.svc:8443",
+		RegistrySecret:   "ironfleet-system/ironfleet-registry",
+		SystemNamespace:  "ironfleet-boot",
+		ProbeImage:       "ghcr.io/ironfleet/metalprobe:latest",
+		BootOperator:     metalv1alpha1.BootOperatorIronfleet,
+		Discovery:        server.DiscoverySettings{Timeout: 10 * time.Minute, Attempts: 3, InstallTimeout: 30 * time.Minute, InstallAttempts: 3},
+		Settings:         settings.DefaultSettings(),
+		GCPercent:        DefaultGCPercent,
+		FirmwareTaskPoll: firmware.DefaultTaskPoll, FirmwareStepTimeout: firmware.DefaultStepTimeout,
 	}
 }
 
@@ -163,6 +167,8 @@ func BindFlags(fs *flag.FlagSet, o *Options) {
 		o.Discovery.Attempts = int32(n)
 		return nil
 	})
+	fs.DurationVar(&o.FirmwareTaskPoll, "firmware-task-poll", o.FirmwareTaskPoll, "How often a BMC's task installing a firmware update is read.")
+	fs.DurationVar(&o.FirmwareStepTimeout, "firmware-step-timeout", o.FirmwareStepTimeout, "How long each step of a firmware update (sending, installing, the reset, verifying) may take before the update fails, the server staying in maintenance.")
 	fs.DurationVar(&o.Discovery.InstallTimeout, "install-timeout", o.Discovery.InstallTimeout, "How long a probe booted to install a claim's image may take to report (download, write, read back).")
 	fs.Func("install-attempts", fmt.Sprintf("Install boots a claim's image gets before the claim shows it failed (default %d).", o.Discovery.InstallAttempts), func(v string) error {
 		n, err := strconv.Atoi(v)
@@ -209,6 +215,8 @@ func (o Options) Args() []string {
 		"--install-timeout=" + dur(o.Discovery.InstallTimeout),
 		"--install-attempts=" + strconv.Itoa(int(o.Discovery.InstallAttempts)),
 		"--gc-percent=" + strconv.Itoa(o.GCPercent),
+		"--firmware-task-poll=" + dur(o.FirmwareTaskPoll),
+		"--firmware-step-timeout=" + dur(o.FirmwareStepTimeout),
 	}
 	if len(o.Settings.MaxConcurrentReconciles) > 0 {
 		pairs := make([]string, 0, len(o.Settings.MaxConcurrentReconciles))
@@ -293,6 +301,12 @@ func Prepare(o Options) (*Prepared, error) {
 	if o.Discovery.InstallAttempts < 1 || o.Discovery.InstallTimeout <= 0 {
 		return nil, errors.New("--install-timeout and --install-attempts must be positive")
 	}
+	if o.FirmwareTaskPoll <= 0 {
+		return nil, fmt.Errorf("--firmware-task-poll: %s is not a positive duration", o.FirmwareTaskPoll)
+	}
+	if o.FirmwareStepTimeout <= 0 {
+		return nil, fmt.Errorf("--firmware-step-timeout: %s is not a positive duration", o.FirmwareStepTimeout)
+	}
 	return p, nil
 }
 
@@ -359,7 +373,7 @@ func (p *Prepared) Run(ctx context.Context, cfg *rest.Config) error {
 		},
 		Discovery: o.Discovery,
 		// The registry's Secret is in the operator's own namespace.
-		Firmware: firmware.UpdateSettings{Namespace: p.secret.Namespace},
+		Firmware: firmware.UpdateSettings{Namespace: p.secret.Namespace, TaskPoll: o.FirmwareTaskPoll, StepTimeout: o.FirmwareStepTimeout},
 	}); err != nil {
 		return err
 	}

@@ -49,12 +49,14 @@ func TestBadBootOperatorIsRefused(t *testing.T) {
 	assert.Contains(t, err.Error(), "--boot-operator")
 }
 
-// A power timeout that is not positive, or a GC target out of range, stops the manager at start-up, naming the flag.
+// A power or firmware timeout that is not positive, or a GC target out of range, stops the manager at start-up, naming the flag.
 func TestBadPowerTimeoutsAreRefused(t *testing.T) {
 	for flagName, edit := range map[string]func(*Options){
 		"--power-confirm-timeout":     func(o *Options) { o.Settings.Power.Confirm = 0 },
 		"--graceful-shutdown-timeout": func(o *Options) { o.Settings.Power.GracefulShutdown = -time.Second },
 		"--gc-percent":                func(o *Options) { o.GCPercent = 0 },
+		"--firmware-task-poll":        func(o *Options) { o.FirmwareTaskPoll = 0 },
+		"--firmware-step-timeout":     func(o *Options) { o.FirmwareStepTimeout = -time.Minute },
 	} {
 		o := DefaultOptions()
 		edit(&o)

@@ -242,6 +242,8 @@ func Start(ctx context.Context, opts Options) (l *Lab, err error) {
 	o.MetricsAddr, o.ProbeAddr, o.InProcess = "0", "0", true
 	o.MACPrefixesFile, o.BMCCAFile = macdbPath, caPath
 	o.RegistryAddr, o.RegistryURL = registryAddr, "https://"+registryAddr
+	// The simulated BMCs' update tasks run for seconds: followed every second.
+	o.FirmwareTaskPoll = time.Second
 	if l.vms != nil {
 		// Probes report to the registry's address on the VMs' bridge; the simulated hosts,
 		// which run on the host's loopback, are pointed at the registry itself.

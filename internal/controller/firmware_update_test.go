@@ -15,6 +15,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/apimachinery/pkg/watch"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	crmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 
 	m "github.com/ironfleet/ironfleet/apis/metal/v1alpha1"
 	"github.com/ironfleet/ironfleet/internal/controller/firmware"
@@ -190,6 +191,32 @@ func TestARolloutNeverExceedsMaxUnavailable(t *testing.T) {
 	var left m.ServerMaintenanceList
 	require.NoError(t, k8s.List(ctx, &left, client.MatchingLabels{firmware.LabelBaseline: "rollout"}))
 	assert.Empty(t, left.Items, "every update's maintenance is gone")
+	eventually(t, 10*time.Second, func() bool {
+		return baselineGauge(t, "rollout", "compliant") == n && baselineGauge(t, "rollout", "updating") == 0
+	}, "the baseline's metrics count %d compliant servers", n)
+}
+
+// baselineGauge is the ironfleet_firmware_baseline_servers series of a baseline and count, as
+// the in-process manager exports it; -1 when there is none.
+func baselineGauge(t *testing.T, baseline, count string) float64 {
+	t.Helper()
+	families, err := crmetrics.Registry.Gather()
+	require.NoError(t, err)
+	for _, f := range families {
+		if f.GetName() != "ironfleet_firmware_baseline_servers" {
+			continue
+		}
+		for _, s := range f.GetMetric() {
+			labels := map[string]string{}
+			for _, lp := range s.GetLabel() {
+				labels[lp.GetName()] = lp.GetValue()
+			}
+			if labels["baseline"] == baseline && labels["count"] == count {
+				return s.GetGauge().GetValue()
+			}
+		}
+	}
+	return -1
 }
 
 func ptrIntOrString(v intstr.IntOrString) *intstr.IntOrString { return &v }
@@ -313,4 +340,32 @@ func TestAClaimedServersUpdates(t *testing.T) {
 	seen.mu.Unlock()
 	assert.Equal(t, metav1.ConditionTrue, conditionOf(s.Status.Conditions, m.ConditionServerFirmwareCompliant).Status,
 		fmt.Sprintf("%+v", meta.FindStatusCondition(s.Status.Conditions, m.ConditionServerFirmwareCompliant)))
+}
+
+// TestAnImageIsPushedToABMCWithoutSimpleUpdate: an HPE BMC offers only the multipart push: the
+// manager fetches the image and pushes it, but only once it matches the baseline's checksum; a
+// mismatch fails the update (nothing pushed), and the corrected baseline retries it.
+func TestAnImageIsPushedToABMCWithoutSimpleUpdate(t *testing.T) {
+	ctx := context.Background()
+	p, server := startOneServerWith(t, "fwpush", 850, bmcsim.Options{Profile: bmcsim.ProfileHPE, UpdateDuration: 300 * time.Millisecond})
+	url, checksum := images.Add("fwpush-bmc-2.0.0.bin", bmcsim.FirmwareImage("BMC", "2.0.0"))
+	wrong := "sha256:" + strings.Repeat("0", 64)
+	b := &m.FirmwareBaseline{ObjectMeta: metav1.ObjectMeta{Name: "fwpush"}, Spec: m.FirmwareBaselineSpec{
+		ServerSelector: metav1.LabelSelector{MatchLabels: map[string]string{m.LabelBMC: "fwpush"}},
+		Components:     []m.BaselineComponent{{Component: "BMC", Version: "2.0.0", Image: m.FirmwareImage{URL: url, Checksum: wrong}}},
+	}}
+	require.NoError(t, k8s.Create(ctx, b))
+	t.Cleanup(func() { _ = k8s.Delete(context.Background(), b) })
+	sfw := firmwareUpdate(t, server, func(u *m.FirmwareUpdate) bool { return u.State == m.FirmwareUpdateFailed })
+	assert.Equal(t, m.ReasonUpdateRefused, sfw.Status.Update.Reason)
+	assert.Contains(t, sfw.Status.Update.Message, "not the baseline's "+wrong+": not pushed")
+	assert.NotEqual(t, "2.0.0", p.sim.FirmwareVersion(), "nothing was installed")
+
+	var cur m.FirmwareBaseline
+	require.NoError(t, k8s.Get(ctx, client.ObjectKey{Name: "fwpush"}, &cur))
+	cur.Spec.Components[0].Image.Checksum = checksum
+	require.NoError(t, k8s.Update(ctx, &cur))
+	sfw = firmwareUpdate(t, server, func(u *m.FirmwareUpdate) bool { return u.State == m.FirmwareUpdateSucceeded })
+	assert.Equal(t, "2.0.0", p.sim.FirmwareVersion())
+	assert.Equal(t, "2.0.0", sfw.Status.BMCVersion)
 }

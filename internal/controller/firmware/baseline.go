@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strings"
 
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -43,6 +44,9 @@ const maxNamed = 5
 func (r *BaselineReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
 	var b metalv1alpha1.FirmwareBaseline
 	if err := r.Client.Get(ctx, req.NamespacedName, &b); err != nil {
+		if apierrors.IsNotFound(err) {
+			forgetBaseline(req.Name)
+		}
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
 	original := b.DeepCopy()
@@ -73,6 +77,7 @@ func (r *BaselineReconciler) Reconcile(ctx context.Context, req ctrl.Request) (c
 	b.Status.ObservedGeneration = b.Generation
 	setValid(&b, c.invalid)
 	setConflict(&b, c.conflicts)
+	recordBaseline(&b)
 	return status.Finish(ctx, r.Client, &b, original, ctrl.Result{}, nil)
 }
 

@@ -316,9 +316,10 @@ func (r *Reconciler) place(ctx context.Context, b *metalv1alpha1.FirmwareBaselin
 	if err := r.Client.List(ctx, &list); err != nil {
 		return false, "", "", err
 	}
-	holding := map[string]bool{}
+	holding, listed := map[string]bool{}, map[string]bool{}
 	failed := 0
 	for i := range list.Items {
+		listed[list.Items[i].Name] = true
 		u := list.Items[i].Status.Update
 		if u == nil || u.Baseline != b.Name {
 			continue
@@ -331,6 +332,10 @@ func (r *Reconciler) place(ctx context.Context, b *metalv1alpha1.FirmwareBaselin
 		}
 	}
 	for _, s := range r.admitted.of(b.Name) {
+		if !listed[s] {
+			r.admitted.done(s) // its Server, and with it its ServerFirmware, was deleted
+			continue
+		}
 		holding[s] = true
 	}
 	delete(holding, server)
@@ -572,7 +577,10 @@ func (r *Reconciler) staging(ctx context.Context, sfw *metalv1alpha1.ServerFirmw
 			}
 			req.Username, req.Password = string(secret.Data["username"]), string(secret.Data["password"])
 		}
+		image := &pushedImage{image: spec.Image, user: req.Username, pass: req.Password}
+		req.Image = image.open
 		task, err := up.StartUpdate(ctx, req)
+		image.close()
 		if err != nil {
 			return r.refused(ctx, sfw, server, s.Name, err)
 		}

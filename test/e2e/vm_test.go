@@ -62,7 +62,8 @@ func requireVMs(t *testing.T) {
 // On the way: an unknown MAC gets no DHCP answer; a probe that cannot reach the registry leaves
 // its Server in Discovery saying so, and reports once it can; each probe got its ignition
 // once, at the address the boot service leased it, and another host asking for a VM's script
-// is refused.
+// is refused. Then, while the Secure Boot VM is installed and wiped, a FirmwareBaseline updates
+// the BIOS VM's BIOS and a setting, verified by its probe's SMBIOS.
 func TestVMsNetworkBootTheProbeAndAreDiscovered(t *testing.T) {
 	requireVMs(t)
 	ctx := context.Background()
@@ -214,6 +215,9 @@ func TestVMsNetworkBootTheProbeAndAreDiscovered(t *testing.T) {
 	// probe through the signed chain, the tenant image from its disk through the image's own
 	// shim and signed GRUB to Debian's signed kernel (its OS reports that the EFI stub found
 	// Secure Boot enforced), the wipe's probe through the chain again; its disk read back.
+	// Meanwhile a FirmwareBaseline updates the BIOS VM's BIOS and one of its settings, through
+	// its BMC, verified by its probe from inside the host (firmware_test.go).
+	firmwareUpdated := startFirmwareUpdate(t, l, l.VMs[0])
 	sb := l.VMs[2]
 	installAndWipe(t, l, sb, "secure-boot-tenant", "Secure Boot", func() {
 		enabled, err := vm.SecureBootEnabled(sb.Machine.FirmwareVars())
@@ -224,6 +228,7 @@ func TestVMsNetworkBootTheProbeAndAreDiscovered(t *testing.T) {
 	require.NoError(t, err)
 	assert.GreaterOrEqual(t, strings.Count(strings.Join(lines, "\n"), "NBP filename is shimx64.efi"), 3,
 		"VM %s loaded shim from the network for discovery, install and wipe", sb.Def.Name)
+	firmwareUpdated()
 }
 
 // bootSecretsOf is the record of where the current discovery boot of a server's secrets went.

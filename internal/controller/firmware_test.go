@@ -213,9 +213,12 @@ func TestABaselineJudgesTheServersItSelects(t *testing.T) {
 	assert.Contains(t, valid.Message, "defines no attribute NoSuchSetting")
 	assert.Contains(t, valid.Message, "ProcCoreDisable must be within 0..63, not 99")
 	assert.Contains(t, valid.Message, "server "+name)
-	// Nothing is sent while a setting is refused: the waiting update is withdrawn.
+	// Nothing is sent while a setting is refused: the waiting update is withdrawn, and the BMC
+	// never saw an update or a settings write.
 	sfw = firmwareUpdate(t, name, func(u *m.FirmwareUpdate) bool { return u.State == m.FirmwareUpdateWithdrawn })
 	assert.Equal(t, m.ReasonUpdateWithdrawn, sfw.Status.Update.Reason)
+	assert.Zero(t, sim.Stats().Updates, "no update sent to the BMC")
+	assert.Zero(t, sim.Stats().BIOSPatches, "no settings sent to the BMC")
 
 	// A second baseline wanting another BIOS version of the same server: both say so.
 	update(func(b *m.FirmwareBaseline) { b.Spec.Settings.BIOS = map[string]string{"ProcVirtualization": "Enabled"} })

@@ -155,6 +155,7 @@ func (m *model) biosSettings(s *system) obj {
 func (b *BMC) patchBIOSSettings(s *system) http.HandlerFunc {
 	m := b.model
 	return func(w http.ResponseWriter, r *http.Request) {
+		b.stats.biosPatches.Add(1)
 		body, ok := decodeObject(w, r)
 		if !ok {
 			return

@@ -41,6 +41,7 @@ type BMC struct {
 type counters struct {
 	requests, sessionsCreated, sessionsDeleted, authFailures, resets, bootPatches atomic.Int64
 	mediaInserts, mediaEjects                                                     atomic.Int64
+	updates, biosPatches                                                          atomic.Int64
 }
 
 // maxBody bounds request bodies; Redfish requests are small JSON documents.
@@ -208,13 +209,16 @@ func (b *BMC) Stats() Stats {
 		BootPatches:     b.stats.bootPatches.Load(),
 		MediaInserts:    b.stats.mediaInserts.Load(),
 		MediaEjects:     b.stats.mediaEjects.Load(),
+		Updates:         b.stats.updates.Load(),
+		BIOSPatches:     b.stats.biosPatches.Load(),
 	}
 }
 
 // ResetStats zeroes the counters; ActiveSessions is state, not a counter, and stays.
 func (b *BMC) ResetStats() {
 	for _, c := range []*atomic.Int64{&b.stats.requests, &b.stats.sessionsCreated, &b.stats.sessionsDeleted,
-		&b.stats.authFailures, &b.stats.resets, &b.stats.bootPatches, &b.stats.mediaInserts, &b.stats.mediaEjects} {
+		&b.stats.authFailures, &b.stats.resets, &b.stats.bootPatches, &b.stats.mediaInserts, &b.stats.mediaEjects,
+		&b.stats.updates, &b.stats.biosPatches} {
 		c.Store(0)
 	}
 }

@@ -143,4 +143,7 @@ type PowerAction struct {
 type Stats struct {
 	Requests, SessionsCreated, SessionsDeleted, ActiveSessions, AuthFailures, Resets, BootPatches int64
 	MediaInserts, MediaEjects                                                                     int64
+	// Updates counts firmware update requests (SimpleUpdate and multipart pushes), BIOSPatches
+	// PATCHes of Bios/Settings: what a client sent, taken or refused.
+	Updates, BIOSPatches int64
 }

@@ -227,6 +227,7 @@ type updateRequest struct {
 // outcome the image decides: one that cannot be fetched or read, or is for a component not
 // among the Targets, ends in Exception.
 func (b *BMC) simpleUpdate(w http.ResponseWriter, r *http.Request) {
+	b.stats.updates.Add(1)
 	body, ok := decodeObject(w, r)
 	if !ok {
 		return
@@ -378,6 +379,7 @@ func (b *BMC) fetchFirmware(ctx context.Context, u *url.URL, user, pass string) 
 // SimpleUpdate.
 func (b *BMC) multipartPush(w http.ResponseWriter, r *http.Request) {
 	const action = "MultipartHttpPush"
+	b.stats.updates.Add(1)
 	mediaType, params, err := mime.ParseMediaType(r.Header.Get("Content-Type"))
 	if err != nil || mediaType != "multipart/form-data" || params["boundary"] == "" {
 		writeError(w, r, http.StatusUnsupportedMediaType, msgUnsupportedMedia,

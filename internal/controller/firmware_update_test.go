@@ -14,6 +14,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/client-go/util/retry"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	crmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 
@@ -219,6 +220,30 @@ func baselineGauge(t *testing.T, baseline, count string) float64 {
 	return -1
 }
 
+// editBaseline changes a baseline's spec, as a person would (again on a conflict: its status
+// is written all the time).
+func editBaseline(t *testing.T, name string, mutate func(*m.FirmwareBaseline)) {
+	t.Helper()
+	require.NoError(t, retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		var cur m.FirmwareBaseline
+		if err := k8s.Get(context.Background(), client.ObjectKey{Name: name}, &cur); err != nil {
+			return err
+		}
+		mutate(&cur)
+		return k8s.Update(context.Background(), &cur)
+	}))
+}
+
+// retryUpdate sets the retry-update annotation on a ServerFirmware, as a person would.
+func retryUpdate(t *testing.T, name string) {
+	t.Helper()
+	var sfw m.ServerFirmware
+	require.NoError(t, k8s.Get(context.Background(), client.ObjectKey{Name: name}, &sfw))
+	patch := client.MergeFrom(sfw.DeepCopy())
+	metav1.SetMetaDataAnnotation(&sfw.ObjectMeta, m.AnnotationRetryUpdate, "true")
+	require.NoError(t, k8s.Patch(context.Background(), &sfw, patch))
+}
+
 func ptrIntOrString(v intstr.IntOrString) *intstr.IntOrString { return &v }
 
 // TestAFailedUpdateStopsTheRollout: the simulator's task fails for the first server admitted
@@ -264,12 +289,16 @@ func TestAFailedUpdateStopsTheRollout(t *testing.T) {
 	require.Len(t, maints.Items, 1, "only the failed server is out of service")
 	assert.Equal(t, failed, maints.Items[0].Spec.ServerRef.Name)
 
+	// Pausing the stopped rollout to look at it retries nothing: the failure still counts.
+	editBaseline(t, "fwfail", func(b *m.FirmwareBaseline) { b.Spec.Rollout.Paused = true })
+	baselineAt(t, "fwfail", func(b *m.FirmwareBaseline) bool { return b.Status.Rollout == m.RolloutStopped && b.Status.Failed == 1 },
+		"still stopped, paused")
+	assert.Equal(t, m.FirmwareUpdateFailed, updatesOf(t, p)[failed].State)
+	editBaseline(t, "fwfail", func(b *m.FirmwareBaseline) { b.Spec.Rollout.Paused = false })
+
 	// A person retries: it goes through, and the others follow.
+	retryUpdate(t, failed)
 	var sfw m.ServerFirmware
-	require.NoError(t, k8s.Get(ctx, client.ObjectKey{Name: failed}, &sfw))
-	patch := client.MergeFrom(sfw.DeepCopy())
-	metav1.SetMetaDataAnnotation(&sfw.ObjectMeta, m.AnnotationRetryUpdate, "true")
-	require.NoError(t, k8s.Patch(ctx, &sfw, patch))
 	eventually(t, 120*time.Second, func() bool {
 		var cur m.FirmwareBaseline
 		return k8s.Get(ctx, client.ObjectKey{Name: "fwfail"}, &cur) == nil && cur.Status.Rollout == m.RolloutComplete && cur.Status.Compliant == n
@@ -279,6 +308,28 @@ func TestAFailedUpdateStopsTheRollout(t *testing.T) {
 	for name := range p.hosts {
 		waitServer(t, name, m.ServerStateAvailable, 10*time.Second)
 	}
+
+	// A failed update given back by hand: its maintenance deleted, the server returns as the
+	// failure left it, untainted (the rollout, paused, starts nothing new on it).
+	url2, _ := images.Add("fwfail-bios-3.2.0.bin", bmcsim.FirmwareImage("BIOS", "3.2.0"))
+	p.sim.FailNextUpdate("power loss during flash")
+	editBaseline(t, "fwfail", func(b *m.FirmwareBaseline) { b.Spec.Components[0].Version, b.Spec.Components[0].Image.URL = "3.2.0", url2 })
+	eventually(t, 60*time.Second, func() bool {
+		failed = ""
+		for name, u := range updatesOf(t, p) {
+			if u != nil && u.State == m.FirmwareUpdateFailed {
+				failed = name
+			}
+		}
+		return failed != ""
+	}, "the next update fails")
+	editBaseline(t, "fwfail", func(b *m.FirmwareBaseline) { b.Spec.Rollout.Paused = true })
+	require.NoError(t, k8s.Delete(ctx, &m.ServerMaintenance{ObjectMeta: metav1.ObjectMeta{Namespace: systemNamespace, Name: "firmware-" + failed}}))
+	sfw = *firmwareUpdate(t, failed, func(u *m.FirmwareUpdate) bool {
+		return u.State == m.FirmwareUpdateWaiting && u.Reason == m.ReasonRolloutPaused && u.Maintenance == nil
+	})
+	s = waitServer(t, failed, m.ServerStateAvailable, 60*time.Second)
+	assert.Empty(t, s.Spec.Taints, "given back: untainted")
 }
 
 // TestAClaimedServersUpdates: a BMC update keeps its claimed host Reserved and powered
@@ -315,10 +366,9 @@ func TestAClaimedServersUpdates(t *testing.T) {
 
 	// A BIOS update, the owner's approval awaited.
 	biosURL, _ := images.Add("fwclaim-bios-3.2.0.bin", bmcsim.FirmwareImage("BIOS", "3.2.0"))
-	var cur m.FirmwareBaseline
-	require.NoError(t, k8s.Get(ctx, client.ObjectKey{Name: "fwclaim"}, &cur))
-	cur.Spec.Components = append(cur.Spec.Components, m.BaselineComponent{Component: "BIOS", Version: "3.2.0", Image: m.FirmwareImage{URL: biosURL}})
-	require.NoError(t, k8s.Update(ctx, &cur))
+	editBaseline(t, "fwclaim", func(b *m.FirmwareBaseline) {
+		b.Spec.Components = append(b.Spec.Components, m.BaselineComponent{Component: "BIOS", Version: "3.2.0", Image: m.FirmwareImage{URL: biosURL}})
+	})
 	sfw = firmwareUpdate(t, server, func(u *m.FirmwareUpdate) bool {
 		return u.State == m.FirmwareUpdateEnteringMaintenance && strings.Contains(u.Message, "approv")
 	})
@@ -357,14 +407,15 @@ func TestAnImageIsPushedToABMCWithoutSimpleUpdate(t *testing.T) {
 	require.NoError(t, k8s.Create(ctx, b))
 	t.Cleanup(func() { _ = k8s.Delete(context.Background(), b) })
 	sfw := firmwareUpdate(t, server, func(u *m.FirmwareUpdate) bool { return u.State == m.FirmwareUpdateFailed })
-	assert.Equal(t, m.ReasonUpdateRefused, sfw.Status.Update.Reason)
+	assert.Equal(t, m.ReasonImageUnavailable, sfw.Status.Update.Reason)
 	assert.Contains(t, sfw.Status.Update.Message, "not the baseline's "+wrong+": not pushed")
-	assert.NotEqual(t, "2.0.0", p.sim.FirmwareVersion(), "nothing was installed")
+	assert.Contains(t, sfw.Status.Update.Message, "the host stays in service")
+	assert.Zero(t, p.sim.Stats().Updates, "nothing was pushed")
 
-	var cur m.FirmwareBaseline
-	require.NoError(t, k8s.Get(ctx, client.ObjectKey{Name: "fwpush"}, &cur))
-	cur.Spec.Components[0].Image.Checksum = checksum
-	require.NoError(t, k8s.Update(ctx, &cur))
+	// The checksum fixed (what is wanted is the same: nothing retries by itself), a person
+	// retries.
+	editBaseline(t, "fwpush", func(b *m.FirmwareBaseline) { b.Spec.Components[0].Image.Checksum = checksum })
+	retryUpdate(t, server)
 	sfw = firmwareUpdate(t, server, func(u *m.FirmwareUpdate) bool { return u.State == m.FirmwareUpdateSucceeded })
 	assert.Equal(t, "2.0.0", p.sim.FirmwareVersion())
 	assert.Equal(t, "2.0.0", sfw.Status.BMCVersion)

@@ -109,8 +109,11 @@ var Update = Machine[metalv1alpha1.FirmwareUpdateState, UpdateEvent, UpdateFacts
 			When: "a person set metal.ironfleet.dev/retry-update on the ServerFirmware, or the baseline changed: it waits for " +
 				"its turn again, in the maintenance that still holds it"},
 		{Event: UpdateEventWithdraw, From: updateStates(upWaiting, upEntering), To: upWithdrawn,
-			When: "nothing was sent yet and no baseline wants it any more (deleted, changed, the server left its selector): " +
-				"the maintenance and the taint are removed"},
+			When: "nothing was sent yet (not retried after a failure) and no baseline wants it any more (deleted, changed, " +
+				"the server left its selector): the maintenance and the taint are removed"},
+		{Event: UpdateEventWithdraw, From: updateStates(upFailed), To: upWithdrawn,
+			When: "a person deleted the failed update's ServerMaintenance, giving the server back as it is: the taint is " +
+				"removed (a baseline that still wants something of it starts a new update, unless paused)"},
 	},
 	Intro: `A ServerFirmware's update brings its server to a FirmwareBaseline. The firmware reconciler
 observes the server, its maintenance, the BMC's tasks and the host's reports, fires at most one

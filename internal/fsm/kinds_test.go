@@ -149,7 +149,7 @@ func TestEveryFirmwareUpdateStateEventPair(t *testing.T) {
 			m.FirmwareUpdateInstalling: with(failed, map[UpdateEvent]m.FirmwareUpdateState{UpdateEventInstalled: installed}),
 			m.FirmwareUpdateRebooting:  with(failed, map[UpdateEvent]m.FirmwareUpdateState{UpdateEventRebooted: m.FirmwareUpdateVerifying}),
 			m.FirmwareUpdateVerifying:  with(failed, map[UpdateEvent]m.FirmwareUpdateState{UpdateEventVerified: m.FirmwareUpdateSucceeded}),
-			m.FirmwareUpdateFailed:     {UpdateEventRetry: m.FirmwareUpdateWaiting},
+			m.FirmwareUpdateFailed:     {UpdateEventRetry: m.FirmwareUpdateWaiting, UpdateEventWithdraw: m.FirmwareUpdateWithdrawn},
 			// Succeeded and Withdrawn end an update: the next one is a new update, in Waiting.
 			m.FirmwareUpdateSucceeded: {},
 			m.FirmwareUpdateWithdrawn: {},

@@ -110,7 +110,8 @@ const (
 	// UpdateTaskFailed (the BMC's task ended otherwise than Completed), UpdateTimedOut,
 	// BMCDisagrees (after the reset the BMC still reports the old version), HostDisagrees (the
 	// host's SMBIOS says another version than the BMC: both named), ImageUnavailable (the
-	// image's credentials Secret is missing); Withdrawn.
+	// image's credentials Secret is missing, or the image cannot be fetched or does not match its
+	// checksum), MaintenanceLost (the server left the update's maintenance mid-update); Withdrawn.
 	ReasonUpdateAdmitted        = "UpdateAdmitted"
 	ReasonWaitingForTurn        = "WaitingForTurn"
 	ReasonRolloutStopped        = "RolloutStopped"
@@ -128,6 +129,10 @@ const (
 	ReasonHostDisagrees         = "HostDisagrees"
 	ReasonImageUnavailable      = "ImageUnavailable"
 	ReasonUpdateWithdrawn       = "Withdrawn"
+	ReasonMaintenanceLost       = "MaintenanceLost"
+	// ReasonLeftInMaintenance: a retried update no baseline wants anything of any more, still in
+	// the maintenance its failure left it in.
+	ReasonLeftInMaintenance = "LeftInMaintenance"
 	// ConditionServerFirmwareCompliant, on a Server, summarises its ServerFirmware's Compliant
 	// condition (same status, reason and message), so that fleet views need not read every
 	// ServerFirmware.

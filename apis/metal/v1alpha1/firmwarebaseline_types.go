@@ -103,8 +103,9 @@ const (
 	RolloutComplete RolloutState = "Complete"
 	// RolloutProgressing: servers are being updated, or wait their turn.
 	RolloutProgressing RolloutState = "Progressing"
-	// RolloutStopped: rollout.maxFailures servers failed at this generation; no other server is
-	// started until a person retries them or changes the baseline.
+	// RolloutStopped: rollout.maxFailures of its servers have a failed update; no other server
+	// is started until a person retries them (or gives them back), or the baseline wants
+	// something else of them.
 	RolloutStopped RolloutState = "Stopped"
 	// RolloutPaused: rollout.paused is set; servers are judged, none is started.
 	RolloutPaused RolloutState = "Paused"

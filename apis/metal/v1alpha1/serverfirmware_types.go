@@ -148,6 +148,11 @@ type FirmwareUpdateStep struct {
 	// Percent is the task's PercentComplete.
 	// +optional
 	Percent int32 `json:"percent,omitempty"`
+	// Read is what the BMC reported of it at its last read after the reset (a version, or an
+	// attribute's value): the update is verified against To by it.
+	// +kubebuilder:validation:MaxLength=1024
+	// +optional
+	Read *string `json:"read,omitempty"`
 }
 
 // FirmwareUpdate is the server's update to its baseline, the last one or the one under way.
@@ -174,6 +179,10 @@ type FirmwareUpdate struct {
 	StartTime *metav1.Time `json:"startTime,omitempty"`
 	// +optional
 	StateTime *metav1.Time `json:"stateTime,omitempty"`
+	// ResetTime is when the maintenance was ended for the host's reset: a pool server's probe
+	// report from then on is the host's own word on what it runs.
+	// +optional
+	ResetTime *metav1.Time `json:"resetTime,omitempty"`
 	// Reason and Message say why it is where it is; for a failure, what to do.
 	// +kubebuilder:validation:MaxLength=64
 	// +optional

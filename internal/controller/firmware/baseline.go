@@ -69,7 +69,7 @@ func (r *BaselineReconciler) Reconcile(ctx context.Context, req ctrl.Request) (c
 		if client.IgnoreNotFound(err) != nil {
 			return ctrl.Result{}, err
 		}
-		c.add(s.Name, &sfw, err == nil, b.Generation)
+		c.add(s.Name, &sfw, err == nil)
 	}
 	b.Status.Matched, b.Status.Compliant, b.Status.Unsupported, b.Status.Conflicting = c.matched, c.compliant, c.unsupported, c.conflicting
 	b.Status.Updating, b.Status.Failed = c.updating, c.failed
@@ -86,17 +86,15 @@ type tally struct {
 	baseline                                     string
 	matched, compliant, unsupported, conflicting int32
 	updating, failed                             int32
-	// failedNow are the failures at the baseline's generation, which stop the rollout.
-	failedNow          int32
-	invalid, conflicts []string
+	invalid, conflicts                           []string
 }
 
-// rollout is where the baseline's rollout stands: Stopped once maxFailures of its servers
-// failed at its generation, Complete when every server it may touch runs what it wants (or
+// rollout is where the baseline's rollout stands: Stopped while maxFailures of its servers have
+// a failed update (until retried or given back), Complete when every server it may touch runs what it wants (or
 // refuses it: an invalid setting is the baseline's to fix, said by Valid), else Progressing.
 func (c *tally) rollout(b *metalv1alpha1.FirmwareBaseline) metalv1alpha1.RolloutState {
 	switch {
-	case c.failedNow >= max(b.Spec.Rollout.MaxFailures, 1):
+	case c.failed >= max(b.Spec.Rollout.MaxFailures, 1):
 		return metalv1alpha1.RolloutStopped
 	case c.updating == 0 && c.failed == 0 && c.compliant+c.unsupported+c.conflicting == c.matched:
 		return metalv1alpha1.RolloutComplete
@@ -107,15 +105,12 @@ func (c *tally) rollout(b *metalv1alpha1.FirmwareBaseline) metalv1alpha1.Rollout
 }
 
 // add counts a server the baseline selects, by its ServerFirmware (found: it has one).
-func (c *tally) add(server string, sfw *metalv1alpha1.ServerFirmware, found bool, generation int64) {
+func (c *tally) add(server string, sfw *metalv1alpha1.ServerFirmware, found bool) {
 	c.matched++
 	if u := sfw.Status.Update; found && u != nil && u.Baseline == c.baseline {
 		switch {
 		case u.State == metalv1alpha1.FirmwareUpdateFailed:
 			c.failed++
-			if u.BaselineGeneration == generation {
-				c.failedNow++
-			}
 		case holdsPlace(u):
 			c.updating++
 		}

@@ -9,7 +9,8 @@ import (
 	"io"
 	"net/http"
 	"os"
-	"strings"
+	"net/url"
+	"time"
 	"sync"
 
 	metalv1alpha1 "github.com/ironfleet/ironfleet/apis/metal/v1alpha1"
@@ -25,6 +26,8 @@ const MaxImageBytes = 4 << 30
 type pushedImage struct {
 	image      metalv1alpha1.FirmwareImage
 	user, pass string
+	// timeout bounds the download (the controller's one worker waits for it).
+	timeout time.Duration
 
 	once sync.Once
 	path string
@@ -50,6 +53,11 @@ func (p *pushedImage) close() {
 // its URL may carry a token.
 func (p *pushedImage) fetch(ctx context.Context) (string, error) {
 	host := hostOf(p.image.URL)
+	if p.timeout > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, p.timeout)
+		defer cancel()
+	}
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, p.image.URL, nil)
 	if err != nil {
 		return "", fmt.Errorf("the image at %s: %w", host, errors.Unwrap(err))
@@ -89,11 +97,11 @@ func (p *pushedImage) fetch(ctx context.Context) (string, error) {
 	return f.Name(), nil
 }
 
-// hostOf is a URL's host, for messages.
-func hostOf(url string) string {
-	rest := url[strings.Index(url, "://")+3:]
-	if i := strings.IndexAny(rest, "/?#"); i >= 0 {
-		rest = rest[:i]
+// hostOf is a URL's host, for messages: never its path or query, which may carry a token.
+func hostOf(raw string) string {
+	u, err := url.Parse(raw)
+	if err != nil || u.Host == "" {
+		return "(an unparsable URL)"
 	}
-	return rest
+	return u.Host
 }

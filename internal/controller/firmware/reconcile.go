@@ -18,9 +18,11 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/events"
+	"k8s.io/client-go/util/workqueue"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
@@ -253,6 +255,7 @@ func (r *Reconciler) read(ctx context.Context, sfw *metalv1alpha1.ServerFirmware
 		if len(conflicts) == 0 {
 			sfw.Status.Differences = differences(w, &sfw.Status, registry)
 		}
+		readSteps(&sfw.Status)
 		reason, message := judge(bs, w, conflicts, sfw.Status.Differences)
 		setCompliant(sfw, reason, message)
 		if r.Events != nil && (original.Status.BIOSVersion != sfw.Status.BIOSVersion || original.Status.BMCVersion != sfw.Status.BMCVersion) {
@@ -452,8 +455,27 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 			},
 		})).
 		// A baseline made, changed or deleted: the servers it selects, or selected, are judged
-		// again (each reads its BMC only if its baselines are not those it was judged by).
-		Watches(&metalv1alpha1.FirmwareBaseline{}, handler.EnqueueRequestsFromMapFunc(r.allServers)).
+		// again (each reads its BMC only if its baselines are not those it was judged by). Its
+		// counts changed (a server's update ended, another failed): the servers waiting for a
+		// place in its rollout.
+		Watches(&metalv1alpha1.FirmwareBaseline{}, handler.Funcs{
+			CreateFunc: func(ctx context.Context, e event.CreateEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+				addAll(q, r.allServers(ctx, e.Object))
+			},
+			DeleteFunc: func(ctx context.Context, e event.DeleteEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+				addAll(q, r.allServers(ctx, e.Object))
+			},
+			UpdateFunc: func(ctx context.Context, e event.UpdateEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+				if e.ObjectOld.GetGeneration() != e.ObjectNew.GetGeneration() || !maps.Equal(e.ObjectOld.GetLabels(), e.ObjectNew.GetLabels()) {
+					addAll(q, r.allServers(ctx, e.ObjectNew))
+					return
+				}
+				addAll(q, r.waitingFor(ctx, e.ObjectNew.GetName()))
+			},
+		}).
+		// One worker: a rollout's places are counted and taken by one reconcile at a time
+		// (place); --concurrency does not apply to it.
+		WithOptions(controller.Options{MaxConcurrentReconciles: 1}).
 		Complete(r)
 }
 
@@ -484,6 +506,29 @@ func maintainedServer(_ context.Context, o client.Object) []reconcile.Request {
 		return []reconcile.Request{{NamespacedName: types.NamespacedName{Name: s}}}
 	}
 	return nil
+}
+
+func addAll(q workqueue.TypedRateLimitingInterface[reconcile.Request], reqs []reconcile.Request) {
+	for _, req := range reqs {
+		q.Add(req)
+	}
+}
+
+// waitingFor are the servers whose update waits for a place in baseline's rollout (or holds
+// one: a failed one, retried, waits in its maintenance).
+func (r *Reconciler) waitingFor(ctx context.Context, baseline string) []reconcile.Request {
+	var list metalv1alpha1.ServerFirmwareList
+	if err := r.Client.List(ctx, &list); err != nil {
+		log.FromContext(ctx).Error(err, "listing the servers waiting for baseline "+baseline)
+		return nil
+	}
+	var out []reconcile.Request
+	for _, sfw := range list.Items {
+		if u := sfw.Status.Update; u != nil && u.Baseline == baseline && u.State == metalv1alpha1.FirmwareUpdateWaiting {
+			out = append(out, reconcile.Request{NamespacedName: types.NamespacedName{Name: sfw.Name}})
+		}
+	}
+	return out
 }
 
 // allServers are every Server: a baseline's selector may have selected any of them before.

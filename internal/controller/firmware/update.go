@@ -11,6 +11,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -174,6 +175,11 @@ func (r *Reconciler) update(ctx context.Context, sfw *metalv1alpha1.ServerFirmwa
 	if u != nil {
 		state = u.State
 	}
+	if _, asked := sfw.Annotations[metalv1alpha1.AnnotationRetryUpdate]; asked && state != metalv1alpha1.FirmwareUpdateFailed {
+		// Only a failed update is retried: a request left on another would retry its next
+		// failure at once, and its failures would never stop the rollout.
+		return ctrl.Result{}, r.forgetRetry(ctx, sfw)
+	}
 	switch state {
 	case "", metalv1alpha1.FirmwareUpdateSucceeded, metalv1alpha1.FirmwareUpdateWithdrawn:
 		if u != nil && state == metalv1alpha1.FirmwareUpdateSucceeded {
@@ -203,7 +209,7 @@ func (r *Reconciler) update(ctx context.Context, sfw *metalv1alpha1.ServerFirmwa
 	case metalv1alpha1.FirmwareUpdateVerifying:
 		return r.verifying(ctx, sfw, server)
 	case metalv1alpha1.FirmwareUpdateFailed:
-		return r.failed(ctx, sfw, bs)
+		return r.failed(ctx, sfw, server, p)
 	}
 	return ctrl.Result{}, nil
 }
@@ -267,12 +273,36 @@ func (r *Reconciler) write(ctx context.Context, sfw *metalv1alpha1.ServerFirmwar
 // update when nothing wants it any more.
 func (r *Reconciler) waiting(ctx context.Context, sfw *metalv1alpha1.ServerFirmware, server *metalv1alpha1.Server, p *plan, bs []*metalv1alpha1.FirmwareBaseline) (ctrl.Result, error) {
 	u := sfw.Status.Update
-	if p == nil || p.baseline.Name != u.Baseline {
-		return r.withdraw(ctx, sfw, server, "no baseline wants it any more")
+	if u.Maintenance != nil {
+		// Retried after a failure, in the maintenance the failure left it in: a person who
+		// deleted that maintenance gave the server back as it is.
+		if gone, err := r.maintenanceGone(ctx, server.Name); err != nil || gone {
+			if err != nil {
+				return ctrl.Result{}, err
+			}
+			return r.withdraw(ctx, sfw, server, "its ServerMaintenance was deleted: the server is given back as it is")
+		}
 	}
-	if p.baseline.Generation != u.BaselineGeneration || !slices.Equal(p.steps, u.Steps) || p.hostReset != u.HostReset {
+	if p == nil || p.baseline.Name != u.Baseline {
+		if u.Maintenance == nil {
+			return r.withdraw(ctx, sfw, server, "no baseline wants it any more")
+		}
+		// Something was sent before it failed: it is not given back unverified.
+		why := fmt.Sprintf("retried, but no baseline wants anything of it any more; a failed update left it in ServerMaintenance %s/%s: "+
+			"delete the maintenance to give it back as it is", u.Maintenance.Namespace, u.Maintenance.Name)
+		if u.Reason == metalv1alpha1.ReasonLeftInMaintenance && u.Message == why {
+			return ctrl.Result{}, nil
+		}
 		return r.write(ctx, sfw, func(st *metalv1alpha1.ServerFirmwareStatus) {
-			st.Update.BaselineGeneration, st.Update.Steps, st.Update.HostReset = p.baseline.Generation, p.steps, p.hostReset
+			st.Update.Reason, st.Update.Message = metalv1alpha1.ReasonLeftInMaintenance, why
+		})
+	}
+	// Out of service already (retried in its maintenance): it goes back through the reset, so
+	// that its maintenance ends, whatever is sent.
+	hostReset := p.hostReset || u.Maintenance != nil
+	if p.baseline.Generation != u.BaselineGeneration || !sameSteps(p.steps, u.Steps) || hostReset != u.HostReset {
+		return r.write(ctx, sfw, func(st *metalv1alpha1.ServerFirmwareStatus) {
+			st.Update.BaselineGeneration, st.Update.Steps, st.Update.HostReset = p.baseline.Generation, p.steps, hostReset
 		})
 	}
 	b := p.baseline
@@ -306,8 +336,10 @@ func (r *Reconciler) waiting(ctx context.Context, sfw *metalv1alpha1.ServerFirmw
 }
 
 // place says whether baseline b's rollout has a place for server, and if not why (a reason
-// and a message): it is not paused, fewer of its servers than maxUnavailable hold one, and fewer
-// than maxFailures failed at its generation.
+// and a message): it is not paused, fewer of its servers than maxUnavailable are out of service
+// for it, and fewer than maxFailures have a failed update (until each is retried, or given back).
+// The controller runs one worker (SetupWithManager): places are counted and taken by one
+// reconcile at a time.
 func (r *Reconciler) place(ctx context.Context, b *metalv1alpha1.FirmwareBaseline, server string) (bool, string, string, error) {
 	if b.Spec.Rollout.Paused {
 		return false, metalv1alpha1.ReasonRolloutPaused, "baseline " + b.Name + "'s rollout is paused (rollout.paused)", nil
@@ -327,8 +359,19 @@ func (r *Reconciler) place(ctx context.Context, b *metalv1alpha1.FirmwareBaselin
 		if holdsPlace(u) {
 			holding[list.Items[i].Name] = true
 		}
-		if u.State == metalv1alpha1.FirmwareUpdateFailed && u.BaselineGeneration == b.Generation {
+		if u.State == metalv1alpha1.FirmwareUpdateFailed {
 			failed++
+		}
+	}
+	// Servers its maintenances hold count whatever their ServerFirmwares say: a maintenance
+	// made just before a write that did not land, or before a restart.
+	var maints metalv1alpha1.ServerMaintenanceList
+	if err := r.Client.List(ctx, &maints, client.InNamespace(r.Update.Namespace), client.MatchingLabels{LabelBaseline: b.Name}); err != nil {
+		return false, "", "", err
+	}
+	for _, sm := range maints.Items {
+		if s := sm.Labels[metalv1alpha1.LabelServer]; s != "" && listed[s] {
+			holding[s] = true
 		}
 	}
 	for _, s := range r.admitted.of(b.Name) {
@@ -341,15 +384,16 @@ func (r *Reconciler) place(ctx context.Context, b *metalv1alpha1.FirmwareBaselin
 	delete(holding, server)
 	maxFailures := max(int(b.Spec.Rollout.MaxFailures), 1)
 	if failed >= maxFailures {
-		return false, metalv1alpha1.ReasonRolloutStopped, fmt.Sprintf("the rollout is stopped: %d servers failed at generation %d (rollout.maxFailures %d); retry them (%s) or change the baseline",
-			failed, b.Generation, maxFailures, metalv1alpha1.AnnotationRetryUpdate), nil
+		return false, metalv1alpha1.ReasonRolloutStopped, fmt.Sprintf("the rollout of baseline %s is stopped: rollout.maxFailures (%d) of its servers failed; "+
+			"retry them (%s) or change what it wants of them", b.Name, maxFailures, metalv1alpha1.AnnotationRetryUpdate), nil
 	}
 	limit, err := maxUnavailable(b)
 	if err != nil {
 		return false, "", "", err
 	}
 	if len(holding) >= limit {
-		return false, metalv1alpha1.ReasonWaitingForTurn, fmt.Sprintf("waiting for its turn: %d of baseline %s's servers are out of service for it (rollout.maxUnavailable %d)", len(holding), b.Name, limit), nil
+		// No count in the message: it would rewrite every waiting server at every turn.
+		return false, metalv1alpha1.ReasonWaitingForTurn, fmt.Sprintf("waiting for its turn: rollout.maxUnavailable (%d) of baseline %s's servers are out of service for it", limit, b.Name), nil
 	}
 	return true, "", "", nil
 }
@@ -463,11 +507,17 @@ func (r *Reconciler) withdraw(ctx context.Context, sfw *metalv1alpha1.ServerFirm
 		func(u *metalv1alpha1.FirmwareUpdate) { u.Maintenance = nil })
 }
 
-// enteringMaintenance waits for the maintenance to hold the server.
+// enteringMaintenance waits for the maintenance to hold the server. What it will send follows
+// the baseline meanwhile (an owner's approval can take days).
 func (r *Reconciler) enteringMaintenance(ctx context.Context, sfw *metalv1alpha1.ServerFirmware, server *metalv1alpha1.Server, p *plan) (ctrl.Result, error) {
 	u := sfw.Status.Update
 	if p == nil || p.baseline.Name != u.Baseline {
 		return r.withdraw(ctx, sfw, server, "no baseline wants it any more")
+	}
+	if !sameSteps(p.steps, u.Steps) {
+		return r.write(ctx, sfw, func(st *metalv1alpha1.ServerFirmwareStatus) {
+			st.Update.Steps, st.Update.BaselineGeneration = p.steps, p.baseline.Generation
+		})
 	}
 	var sm metalv1alpha1.ServerMaintenance
 	err := r.Client.Get(ctx, client.ObjectKey{Namespace: r.Update.Namespace, Name: maintenanceName(server.Name)}, &sm)
@@ -483,12 +533,14 @@ func (r *Reconciler) enteringMaintenance(ctx context.Context, sfw *metalv1alpha1
 	if err != nil {
 		return ctrl.Result{}, err
 	}
-	held := sm.Status.State == metalv1alpha1.MaintenanceStateInMaintenance && server.Status.State == metalv1alpha1.ServerStateMaintenance &&
-		server.Spec.MaintenanceRef != nil && server.Spec.MaintenanceRef.Name == sm.Name && server.Spec.MaintenanceRef.Namespace == sm.Namespace
-	if !held {
+	if sm.Status.State == metalv1alpha1.MaintenanceStateFailed {
+		return r.move(ctx, sfw, fsm.UpdateEventFail, metalv1alpha1.ReasonMaintenanceLost,
+			"ServerMaintenance "+sm.Namespace+"/"+sm.Name+" cannot take the server: "+readyMessage(&sm))
+	}
+	if !r.held(server) {
 		why := "waiting for ServerMaintenance " + sm.Namespace + "/" + sm.Name + " to hold the server"
-		if c := apimeta.FindStatusCondition(sm.Status.Conditions, metalv1alpha1.ConditionReady); c != nil && c.Status != metav1.ConditionTrue {
-			why += ": " + c.Message
+		if msg := readyMessage(&sm); msg != "" {
+			why += ": " + msg
 		}
 		if u.Reason == metalv1alpha1.ReasonWaitingForMaintenance && u.Message == why {
 			return ctrl.Result{}, nil // the maintenance's and the server's changes wake this
@@ -499,6 +551,47 @@ func (r *Reconciler) enteringMaintenance(ctx context.Context, sfw *metalv1alpha1
 	}
 	return r.move(ctx, sfw, fsm.UpdateEventMaintenanceHeld, metalv1alpha1.ReasonUpdateStaged,
 		"ServerMaintenance "+sm.Namespace+"/"+sm.Name+" holds the server: sending the settings and images")
+}
+
+// readyMessage is a maintenance's Ready message while it is not Ready (what it waits for).
+func readyMessage(sm *metalv1alpha1.ServerMaintenance) string {
+	if c := apimeta.FindStatusCondition(sm.Status.Conditions, metalv1alpha1.ConditionReady); c != nil && c.Status != metav1.ConditionTrue {
+		return c.Message
+	}
+	return ""
+}
+
+// held says whether the update's maintenance holds the server: in Maintenance, for it.
+func (r *Reconciler) held(server *metalv1alpha1.Server) bool {
+	ref := server.Spec.MaintenanceRef
+	return server.Status.State == metalv1alpha1.ServerStateMaintenance && ref != nil &&
+		ref.Namespace == r.Update.Namespace && ref.Name == maintenanceName(server.Name)
+}
+
+// maintenanceGone says whether the update's ServerMaintenance no longer exists.
+func (r *Reconciler) maintenanceGone(ctx context.Context, server string) (bool, error) {
+	var sm metalv1alpha1.ServerMaintenance
+	err := r.Client.Get(ctx, client.ObjectKey{Namespace: r.Update.Namespace, Name: maintenanceName(server)}, &sm)
+	if apierrors.IsNotFound(err) {
+		return true, nil
+	}
+	return !sm.DeletionTimestamp.IsZero(), err
+}
+
+// lost fails an update whose host left its maintenance while images or settings were being
+// sent or installed (a person deleted the maintenance?): it is taken back.
+func (r *Reconciler) lost(ctx context.Context, sfw *metalv1alpha1.ServerFirmware, server *metalv1alpha1.Server) (ctrl.Result, error) {
+	return r.fail(ctx, sfw, server, metalv1alpha1.ReasonMaintenanceLost, fmt.Sprintf(
+		"the server left ServerMaintenance %s/%s while its update was %s (the maintenance deleted?): taken back, and not given back half-updated",
+		r.Update.Namespace, maintenanceName(server.Name), strings.ToLower(string(sfw.Status.Update.State))))
+}
+
+// sameSteps says whether two plans send the same things from the same versions (tasks and
+// what was read aside).
+func sameSteps(a, b []metalv1alpha1.FirmwareUpdateStep) bool {
+	return slices.EqualFunc(a, b, func(x, y metalv1alpha1.FirmwareUpdateStep) bool {
+		return x.Kind == y.Kind && x.Name == y.Name && x.From == y.From && x.To == y.To
+	})
 }
 
 // updater connects to the server's BMC as a FirmwareUpdater.
@@ -516,34 +609,40 @@ func (r *Reconciler) updater(ctx context.Context, server *metalv1alpha1.Server) 
 }
 
 // staging sends the BIOS settings (one write to the Bios settings object) and each image
-// (SimpleUpdate, or a multipart push), recording each task. A BMC that refuses fails the
-// update with its message; one that cannot be reached is tried again, within the step's time.
+// (SimpleUpdate, or a multipart push), one per reconcile, writing down each task as it is
+// given (a conflict or a restart sends nothing twice). A BMC that refuses fails the update with
+// its message; one that cannot be reached is tried again, within the step's time.
 func (r *Reconciler) staging(ctx context.Context, sfw *metalv1alpha1.ServerFirmware, server *metalv1alpha1.Server) (ctrl.Result, error) {
 	u := sfw.Status.Update
 	if res, done, err := r.timedOut(ctx, sfw, "sending the settings and images"); done {
 		return res, err
 	}
+	if u.HostReset && !r.held(server) {
+		return r.lost(ctx, sfw, server)
+	}
 	var b metalv1alpha1.FirmwareBaseline
 	if err := r.Client.Get(ctx, client.ObjectKey{Name: u.Baseline}, &b); err != nil {
 		if apierrors.IsNotFound(err) {
-			return r.move(ctx, sfw, fsm.UpdateEventFail, metalv1alpha1.ReasonUpdateRefused,
-				"baseline "+u.Baseline+" was deleted before its images were sent: the server stays in maintenance; retry ("+
-					metalv1alpha1.AnnotationRetryUpdate+") or delete ServerMaintenance "+r.Update.Namespace+"/"+maintenanceName(server.Name))
+			return r.fail(ctx, sfw, server, metalv1alpha1.ReasonUpdateRefused, "baseline "+u.Baseline+" was deleted before everything was sent")
 		}
 		return ctrl.Result{}, err
+	}
+	steps := slices.Clone(u.Steps)
+	next := slices.IndexFunc(steps, func(s metalv1alpha1.FirmwareUpdateStep) bool { return s.TaskState == "" })
+	if next < 0 {
+		return r.move(ctx, sfw, fsm.UpdateEventStaged, metalv1alpha1.ReasonUpdateInstalling, "the BMC is installing: "+progress(steps))
 	}
 	up, rd, err := r.updater(ctx, server)
 	if err != nil {
 		return r.retryLater(ctx, sfw, "connecting to the BMC", err)
 	}
-	steps := slices.Clone(u.Steps)
-	settings := map[string]string{}
-	for _, s := range steps {
-		if s.Kind == metalv1alpha1.FirmwareDifferenceBIOSSetting {
-			settings[s.Name] = s.To
+	if steps[next].Kind == metalv1alpha1.FirmwareDifferenceBIOSSetting {
+		settings := map[string]string{}
+		for _, s := range steps {
+			if s.Kind == metalv1alpha1.FirmwareDifferenceBIOSSetting {
+				settings[s.Name] = s.To
+			}
 		}
-	}
-	if len(settings) > 0 {
 		if err := up.StageBIOSSettings(ctx, server.Spec.SystemURI, settings); err != nil {
 			return r.refused(ctx, sfw, server, "the BIOS settings", err)
 		}
@@ -552,45 +651,43 @@ func (r *Reconciler) staging(ctx context.Context, sfw *metalv1alpha1.ServerFirmw
 				steps[i].TaskState = "Staged"
 			}
 		}
+		return r.write(ctx, sfw, func(st *metalv1alpha1.ServerFirmwareStatus) { st.Update.Steps = steps })
 	}
-	var inventory []bmc.FirmwareComponent
-	for i := range steps {
-		s := &steps[i]
-		if s.Kind != metalv1alpha1.FirmwareDifferenceComponent || s.Task != "" {
-			continue
-		}
-		if inventory == nil {
-			if inventory, err = rd.FirmwareInventory(ctx, server.Spec.SystemURI); err != nil {
-				return r.retryLater(ctx, sfw, "reading the firmware inventory", err)
-			}
-		}
-		spec := componentSpec(&b, s.Name)
-		if spec == nil {
-			return r.refused(ctx, sfw, server, s.Name, fmt.Errorf("baseline %s no longer names it", b.Name))
-		}
-		req := bmc.UpdateRequest{SystemURI: server.Spec.SystemURI, ImageURL: spec.Image.URL, Targets: targets(inventory, s.Name)}
-		if ref := spec.Image.CredentialsSecretRef; ref != nil {
-			var secret corev1.Secret
-			if err := r.Client.Get(ctx, client.ObjectKey{Namespace: r.Update.Namespace, Name: ref.Name}, &secret); err != nil {
-				return r.move(ctx, sfw, fsm.UpdateEventFail, metalv1alpha1.ReasonImageUnavailable,
-					fmt.Sprintf("the credentials Secret %s/%s of %s's image cannot be read: %v", r.Update.Namespace, ref.Name, s.Name, err))
-			}
-			req.Username, req.Password = string(secret.Data["username"]), string(secret.Data["password"])
-		}
-		image := &pushedImage{image: spec.Image, user: req.Username, pass: req.Password}
-		req.Image = image.open
-		task, err := up.StartUpdate(ctx, req)
-		image.close()
-		if err != nil {
-			return r.refused(ctx, sfw, server, s.Name, err)
-		}
-		s.Task, s.TaskState = task, string(bmc.TaskNew)
-		if task == "" {
-			s.TaskState = string(bmc.TaskCompleted)
-		}
+	s := &steps[next]
+	spec := componentSpec(&b, s.Name)
+	if spec == nil || spec.Version != s.To {
+		// Changed since it was admitted: what was sent so far is verified by no one. A
+		// baseline that wants something else of it retries it (failed).
+		return r.fail(ctx, sfw, server, metalv1alpha1.ReasonUpdateRefused, fmt.Sprintf("baseline %s changed what it wants of %s mid-update", b.Name, s.Name))
 	}
-	return r.move(ctx, sfw, fsm.UpdateEventStaged, metalv1alpha1.ReasonUpdateInstalling, "the BMC is installing: "+progress(steps),
-		func(u *metalv1alpha1.FirmwareUpdate) { u.Steps = steps })
+	inventory, err := rd.FirmwareInventory(ctx, server.Spec.SystemURI) // Dell's ids carry the version: read just before
+	if err != nil {
+		return r.retryLater(ctx, sfw, "reading the firmware inventory", err)
+	}
+	req := bmc.UpdateRequest{SystemURI: server.Spec.SystemURI, ImageURL: spec.Image.URL, Targets: targets(inventory, s.Name)}
+	if ref := spec.Image.CredentialsSecretRef; ref != nil {
+		var secret corev1.Secret
+		if err := r.Client.Get(ctx, client.ObjectKey{Namespace: r.Update.Namespace, Name: ref.Name}, &secret); err != nil {
+			return r.fail(ctx, sfw, server, metalv1alpha1.ReasonImageUnavailable,
+				fmt.Sprintf("the credentials Secret %s/%s of %s's image cannot be read: %v", r.Update.Namespace, ref.Name, s.Name, err))
+		}
+		req.Username, req.Password = string(secret.Data["username"]), string(secret.Data["password"])
+	}
+	image := &pushedImage{image: spec.Image, user: req.Username, pass: req.Password, timeout: r.Update.stepTimeout()}
+	req.Image = image.open
+	task, err := up.StartUpdate(ctx, req)
+	image.close()
+	switch {
+	case image.err != nil:
+		return r.fail(ctx, sfw, server, metalv1alpha1.ReasonImageUnavailable, image.err.Error())
+	case err != nil:
+		return r.refused(ctx, sfw, server, s.Name, err)
+	}
+	s.Task, s.TaskState = task, string(bmc.TaskNew)
+	if task == "" {
+		s.TaskState = string(bmc.TaskCompleted)
+	}
+	return r.write(ctx, sfw, func(st *metalv1alpha1.ServerFirmwareStatus) { st.Update.Steps = steps })
 }
 
 // componentSpec is the baseline's component called name.
@@ -654,6 +751,9 @@ func (r *Reconciler) installing(ctx context.Context, sfw *metalv1alpha1.ServerFi
 	if res, done, err := r.timedOut(ctx, sfw, "the BMC's tasks"); done {
 		return res, err
 	}
+	if u.HostReset && !r.held(server) {
+		return r.lost(ctx, sfw, server)
+	}
 	up, _, err := r.updater(ctx, server)
 	if err != nil {
 		return r.retryLater(ctx, sfw, "connecting to the BMC", err)
@@ -679,7 +779,7 @@ func (r *Reconciler) installing(ctx context.Context, sfw *metalv1alpha1.ServerFi
 			if t.Message != "" {
 				msg += ": " + t.Message
 			}
-			return r.move(ctx, sfw, fsm.UpdateEventFail, metalv1alpha1.ReasonUpdateTaskFailed, r.inMaintenance(msg, server),
+			return r.move(ctx, sfw, fsm.UpdateEventFail, metalv1alpha1.ReasonUpdateTaskFailed, r.inMaintenance(msg, server, u),
 				func(u *metalv1alpha1.FirmwareUpdate) { u.Steps = steps })
 		case !t.Done():
 			running++
@@ -687,7 +787,7 @@ func (r *Reconciler) installing(ctx context.Context, sfw *metalv1alpha1.ServerFi
 	}
 	if running > 0 {
 		msg := "the BMC is installing: " + progress(steps)
-		if slices.Equal(steps, u.Steps) && u.Message == msg {
+		if equality.Semantic.DeepEqual(steps, u.Steps) && u.Message == msg {
 			return ctrl.Result{RequeueAfter: r.Update.taskPoll()}, nil
 		}
 		res, err := r.write(ctx, sfw, func(st *metalv1alpha1.ServerFirmwareStatus) { st.Update.Steps, st.Update.Message = steps, msg })
@@ -700,8 +800,10 @@ func (r *Reconciler) installing(ctx context.Context, sfw *metalv1alpha1.ServerFi
 		return r.move(ctx, sfw, fsm.UpdateEventInstalled, metalv1alpha1.ReasonWaitingForHost,
 			"installed: "+progress(steps)+"; reading the BMC again", func(u *metalv1alpha1.FirmwareUpdate) { u.Steps = steps })
 	}
+	now := metav1.NewTime(r.now())
 	return r.move(ctx, sfw, fsm.UpdateEventInstalled, metalv1alpha1.ReasonUpdateRebooting,
-		"installed: "+progress(steps)+"; ending the maintenance so the host boots with it", func(u *metalv1alpha1.FirmwareUpdate) { u.Steps = steps })
+		"installed: "+progress(steps)+"; ending the maintenance so the host boots with it",
+		func(u *metalv1alpha1.FirmwareUpdate) { u.Steps, u.ResetTime = steps, &now })
 }
 
 // rebooting ends the maintenance and waits for the server to leave it: a pool server is
@@ -725,27 +827,28 @@ func (r *Reconciler) rebooting(ctx context.Context, sfw *metalv1alpha1.ServerFir
 		func(u *metalv1alpha1.FirmwareUpdate) { u.Maintenance = nil })
 }
 
-// verifying waits for the BMC, read after the reset, and a pool server's probe report after
-// it, to agree with what was sent.
+// verifying waits for the BMC, read after the reset (and after a pool server's probe report),
+// to report what each step sent (read() writes down what it found of each, Read), and for a
+// pool server's probe to report, from the host's own SMBIOS, the BIOS version its BMC reports.
 func (r *Reconciler) verifying(ctx context.Context, sfw *metalv1alpha1.ServerFirmware, server *metalv1alpha1.Server) (ctrl.Result, error) {
 	u := sfw.Status.Update
 	since := u.StateTime.Time
+	if u.ResetTime != nil {
+		since = u.ResetTime.Time
+	}
 	inv := server.Status.Inventory
 	pool := u.HostReset && server.Spec.ServerClaimRef == nil
 	reported := inv != nil && inv.Source == metalv1alpha1.InventorySourceProbe && inv.ReportedAt != nil && !inv.ReportedAt.Time.Before(since)
+	if res, done, err := r.timedOut(ctx, sfw, "the BMC and the host to agree with what was sent"); done {
+		return res, err
+	}
 	if pool && !reported {
-		if res, done, err := r.timedOut(ctx, sfw, "the host's probe report"); done {
-			return res, err
-		}
 		return ctrl.Result{}, nil // its report wakes this; the step's time bounds the wait
 	}
 	if pool {
 		since = inv.ReportedAt.Time
 	}
 	read := sfw.Status.LastReadTime
-	if res, done, err := r.timedOut(ctx, sfw, "the BMC and the host to agree with the baseline"); done {
-		return res, err
-	}
 	if read == nil || !read.Time.After(since) {
 		// Times are kept to the second: a read in since's second may have been before it.
 		// The first read from the next second on is after it.
@@ -759,10 +862,8 @@ func (r *Reconciler) verifying(ctx context.Context, sfw *metalv1alpha1.ServerFir
 	}
 	var disagree []string
 	for _, s := range u.Steps {
-		for _, d := range sfw.Status.Differences {
-			if d.Baseline == u.Baseline && d.Kind == s.Kind && d.Name == s.Name {
-				disagree = append(disagree, fmt.Sprintf("%s is %q, not %q", d.Name, d.Have, s.To))
-			}
+		if !stepDone(s) {
+			disagree = append(disagree, fmt.Sprintf("%s is %q, not %q", s.Name, ptrOr(s.Read), s.To))
 		}
 	}
 	if len(disagree) > 0 {
@@ -771,11 +872,14 @@ func (r *Reconciler) verifying(ctx context.Context, sfw *metalv1alpha1.ServerFir
 				"after the update and the host's reset the BMC reports "+strings.Join(disagree, "; "))
 		}
 		// A BMC may show its new firmware only once it has reset itself, and a claimed host
-		// applies what was staged when its claim powers it on: the BMC's next version, seen
-		// by its polls, wakes this (and a read); the step's time bounds the wait.
-		return ctrl.Result{}, nil
+		// applies what was staged when its claim powers it on: the BMC is read again now and
+		// then (a version its polls show wakes this at once); the step's time bounds the wait.
+		if left := read.Add(r.reverify()).Sub(r.now()); left > 0 {
+			return ctrl.Result{RequeueAfter: left}, nil
+		}
+		return ctrl.Result{}, errReadAgain
 	}
-	verified := "the BMC, read after the reset, reports what baseline " + u.Baseline + " wants"
+	verified := "the BMC, read after the reset, reports what baseline " + u.Baseline + " wanted"
 	if pool {
 		for _, s := range u.Steps {
 			if s.Kind != metalv1alpha1.FirmwareDifferenceComponent || s.Name != string(metalv1alpha1.FirmwareComponentBIOS) {
@@ -799,6 +903,53 @@ func (r *Reconciler) verifying(ctx context.Context, sfw *metalv1alpha1.ServerFir
 		return ctrl.Result{}, err
 	}
 	return r.move(ctx, sfw, fsm.UpdateEventVerified, metalv1alpha1.ReasonUpdateSucceeded, verified)
+}
+
+// reverify is how often a claimed server's BMC is read while it does not show the update yet.
+func (r *Reconciler) reverify() time.Duration { return 6 * r.Update.taskPoll() }
+
+// stepDone says whether what the BMC read after the reset (Read) is what the step sent.
+func stepDone(s metalv1alpha1.FirmwareUpdateStep) bool {
+	if s.Read == nil {
+		return false
+	}
+	if s.Kind == metalv1alpha1.FirmwareDifferenceBIOSSetting {
+		return sameValue(s.To, *s.Read)
+	}
+	for _, v := range strings.Split(*s.Read, ", ") {
+		if v != s.To {
+			return false
+		}
+	}
+	return true
+}
+
+func ptrOr(p *string) string {
+	if p == nil {
+		return ""
+	}
+	return *p
+}
+
+// readSteps writes down, on an update being verified, what a fresh read found of each step
+// (st has the read's findings whole: the cached copy does not).
+func readSteps(st *metalv1alpha1.ServerFirmwareStatus) {
+	u := st.Update
+	if u == nil || u.State != metalv1alpha1.FirmwareUpdateVerifying {
+		return
+	}
+	for i := range u.Steps {
+		s := &u.Steps[i]
+		var v string
+		if s.Kind == metalv1alpha1.FirmwareDifferenceBIOSSetting {
+			if st.BIOS != nil {
+				v = st.BIOS.Attributes[s.Name]
+			}
+		} else {
+			v = strings.Join(componentVersions(s.Name, st), ", ")
+		}
+		s.Read = &v
+	}
 }
 
 // errReadAgain asks Reconcile to read the BMC now, whatever readDue says.
@@ -830,7 +981,7 @@ func (r *Reconciler) fail(ctx context.Context, sfw *metalv1alpha1.ServerFirmware
 			return ctrl.Result{}, err
 		}
 	}
-	return r.move(ctx, sfw, fsm.UpdateEventFail, reason, r.inMaintenance(message, server), func(u *metalv1alpha1.FirmwareUpdate) {
+	return r.move(ctx, sfw, fsm.UpdateEventFail, reason, r.inMaintenance(message, server, u), func(u *metalv1alpha1.FirmwareUpdate) {
 		if ref != nil {
 			u.Maintenance = ref
 		}
@@ -838,7 +989,11 @@ func (r *Reconciler) fail(ctx context.Context, sfw *metalv1alpha1.ServerFirmware
 }
 
 // inMaintenance adds to a failure's message where the server is and what to do.
-func (r *Reconciler) inMaintenance(message string, server *metalv1alpha1.Server) string {
+func (r *Reconciler) inMaintenance(message string, server *metalv1alpha1.Server, u *metalv1alpha1.FirmwareUpdate) string {
+	if !u.HostReset {
+		return message + fmt.Sprintf("; the host stays in service (only its BMC's firmware was to change): fix the cause and set %s on this ServerFirmware to try again",
+			metalv1alpha1.AnnotationRetryUpdate)
+	}
 	return message + fmt.Sprintf("; the server stays in ServerMaintenance %s/%s: fix the cause and set %s on this ServerFirmware to try again, "+
 		"or delete the maintenance to give the server back as it is", r.Update.Namespace, maintenanceName(server.Name), metalv1alpha1.AnnotationRetryUpdate)
 }
@@ -846,7 +1001,7 @@ func (r *Reconciler) inMaintenance(message string, server *metalv1alpha1.Server)
 // refused fails the update with the BMC's refusal of what.
 func (r *Reconciler) refused(ctx context.Context, sfw *metalv1alpha1.ServerFirmware, server *metalv1alpha1.Server, what string, err error) (ctrl.Result, error) {
 	return r.move(ctx, sfw, fsm.UpdateEventFail, metalv1alpha1.ReasonUpdateRefused,
-		r.inMaintenance(fmt.Sprintf("the BMC refused %s: %v", what, err), server))
+		r.inMaintenance(fmt.Sprintf("the BMC refused %s: %v", what, err), server, sfw.Status.Update))
 }
 
 // retryLater keeps the update where it is after an error that may pass (a BMC that does not
@@ -896,38 +1051,60 @@ func (r *Reconciler) deadline(u *metalv1alpha1.FirmwareUpdate) time.Duration {
 	return 0
 }
 
-// failed starts the update again when a person asked (the retry annotation, removed) or the
-// baseline changed since it failed.
-func (r *Reconciler) failed(ctx context.Context, sfw *metalv1alpha1.ServerFirmware, bs []*metalv1alpha1.FirmwareBaseline) (ctrl.Result, error) {
+// failed gives the server back when a person deleted the failed update's maintenance, and
+// starts the update again when a person asked (the retry annotation, removed) or the baseline
+// now wants something else of it; a baseline edited otherwise (paused, say) retries nothing.
+func (r *Reconciler) failed(ctx context.Context, sfw *metalv1alpha1.ServerFirmware, server *metalv1alpha1.Server, p *plan) (ctrl.Result, error) {
 	u := sfw.Status.Update
-	_, asked := sfw.Annotations[metalv1alpha1.AnnotationRetryUpdate]
-	changed := true
-	for _, b := range bs {
-		if b.Name == u.Baseline && b.Generation == u.BaselineGeneration {
-			changed = false
+	if u.Maintenance != nil {
+		gone, err := r.maintenanceGone(ctx, server.Name)
+		if err != nil {
+			return ctrl.Result{}, err
+		}
+		if gone {
+			if err := r.untaint(ctx, server); err != nil {
+				return ctrl.Result{}, err
+			}
+			return r.move(ctx, sfw, fsm.UpdateEventWithdraw, metalv1alpha1.ReasonUpdateWithdrawn,
+				"its ServerMaintenance was deleted: the server is given back as the failed update left it", func(u *metalv1alpha1.FirmwareUpdate) { u.Maintenance = nil })
 		}
 	}
+	_, asked := sfw.Annotations[metalv1alpha1.AnnotationRetryUpdate]
+	changed := p != nil && p.baseline.Name == u.Baseline && !sameWants(p.steps, u.Steps)
 	if !asked && !changed {
 		return ctrl.Result{}, nil
 	}
 	why := "retried, as " + metalv1alpha1.AnnotationRetryUpdate + " asks"
 	if !asked {
-		why = "baseline " + u.Baseline + " changed since it failed: tried again"
+		why = "baseline " + u.Baseline + " wants something else of it since it failed: tried again"
 	}
 	res, err := r.move(ctx, sfw, fsm.UpdateEventRetry, metalv1alpha1.ReasonWaitingForTurn, why, func(u *metalv1alpha1.FirmwareUpdate) {
 		// Sent again from the start; the maintenance that holds the server is taken again.
 		for i := range u.Steps {
-			u.Steps[i].Task, u.Steps[i].TaskState, u.Steps[i].Percent = "", "", 0
+			u.Steps[i].Task, u.Steps[i].TaskState, u.Steps[i].Percent, u.Steps[i].Read = "", "", 0, nil
 		}
+		u.ResetTime = nil
 	})
 	if err != nil || !asked {
 		return res, err
 	}
+	return res, r.forgetRetry(ctx, sfw)
+}
+
+// sameWants says whether two plans want the same things (whatever they were sent from).
+func sameWants(a, b []metalv1alpha1.FirmwareUpdateStep) bool {
+	return slices.EqualFunc(a, b, func(x, y metalv1alpha1.FirmwareUpdateStep) bool {
+		return x.Kind == y.Kind && x.Name == y.Name && x.To == y.To
+	})
+}
+
+// forgetRetry removes a person's retry request.
+func (r *Reconciler) forgetRetry(ctx context.Context, sfw *metalv1alpha1.ServerFirmware) error {
 	patch := []byte(`{"metadata":{"annotations":{"` + metalv1alpha1.AnnotationRetryUpdate + `":null}}}`)
 	read := sfw.ResourceVersion
 	if err := r.Client.Patch(ctx, sfw, client.RawPatch(types.MergePatchType, patch)); err != nil {
-		return ctrl.Result{}, client.IgnoreNotFound(err)
+		return client.IgnoreNotFound(err)
 	}
 	r.written.Wrote(sfw, read)
-	return res, nil
+	return nil
 }

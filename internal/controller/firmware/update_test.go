@@ -109,3 +109,31 @@ func TestHostOfNamesNoPathOrToken(t *testing.T) {
 	assert.Equal(t, "fw.example:8443", hostOf("https://fw.example:8443/t0ken/bios.bin?sig=x"))
 	assert.Equal(t, "10.0.0.1", hostOf("http://10.0.0.1"))
 }
+
+// TestAStepIsDoneWhenTheReadSaysSo: a fresh read writes down what it found of each step being
+// verified; a component is done when every member matching it runs the version, a setting
+// when its value is the one sent (as the registry types it); nothing read is not done.
+func TestAStepIsDoneWhenTheReadSaysSo(t *testing.T) {
+	st := &m.ServerFirmwareStatus{BIOSVersion: "3.0", BMCVersion: "1.0",
+		Components: []m.FirmwareComponent{{ID: "NIC.1", Version: "9"}, {ID: "NIC.2", Version: "8"}},
+		BIOS:       &m.FirmwareSettings{Attributes: map[string]string{"ProcCoreDisable": "04", "ProcVirtualization": "Enabled"}},
+		Update: &m.FirmwareUpdate{State: m.FirmwareUpdateVerifying, Steps: []m.FirmwareUpdateStep{
+			{Kind: m.FirmwareDifferenceComponent, Name: "BIOS", To: "3.0"},
+			{Kind: m.FirmwareDifferenceComponent, Name: "NIC.*", To: "9"},
+			{Kind: m.FirmwareDifferenceBIOSSetting, Name: "ProcCoreDisable", To: "4"},
+			{Kind: m.FirmwareDifferenceBIOSSetting, Name: "ProcVirtualization", To: "Disabled"},
+		}}}
+	assert.False(t, stepDone(st.Update.Steps[0]), "not read yet")
+	readSteps(st)
+	var done []bool
+	for _, s := range st.Update.Steps {
+		done = append(done, stepDone(s))
+	}
+	assert.Equal(t, []bool{true, false, true, false}, done)
+	assert.Equal(t, "9, 8", *st.Update.Steps[1].Read)
+
+	st.Update.State = m.FirmwareUpdateInstalling
+	st.Update.Steps[0].Read = nil
+	readSteps(st)
+	assert.Nil(t, st.Update.Steps[0].Read, "only an update being verified is read into")
+}

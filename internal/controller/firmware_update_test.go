@@ -2,6 +2,7 @@ package controller_test
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"strings"
 	"sync"
@@ -188,6 +189,15 @@ func TestARolloutNeverExceedsMaxUnavailable(t *testing.T) {
 		require.NotNil(t, s.Status.Inventory.DMI)
 		assert.Equal(t, "3.0.0", s.Status.Inventory.DMI.BIOS.Version, "the host itself reports the new BIOS")
 		assert.Equal(t, metav1.ConditionTrue, conditionOf(s.Status.Conditions, m.ConditionServerFirmwareCompliant).Status)
+		// What firmware management adds to a Server stays small: the summary condition (the
+		// taint is gone by now); the inventory and attributes are in the ServerFirmware.
+		bare := s.DeepCopy()
+		meta.RemoveStatusCondition(&bare.Status.Conditions, m.ConditionServerFirmwareCompliant)
+		whole, err := json.Marshal(&s)
+		require.NoError(t, err)
+		without, err := json.Marshal(bare)
+		require.NoError(t, err)
+		assert.LessOrEqual(t, len(whole)-len(without), 1024, "a Server grows by at most 1 KiB")
 	}
 	var left m.ServerMaintenanceList
 	require.NoError(t, k8s.List(ctx, &left, client.MatchingLabels{firmware.LabelBaseline: "rollout"}))

@@ -149,8 +149,14 @@ func TestOLMInstall(t *testing.T) {
 	applyFile(t, ctx, n, crds)
 	file := filepath.Join(t.TempDir(), "crds.yaml")
 	require.NoError(t, os.WriteFile(file, crds, 0o644))
-	out, err := n.Kubectl(ctx, "wait", "--for=condition=Established", "--timeout=120s", "-f", file)
-	require.NoError(t, err, string(out))
+	// kubectl wait fails at once, rather than waiting, on a CRD the apiserver has not written a
+	// status for yet ("<nil> is of the type <nil>"): asked again until all are Established.
+	var waited []byte
+	eventually(t, 2*time.Minute, func() bool {
+		var err error
+		waited, err = n.Kubectl(ctx, "wait", "--for=condition=Established", "--timeout=30s", "-f", file)
+		return err == nil
+	}, func() string { return "\n" + string(waited) }, "OLM's CRDs are Established")
 	applyFile(t, ctx, n, olm)
 	eventually(t, 5*time.Minute, func() bool {
 		return available(ctx, c, "olm", "olm-operator") && available(ctx, c, "olm", "catalog-operator")

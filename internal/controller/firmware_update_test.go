@@ -11,6 +11,8 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
@@ -429,4 +431,38 @@ func TestAnImageIsPushedToABMCWithoutSimpleUpdate(t *testing.T) {
 	sfw = firmwareUpdate(t, server, func(u *m.FirmwareUpdate) bool { return u.State == m.FirmwareUpdateSucceeded })
 	assert.Equal(t, "2.0.0", p.sim.FirmwareVersion())
 	assert.Equal(t, "2.0.0", sfw.Status.BMCVersion)
+}
+
+// TestAnImageServedByTheBootService: an image the BMC cannot reach at its origin is asked of
+// the boot service (a Secret in its namespace with the origin, the checksum and no more), the
+// BMC fetches it where the boot service says it serves it, and the Secret goes with the install:
+// the URL dies with the update. The test plays the boot service.
+func TestAnImageServedByTheBootService(t *testing.T) {
+	ctx := context.Background()
+	p, server := startOneServerWith(t, "fwserved", 860, bmcsim.Options{UpdateDuration: 300 * time.Millisecond})
+	served, checksum := images.Add("fwserved-bmc-2.1.0.bin", bmcsim.FirmwareImage("BMC", "2.1.0"))
+	origin := "http://127.0.0.1:1/firmware/bmc-2.1.0.bin" // nothing listens: only the boot service could fetch it
+	b := &m.FirmwareBaseline{ObjectMeta: metav1.ObjectMeta{Name: "fwserved"}, Spec: m.FirmwareBaselineSpec{
+		ServerSelector: metav1.LabelSelector{MatchLabels: map[string]string{m.LabelBMC: "fwserved"}},
+		Components: []m.BaselineComponent{{Component: "BMC", Version: "2.1.0",
+			Image: m.FirmwareImage{URL: origin, Checksum: checksum, ServedBy: m.ImageServedByBootService}}},
+	}}
+	require.NoError(t, k8s.Create(ctx, b))
+	t.Cleanup(func() { _ = k8s.Delete(context.Background(), b) })
+
+	var secret corev1.Secret
+	key := client.ObjectKey{Namespace: systemNamespace, Name: "firmware-image-" + server + "-0"}
+	eventually(t, 30*time.Second, func() bool { return k8s.Get(ctx, key, &secret) == nil }, "the image is asked of the boot service")
+	assert.Equal(t, "true", secret.Labels[m.LabelFirmwareImage])
+	assert.Equal(t, origin, string(secret.Data[m.FirmwareImageURLKey]))
+	assert.Equal(t, checksum, string(secret.Data[m.FirmwareImageChecksumKey]))
+	sfw := firmwareUpdate(t, server, func(u *m.FirmwareUpdate) bool { return u.Message == "waiting for the boot service to serve the image" })
+	assert.Equal(t, m.FirmwareUpdateStaging, sfw.Status.Update.State)
+
+	patch := client.MergeFrom(secret.DeepCopy())
+	secret.Data[m.FirmwareImageServedURLKey] = []byte(served)
+	require.NoError(t, k8s.Patch(ctx, &secret, patch))
+	firmwareUpdate(t, server, func(u *m.FirmwareUpdate) bool { return u.State == m.FirmwareUpdateSucceeded })
+	assert.Equal(t, "2.1.0", p.sim.FirmwareVersion())
+	eventually(t, 10*time.Second, func() bool { return apierrors.IsNotFound(k8s.Get(ctx, key, &secret)) }, "the Secret, and the URL, die with the install")
 }

@@ -42,6 +42,10 @@ func Setup(mgr ctrl.Manager, deps Dependencies) error {
 	if err != nil {
 		return err
 	}
+	fw := deps.Firmware
+	if fw.BootNamespace == "" {
+		fw.BootNamespace = deps.Probe.Namespace // the boot service's: where images are asked of it
+	}
 	reconcilers := []interface{ SetupWithManager(ctrl.Manager) error }{
 		&enroll.EndpointReconciler{Client: mgr.GetClient(), Events: rec.Recorder("endpoint-controller"),
 			MACDB: deps.MACDB, Connect: deps.Connect, Settings: deps.Settings},
@@ -55,8 +59,8 @@ func Setup(mgr ctrl.Manager, deps Dependencies) error {
 			Settings: deps.Settings, BootOperator: deps.Probe.BootOperator},
 		&maintenance.Reconciler{Client: mgr.GetClient(), Events: rec.Recorder("servermaintenance-controller"),
 			Settings: deps.Settings},
-		&firmware.Reconciler{Client: mgr.GetClient(), Events: rec.Recorder("serverfirmware-controller"), Clients: cache,
-			Update: deps.Firmware},
+		&firmware.Reconciler{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Events: rec.Recorder("serverfirmware-controller"), Clients: cache,
+			Update: fw},
 		&firmware.BaselineReconciler{Client: mgr.GetClient()},
 	}
 	for _, r := range reconcilers {

@@ -37,7 +37,22 @@ type FirmwareImage struct {
 	// an image server that asks for them.
 	// +optional
 	CredentialsSecretRef *LocalObjectReference `json:"credentialsSecretRef,omitempty"`
+	// ServedBy says where the BMC fetches the image: from its URL (Origin), or from Ironfleet's
+	// boot service (BootService), which fetches it, checks its checksum and serves it at a URL
+	// made for one update that dies with it, for BMCs whose network cannot reach the origin.
+	// +kubebuilder:default=Origin
+	// +optional
+	ServedBy ImageServer `json:"servedBy,omitempty"`
 }
+
+// ImageServer is where a BMC fetches a firmware image.
+// +kubebuilder:validation:Enum=Origin;BootService
+type ImageServer string
+
+const (
+	ImageServedByOrigin      ImageServer = "Origin"
+	ImageServedByBootService ImageServer = "BootService"
+)
 
 // BaselineSettings are attribute → value, as the BMC's attribute registry names them; values
 // as text (an integer in decimal, a boolean true or false).

@@ -43,9 +43,11 @@ const DefaultRetry = time.Minute
 // Reconciler keeps one ServerFirmware per Server that has a BMC and a system, with its BMC's
 // firmware as last read.
 type Reconciler struct {
-	Client  client.Client
-	Events  events.EventRecorder
-	Clients *bmc.Cache
+	Client client.Client
+	// APIReader reads Secrets, which the manager does not cache.
+	APIReader client.Reader
+	Events    events.EventRecorder
+	Clients   *bmc.Cache
 	// Retry is the wait after a failed read; DefaultRetry when zero.
 	Retry time.Duration
 	// Now is the clock; time.Now when nil.
@@ -71,7 +73,7 @@ type Reconciler struct {
 // +kubebuilder:rbac:groups=metal.ironfleet.dev,resources=servers,verbs=patch
 // +kubebuilder:rbac:groups=metal.ironfleet.dev,resources=servers/status,verbs=get;patch
 // +kubebuilder:rbac:groups=metal.ironfleet.dev,resources=servermaintenances,verbs=get;list;watch;create;delete
-// +kubebuilder:rbac:groups="",resources=secrets,verbs=get
+// +kubebuilder:rbac:groups="",resources=secrets,verbs=get;create;delete;deletecollection
 
 // Reconcile makes sure the server has its ServerFirmware, and reads its BMC when a read is due.
 func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {

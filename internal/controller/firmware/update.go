@@ -45,6 +45,9 @@ type UpdateSettings struct {
 	// StepTimeout bounds each state an update works in (Staging to Verifying; not the wait
 	// for a turn or an owner's approval); DefaultStepTimeout when zero.
 	StepTimeout time.Duration
+	// BootNamespace is the boot service's: the Secrets asking it to serve an image
+	// (ServedBy BootService) are made there.
+	BootNamespace string
 }
 
 func (s UpdateSettings) taskPoll() time.Duration {
@@ -231,6 +234,7 @@ func fire(ctx context.Context, u *metalv1alpha1.FirmwareUpdate, event fsm.Update
 // move fires event on the update and writes it.
 func (r *Reconciler) move(ctx context.Context, sfw *metalv1alpha1.ServerFirmware, event fsm.UpdateEvent, reason, message string, also ...func(*metalv1alpha1.FirmwareUpdate)) (ctrl.Result, error) {
 	var fired error
+	from := sfw.Status.Update.State
 	res, err := r.write(ctx, sfw, func(st *metalv1alpha1.ServerFirmwareStatus) {
 		for _, f := range also {
 			f(st.Update)
@@ -239,6 +243,13 @@ func (r *Reconciler) move(ctx context.Context, sfw *metalv1alpha1.ServerFirmware
 	})
 	if fired != nil {
 		return ctrl.Result{}, fired
+	}
+	if to := sfw.Status.Update.State; err == nil && to != from && (from == metalv1alpha1.FirmwareUpdateStaging || from == metalv1alpha1.FirmwareUpdateInstalling) &&
+		to != metalv1alpha1.FirmwareUpdateInstalling {
+		// The BMC has fetched its images: the URLs the boot service served them at die.
+		if ferr := r.forgetServedImages(ctx, sfw.Name); ferr != nil {
+			return ctrl.Result{}, ferr
+		}
 	}
 	if err == nil && r.Events != nil {
 		kind := corev1.EventTypeNormal
@@ -667,13 +678,36 @@ func (r *Reconciler) staging(ctx context.Context, sfw *metalv1alpha1.ServerFirmw
 	req := bmc.UpdateRequest{SystemURI: server.Spec.SystemURI, ImageURL: spec.Image.URL, Targets: targets(inventory, s.Name)}
 	if ref := spec.Image.CredentialsSecretRef; ref != nil {
 		var secret corev1.Secret
-		if err := r.Client.Get(ctx, client.ObjectKey{Namespace: r.Update.Namespace, Name: ref.Name}, &secret); err != nil {
+		if err := r.APIReader.Get(ctx, client.ObjectKey{Namespace: r.Update.Namespace, Name: ref.Name}, &secret); err != nil {
 			return r.fail(ctx, sfw, server, metalv1alpha1.ReasonImageUnavailable,
 				fmt.Sprintf("the credentials Secret %s/%s of %s's image cannot be read: %v", r.Update.Namespace, ref.Name, s.Name, err))
 		}
 		req.Username, req.Password = string(secret.Data["username"]), string(secret.Data["password"])
 	}
-	image := &pushedImage{image: spec.Image, user: req.Username, pass: req.Password, timeout: r.Update.stepTimeout()}
+	pushed := spec.Image
+	if spec.Image.ServedBy == metalv1alpha1.ImageServedByBootService {
+		served, err := r.servedImage(ctx, sfw, server, next, spec.Image, req.Username, req.Password)
+		if err != nil {
+			return ctrl.Result{}, err
+		}
+		if served == "" {
+			// Looked for again shortly: the manager does not watch Secrets (it caches none).
+			const why = "waiting for the boot service to serve the image"
+			again := min(r.Update.taskPoll(), 2*time.Second)
+			if u.Message == why {
+				return ctrl.Result{RequeueAfter: again}, nil
+			}
+			res, err := r.write(ctx, sfw, func(st *metalv1alpha1.ServerFirmwareStatus) { st.Update.Message = why })
+			if err == nil && !res.Requeue {
+				res.RequeueAfter = again
+			}
+			return res, err
+		}
+		// The BMC fetches from the boot service, which has the origin's credentials.
+		req.ImageURL, req.Username, req.Password = served, "", ""
+		pushed.URL = served
+	}
+	image := &pushedImage{image: pushed, user: req.Username, pass: req.Password, timeout: r.Update.stepTimeout()}
 	req.Image = image.open
 	task, err := up.StartUpdate(ctx, req)
 	image.close()
@@ -1107,4 +1141,62 @@ func (r *Reconciler) forgetRetry(ctx context.Context, sfw *metalv1alpha1.ServerF
 	}
 	r.written.Wrote(sfw, read)
 	return nil
+}
+
+// servedImageName is the Secret asking the boot service to serve the image of an update's step.
+func servedImageName(server string, step int) string {
+	return fmt.Sprintf("firmware-image-%s-%d", server, step)
+}
+
+// servedImage asks the boot service to serve image for the update's step (a Secret in its
+// namespace, owned by the ServerFirmware, holding the origin's URL, checksum and credentials)
+// and returns the URL it serves it at; "" until it says.
+func (r *Reconciler) servedImage(ctx context.Context, sfw *metalv1alpha1.ServerFirmware, server *metalv1alpha1.Server, step int, image metalv1alpha1.FirmwareImage, user, pass string) (string, error) {
+	want := map[string][]byte{metalv1alpha1.FirmwareImageURLKey: []byte(image.URL)}
+	if image.Checksum != "" {
+		want[metalv1alpha1.FirmwareImageChecksumKey] = []byte(image.Checksum)
+	}
+	if user != "" || pass != "" {
+		want[metalv1alpha1.FirmwareImageUsernameKey], want[metalv1alpha1.FirmwareImagePasswordKey] = []byte(user), []byte(pass)
+	}
+	var secret corev1.Secret
+	key := client.ObjectKey{Namespace: r.Update.BootNamespace, Name: servedImageName(server.Name, step)}
+	err := r.APIReader.Get(ctx, key, &secret) // Secrets are not cached
+	if err == nil {
+		same := true
+		for k, v := range want {
+			same = same && string(secret.Data[k]) == string(v)
+		}
+		if same {
+			return string(secret.Data[metalv1alpha1.FirmwareImageServedURLKey]), nil
+		}
+		// Another image than asked (a retry after the baseline changed): asked anew, under
+		// another UID, so at another URL.
+		if err := r.Client.Delete(ctx, &secret); client.IgnoreNotFound(err) != nil {
+			return "", err
+		}
+		return "", nil
+	}
+	if !apierrors.IsNotFound(err) {
+		return "", err
+	}
+	secret = corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: key.Namespace, Name: key.Name,
+		Labels: map[string]string{metalv1alpha1.LabelFirmwareImage: "true", metalv1alpha1.LabelServer: server.Name}}, Data: want}
+	if err := controllerutil.SetControllerReference(sfw, &secret, r.Client.Scheme()); err != nil {
+		return "", err
+	}
+	if err := r.Client.Create(ctx, &secret); err != nil && !apierrors.IsAlreadyExists(err) {
+		return "", fmt.Errorf("asking the boot service to serve the image: %w", err)
+	}
+	return "", nil
+}
+
+// forgetServedImages deletes the Secrets by which the boot service serves images for server's
+// update, in one request: the URLs die with them.
+func (r *Reconciler) forgetServedImages(ctx context.Context, server string) error {
+	if r.Update.BootNamespace == "" {
+		return nil
+	}
+	return r.Client.DeleteAllOf(ctx, &corev1.Secret{}, client.InNamespace(r.Update.BootNamespace),
+		client.MatchingLabels{metalv1alpha1.LabelFirmwareImage: "true", metalv1alpha1.LabelServer: server})
 }

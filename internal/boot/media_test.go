@@ -22,6 +22,7 @@ import (
 	"github.com/u-root/u-root/pkg/cpio"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/util/retry"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/metrics"
 
@@ -179,7 +180,8 @@ func TestVirtualMediaBootServesItsISO(t *testing.T) {
 	files := embedded(t, iso[isoEmbedOffset:isoEmbedOffset+isoEmbedSize])
 	assert.Equal(t, ignitionJSON, files[bootmedia.EmbedIgnitionPath])
 	assert.Equal(t, publicURL+"/boot/"+token, string(files[bootmedia.EmbedBootURLPath]), "the boot URL as the host reaches it")
-	assert.Equal(t, before+isoSize, mediaBytesSent(t), "counted as media")
+	// Counted when the handler returns, which may be after the client read the last byte.
+	assert.Eventually(t, func() bool { return mediaBytesSent(t) == before+isoSize }, wait, poll, "counted as media")
 
 	// HEAD: the headers only.
 	resp, body := fetch(t, http.MethodHead, at, nil)
@@ -476,9 +478,13 @@ func TestURIBootServesItsISOToTheHost(t *testing.T) {
 	defer srv.Close()
 	createServer(t, "uri-1", nil, "52:54:00:ee:00:31") // its DHCP is ours: it must know the NIC
 	createSecret(t, nsAll, "uri-1-ignition", ignitionJSON)
-	sbc := createVMSBC(t, "uri-1-discovery", "uri-1", "uri-1-ignition")
-	sbc.Spec.BootMethod = metalv1alpha1.BootMethodUefiHttp
-	require.NoError(t, k8s.Update(context.Background(), sbc))
+	createVMSBC(t, "uri-1-discovery", "uri-1", "uri-1-ignition")
+	// The service may have written its status meanwhile: updated as it is now.
+	require.NoError(t, retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		sbc := getSBC(t, nsAll, "uri-1-discovery")
+		sbc.Spec.BootMethod = metalv1alpha1.BootMethodUefiHttp
+		return k8s.Update(context.Background(), sbc)
+	}))
 	waitFor(t, nsAll, "uri-1-discovery", metalv1alpha1.BootConfigurationStateReady, metalv1alpha1.ReasonBootReady)
 	isoURL := mediaURLOf(t, "uri-1-discovery")
 	assert.True(t, strings.HasPrefix(isoURL, publicURL+"/boot/"), "on the public URL: %s", isoURL)

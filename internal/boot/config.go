@@ -5,6 +5,8 @@ import (
 	"net"
 	"net/netip"
 	"net/url"
+	"os"
+	"path/filepath"
 	"strings"
 	"time"
 
@@ -24,6 +26,9 @@ var IPXEBinaries = []string{dhcp.FileBIOS, dhcp.FileEFI, dhcp.FileEFISNPOnly}
 
 // MinURLKeyBytes is the shortest key accepted for the per-boot URL tokens.
 const MinURLKeyBytes = 32
+
+// DefaultFirmwareMaxBytes is Config.FirmwareMaxBytes's default: 4 GiB.
+const DefaultFirmwareMaxBytes = 4 << 30
 
 // Config is what the boot service serves and how. Validate names the field that is wrong.
 type Config struct {
@@ -78,6 +83,17 @@ type Config struct {
 	// LoadOrCreateURLKey.
 	URLKey []byte
 
+	// FirmwareCacheDir is where firmware images served for BMCs (firmware.go) are downloaded
+	// to, one file per image Secret, checked, then served; the service removes what it does
+	// not serve (at start too), so it must be a directory of its own. Default:
+	// <os.TempDir()>/<Name>-firmware. The shipped Deployment mounts an emptyDir there (its root
+	// file system is read-only).
+	FirmwareCacheDir string
+	// FirmwareMaxBytes bounds an image's size (default 4 GiB); FirmwareFetchTimeout its
+	// download from the origin (default 30 minutes).
+	FirmwareMaxBytes     int64
+	FirmwareFetchTimeout time.Duration
+
 	// ServerFilter picks the Servers this service boots (nil: all). The boot configurations of
 	// other Servers are left alone: not reconciled, not served.
 	ServerFilter func(*metalv1alpha1.Server) bool
@@ -129,6 +145,15 @@ func (c Config) withDefaults() Config {
 	}
 	if c.Name == "" {
 		c.Name = "ironfleet-boot-service"
+	}
+	if c.FirmwareCacheDir == "" {
+		c.FirmwareCacheDir = filepath.Join(os.TempDir(), c.Name+"-firmware")
+	}
+	if c.FirmwareMaxBytes == 0 {
+		c.FirmwareMaxBytes = DefaultFirmwareMaxBytes
+	}
+	if c.FirmwareFetchTimeout == 0 {
+		c.FirmwareFetchTimeout = 30 * time.Minute
 	}
 	if c.HTTPBindAddress == "" && c.ServerIP.IsValid() {
 		c.HTTPBindAddress = net.JoinHostPort(c.ServerIP.String(), "8080")
@@ -202,6 +227,15 @@ func (c Config) Validate() error {
 	}
 	if c.RecheckInterval < 0 {
 		return fieldError("RecheckInterval", "negative")
+	}
+	if !filepath.IsAbs(c.FirmwareCacheDir) {
+		return fieldError("FirmwareCacheDir", "want an absolute path, got %q", c.FirmwareCacheDir)
+	}
+	if c.FirmwareMaxBytes < 0 {
+		return fieldError("FirmwareMaxBytes", "negative")
+	}
+	if c.FirmwareFetchTimeout < 0 {
+		return fieldError("FirmwareFetchTimeout", "negative")
 	}
 	return nil
 }

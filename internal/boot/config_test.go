@@ -5,7 +5,10 @@ import (
 	"errors"
 	"net"
 	"net/netip"
+	"os"
+	"path/filepath"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -155,4 +158,23 @@ func TestFullModeNeedsANamespaceAndARangeThatFits(t *testing.T) {
 	cfg.DHCPRangeEnd = netip.MustParseAddr("10.20.64.1")
 	_, err = boot.New(cfg)
 	assert.Equal(t, "DHCPRange", configField(err))
+}
+
+// The firmware cache directory defaults to one of the service's own under the system's
+// temporary directory; a relative one, a negative size bound or timeout are refused by name.
+func TestFirmwareConfig(t *testing.T) {
+	s, err := boot.New(offConfig())
+	require.NoError(t, err)
+	assert.Equal(t, filepath.Join(os.TempDir(), "ironfleet-boot-service-firmware"), s.Config().FirmwareCacheDir)
+	assert.Equal(t, int64(boot.DefaultFirmwareMaxBytes), s.Config().FirmwareMaxBytes)
+	for field, mutate := range map[string]func(*boot.Config){
+		"FirmwareCacheDir":     func(c *boot.Config) { c.FirmwareCacheDir = "relative/dir" },
+		"FirmwareMaxBytes":     func(c *boot.Config) { c.FirmwareMaxBytes = -1 },
+		"FirmwareFetchTimeout": func(c *boot.Config) { c.FirmwareFetchTimeout = -time.Second },
+	} {
+		cfg := offConfig()
+		mutate(&cfg)
+		_, err := boot.New(cfg)
+		assert.Equal(t, field, configField(err), err)
+	}
 }

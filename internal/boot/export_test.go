@@ -1,8 +1,12 @@
 package boot
 
 import (
+	"context"
 	"net"
 	"net/netip"
+	"path/filepath"
+
+	ctrl "sigs.k8s.io/controller-runtime"
 
 	metalv1alpha1 "github.com/ironfleet/ironfleet/apis/metal/v1alpha1"
 	"github.com/ironfleet/ironfleet/internal/boot/dhcp"
@@ -26,4 +30,15 @@ func (s *Service) CheckMedia(sbc *metalv1alpha1.ServerBootConfiguration, data []
 // would.
 func (s *Service) Lease(mac net.HardwareAddr, ip netip.Addr) bool {
 	return s.leases.Commit(mac, ip)
+}
+
+// FirmwareFile is the file the image of a firmware URL's token is kept in.
+func (s *Service) FirmwareFile(token string) string {
+	return filepath.Join(s.cfg.FirmwareCacheDir, firmwareFileName(token))
+}
+
+// ReconcileFirmware reconciles a firmware image Secret now, as its controller does.
+func (s *Service) ReconcileFirmware(ctx context.Context, req ctrl.Request) error {
+	_, err := s.reconcileFirmware(ctx, req)
+	return err
 }

@@ -37,6 +37,7 @@ const (
 	errBadRequest = "bad_request"
 	errTooLarge   = "too_large"
 	errForbidden  = "forbidden"
+	errBadGateway = "bad_gateway"
 	errInternal   = "internal"
 )
 
@@ -46,7 +47,8 @@ const requestTimeout = 10 * time.Second
 // Handler is the boot service's HTTP side: iPXE scripts, the probe's kernel and initramfs,
 // each boot's ignition (at /ignition/<boot id>, once, to the host the boot is bound to:
 // secrets.go), and its progress and (virtual-media boots) ISO under the per-boot URL, whose
-// token reaches the host only inside the ignition or the ISO.
+// token reaches the host only inside the ignition or the ISO; and the firmware images asked of
+// it for BMCs, each under a URL of its own (firmware.go).
 func (s *Service) Handler() http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /ipxe/{mac}", s.serveScriptByMAC)
@@ -55,7 +57,8 @@ func (s *Service) Handler() http.Handler {
 	mux.HandleFunc("GET "+loadersPath+"{name}", s.serveLoader)
 	mux.HandleFunc("GET "+ignition.IgnitionPathPrefix+"{id}", s.serveIgnition)
 	mux.HandleFunc("POST /boot/{token}/progress", s.recordProgress)
-	mux.HandleFunc("GET /boot/{token}/"+MediaFile, s.serveMedia) // and HEAD
+	mux.HandleFunc("GET /boot/{token}/"+MediaFile, s.serveMedia)         // and HEAD
+	mux.HandleFunc("GET "+FirmwarePathPrefix+"{token}", s.serveFirmware) // and HEAD
 
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		sw := &statusWriter{ResponseWriter: w}
@@ -86,6 +89,8 @@ func errorKind(status int) string {
 		return "method_not_allowed"
 	case status < 500:
 		return errBadRequest
+	case status == http.StatusBadGateway:
+		return errBadGateway
 	}
 	return errInternal
 }

@@ -1,6 +1,7 @@
 package boot
 
 import (
+	"context"
 	"net/http"
 	"time"
 )
@@ -49,8 +50,20 @@ func withDeadlines(next http.Handler, t httpTimeouts) http.Handler {
 		}
 		sw := &stallWriter{ResponseWriter: w, rc: rc, stall: t.stall}
 		sw.extend()
-		next.ServeHTTP(sw, r)
+		next.ServeHTTP(sw, r.WithContext(context.WithValue(r.Context(), extendKey{}, sw.extend)))
 	})
+}
+
+// extendKey is the context key of a response's stallWriter.extend.
+type extendKey struct{}
+
+// extendWriteDeadline pushes back the write deadline of the response whose request's context
+// is ctx, for a handler that waited (a firmware image's download) before it answers: an answer
+// without a body (HEAD, 304) has no write to push it back, and would find the deadline passed.
+func extendWriteDeadline(ctx context.Context) {
+	if extend, ok := ctx.Value(extendKey{}).(func()); ok {
+		extend()
+	}
 }
 
 // stallWriter is a response whose write deadline each write pushes back.

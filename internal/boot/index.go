@@ -8,6 +8,7 @@ import (
 	"slices"
 	"sort"
 
+	corev1 "k8s.io/api/core/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	metalv1alpha1 "github.com/ironfleet/ironfleet/apis/metal/v1alpha1"
@@ -24,6 +25,8 @@ const (
 	indexIgnitionRef = "boot.ironfleet.dev/ignition"    // SBC by spec.ignitionSecretRef.name
 	indexMAC         = "boot.ironfleet.dev/mac"         // Server by each NIC's MAC (lower case)
 	indexSystemUUID  = "boot.ironfleet.dev/system-uuid" // Server by spec.systemUUID (lower case), when usable
+	// Secret asking for a firmware image, by the token of its URL (firmware.go)
+	indexFirmwareToken = "boot.ironfleet.dev/firmware-token"
 )
 
 func (s *Service) indexFields(ctx context.Context, indexer client.FieldIndexer) error {
@@ -47,6 +50,12 @@ func (s *Service) indexFields(ctx context.Context, indexer client.FieldIndexer) 
 				return []string{ref.Name}
 			}
 			return nil
+		}},
+		{&corev1.Secret{}, indexFirmwareToken, func(o client.Object) []string {
+			if !isFirmwareImage(o) {
+				return nil
+			}
+			return []string{s.tokens.firmwareToken(o.(*corev1.Secret))}
 		}},
 		{&metalv1alpha1.Server{}, indexMAC, func(o client.Object) []string { return serverMACs(o.(*metalv1alpha1.Server)) }},
 		{&metalv1alpha1.Server{}, indexSystemUUID, func(o client.Object) []string {

@@ -27,12 +27,20 @@ var (
 	}, []string{"kind"})
 	httpBytes = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "ironfleet_boot_http_sent_bytes_total",
-		Help: "Bytes sent over HTTP, by kind (script, artifact, ignition, media: virtual-media ISOs).",
+		Help: "Bytes sent over HTTP, by kind (script, artifact, ignition, media: virtual-media ISOs, firmware: firmware images for BMCs).",
 	}, []string{"kind"})
 	httpErrors = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "ironfleet_boot_http_errors_total",
-		Help: "HTTP requests answered with an error, by kind (not_found, bad_request, too_large, internal).",
+		Help: "HTTP requests answered with an error, by kind (not_found, forbidden, bad_request, too_large, method_not_allowed, bad_gateway: a firmware image not fetched or not verified, internal).",
 	}, []string{"kind"})
+	firmwareFetches = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "ironfleet_boot_firmware_fetches_total",
+		Help: "Downloads of firmware images from their origins, by result (ok, checksum_mismatch, too_large, origin_error, invalid, internal).",
+	}, []string{"result"})
+	firmwareFetchedBytes = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "ironfleet_boot_firmware_fetched_bytes_total",
+		Help: "Bytes of firmware images downloaded from their origins (every download, kept or not).",
+	})
 	bootsServed = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "ironfleet_boot_boots_served_total",
 		Help: "Ignitions served to booted probes (one per boot that reached /init), by purpose.",
@@ -40,5 +48,6 @@ var (
 )
 
 func init() {
-	metrics.Registry.MustRegister(dhcpReplies, dhcpIgnored, tftpBytes, tftpErrors, httpBytes, httpErrors, bootsServed)
+	metrics.Registry.MustRegister(dhcpReplies, dhcpIgnored, tftpBytes, tftpErrors, httpBytes, httpErrors, bootsServed,
+		firmwareFetches, firmwareFetchedBytes)
 }

@@ -54,7 +54,8 @@ func shippedRBAC(t *testing.T) (cluster []rbacv1.PolicyRule, ns string, rules []
 
 // The boot service, run as the binary runs it (its cache on its namespace, the URL key in a
 // Secret) with exactly its shipped RBAC, serves a PXE and a virtual-media boot, publishes the
-// ISO's URL and writes it back when changed, without one refused request.
+// ISO's URL and writes it back when changed, and serves a firmware image, without one refused
+// request.
 func TestShippedRBACServesVirtualMedia(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
@@ -116,5 +117,16 @@ func TestShippedRBACServesVirtualMedia(t *testing.T) {
 		var now corev1.Secret
 		return k8s.Get(ctx, media, &now) == nil && string(now.Data[boot.MediaURLKey]) == isoURL
 	}, wait, poll)
+
+	// A firmware image asked of it: served-url written into the Secret, the image served.
+	o := newOrigin(t, false)
+	image := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "rbac-1-firmware",
+		Labels: map[string]string{metalv1alpha1.LabelFirmwareImage: "true"}}, StringData: imageData(o, o.checksum())}
+	require.NoError(t, k8s.Create(ctx, image))
+	t.Cleanup(func() { _ = k8s.Delete(context.Background(), image) })
+	fw, _ := firmwareAt(t, srv.URL, servedURL(t, ns, image.Name))
+	resp, body := fetch(t, http.MethodGet, fw, nil)
+	assert.Equal(t, http.StatusOK, resp.StatusCode)
+	assert.Equal(t, o.image, body)
 	assert.Empty(t, refused.List(), "requests the shipped RBAC refused")
 }

@@ -48,6 +48,8 @@ type Service struct {
 	leases *dhcp.LeaseTable // full mode; addresses only, nothing about boots
 	store  *leaseStore      // full mode: leases kept across restarts (leases.go)
 	media  *bootMedia       // the template ISO and the embeds being served
+	// firmware is the firmware images downloaded for BMCs (firmware.go).
+	firmware *firmwareCache
 
 	// From the manager: client reads the cache, api reads the API server.
 	client client.Client
@@ -68,6 +70,7 @@ func New(cfg Config) (*Service, error) {
 		s.leases = dhcp.NewLeaseTable(cfg.DHCPRangeStart, cfg.DHCPRangeEnd, cfg.ServerIP, cfg.LeaseTime, nil)
 	}
 	s.media = newBootMedia(cfg.ProbeDir, cfg.RecheckInterval)
+	s.firmware = newFirmwareCache(cfg, s.log.WithName("firmware"))
 	return s, nil
 }
 
@@ -78,7 +81,8 @@ func (s *Service) Config() Config { return s.cfg }
 // read Servers (cluster-scoped); in the boot namespace only (--namespace, ironfleet-boot as
 // shipped), read boot configurations and write their status, read their ignition Secrets,
 // create the URL key's, create and update the boot media Secrets (virtual-media boots' ISO
-// URLs), record events about them. That namespace holds the boots and nothing else: Secrets
+// URLs), update the firmware image Secrets (their served-url), record events about them. That
+// namespace holds the boots and nothing else: Secrets
 // cannot be granted by label, and a watch cannot be limited to names, so the Secrets the
 // service serves are fenced off by namespace from those it must not read (the registry's keys
 // and the BMC credentials, in the manager's namespace). See docs/security.md.
@@ -103,6 +107,7 @@ func (s *Service) SetupWithManager(mgr ctrl.Manager) error {
 	}
 	s.events = rec.Recorder(s.cfg.Name)
 	s.log = mgr.GetLogger().WithName("boot-service")
+	s.firmware.log = s.log.WithName("firmware")
 	if s.leases != nil {
 		s.store = newLeaseStore(s.leases, s.cfg.Namespace, s.api, s.client, s.log.WithName("dhcp-leases"))
 	}
@@ -112,6 +117,15 @@ func (s *Service) SetupWithManager(mgr ctrl.Manager) error {
 		s.log.Info("no template ISO: virtual-media boots are not served until it loads", "dir", s.cfg.ProbeDir, "error", err.Error())
 	}
 	if err := s.indexFields(context.Background(), mgr.GetFieldIndexer()); err != nil {
+		return err
+	}
+	// The firmware images asked of this service (firmware.go): their Secrets get served-url,
+	// and a deleted one's image is removed.
+	if err := ctrl.NewControllerManagedBy(mgr).
+		Named(s.cfg.Name+"-firmware").
+		For(&corev1.Secret{}, builder.WithPredicates(firmwareImageEvents())).
+		WithOptions(controller.Options{UsePriorityQueue: ptr.To(false)}).
+		Complete(reconcile.Func(s.reconcileFirmware)); err != nil {
 		return err
 	}
 	return ctrl.NewControllerManagedBy(mgr).
@@ -291,6 +305,10 @@ func (s *Service) Serve(ctx context.Context, l Listeners) error {
 			_ = l.Close()
 			return err
 		}
+	}
+	// Firmware images an earlier process downloaded, and those whose Secrets went meanwhile.
+	if err := s.sweepFirmware(ctx); err != nil {
+		s.log.Error(err, "removing the firmware images no Secret asks for")
 	}
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()

@@ -50,6 +50,10 @@ var (
 	// isoTemplate is the fake template ISO in probeDir (bootmedia.ISOFile): random bytes with a
 	// zero-filled embed area of isoEmbedSize at isoEmbedOffset.
 	isoTemplate []byte
+	// svcFiltered serves nsFiltered, with a server filter.
+	svcFiltered *boot.Service
+	// firmwareDir holds each service's firmware cache directory, by namespace.
+	firmwareDir string
 )
 
 const (
@@ -89,7 +93,7 @@ func runSuite(m *testing.M) (int, error) {
 		return 0, err
 	}
 	defer os.RemoveAll(dir)
-	probeDir, ipxeDir = filepath.Join(dir, "probe"), filepath.Join(dir, "ipxe")
+	probeDir, ipxeDir, firmwareDir = filepath.Join(dir, "probe"), filepath.Join(dir, "ipxe"), filepath.Join(dir, "firmware")
 	files := map[string]string{
 		filepath.Join(probeDir, boot.ArtifactKernel):    "kernel bytes",
 		filepath.Join(probeDir, boot.ArtifactInitramfs): "initramfs bytes",
@@ -121,7 +125,7 @@ func runSuite(m *testing.M) (int, error) {
 	if err != nil {
 		return 0, err
 	}
-	if _, err := startService(ctx, testConfig(nsFiltered, func(s *metalv1alpha1.Server) bool { return s.Labels[filterLabel] == "ours" })); err != nil {
+	if svcFiltered, err = startService(ctx, testConfig(nsFiltered, func(s *metalv1alpha1.Server) bool { return s.Labels[filterLabel] == "ours" })); err != nil {
 		return 0, err
 	}
 	return m.Run(), nil
@@ -135,7 +139,7 @@ func testConfig(ns string, filter func(*metalv1alpha1.Server) bool) boot.Config 
 		ProbeDir:   probeDir, IPXEDir: ipxeDir, MediaURL: mediaURL,
 		URLKey:       []byte("0123456789abcdef0123456789abcdef"),
 		ServerFilter: filter, Namespace: ns, RecheckInterval: recheckInterval,
-		Name: "boot-service-" + ns,
+		Name: "boot-service-" + ns, FirmwareCacheDir: filepath.Join(firmwareDir, ns),
 	}
 }
 
@@ -183,11 +187,13 @@ func startService(ctx context.Context, cfg boot.Config) (*boot.Service, error) {
 }
 
 // statusWrites counts the status writes the services send, by object name: the API server
-// drops a patch that changes nothing without a trace, so only the client can tell.
+// drops a patch that changes nothing without a trace, so only the client can tell. updates
+// counts the updates the API server took from them, by kind and object name.
 var statusWrites = struct {
 	sync.Mutex
-	byName map[string]int
-}{byName: map[string]int{}}
+	byName  map[string]int
+	updates map[string]int
+}{byName: map[string]int{}, updates: map[string]int{}}
 
 func countingStatusWrites(cfg *rest.Config, opts client.Options) (client.Client, error) {
 	c, err := client.NewWithWatch(cfg, opts)
@@ -195,6 +201,16 @@ func countingStatusWrites(cfg *rest.Config, opts client.Options) (client.Client,
 		return nil, err
 	}
 	return interceptor.NewClient(c, interceptor.Funcs{
+		Update: func(ctx context.Context, c client.WithWatch, obj client.Object, opts ...client.UpdateOption) error {
+			// Counted when the API server took it.
+			if err := c.Update(ctx, obj, opts...); err != nil {
+				return err
+			}
+			statusWrites.Lock()
+			statusWrites.updates[fmt.Sprintf("%T %s/%s", obj, obj.GetNamespace(), obj.GetName())]++
+			statusWrites.Unlock()
+			return nil
+		},
 		SubResourcePatch: func(ctx context.Context, c client.Client, sub string, obj client.Object, patch client.Patch, opts ...client.SubResourcePatchOption) error {
 			// Counted before it is sent, so that a test that sees the write in the API server
 			// sees it counted; taken back if the API server refused it (a conflict).
@@ -211,6 +227,13 @@ func countingStatusWrites(cfg *rest.Config, opts client.Options) (client.Client,
 			return err
 		},
 	}), nil
+}
+
+// secretUpdatesOf is how many updates of Secret ns/name the services sent.
+func secretUpdatesOf(ns, name string) int {
+	statusWrites.Lock()
+	defer statusWrites.Unlock()
+	return statusWrites.updates[fmt.Sprintf("%T %s/%s", &corev1.Secret{}, ns, name)]
 }
 
 func statusWritesOf(ns, name string) int {

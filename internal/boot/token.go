@@ -21,7 +21,8 @@ import (
 // URLKeySecretKey is the key of the URL key in the Secret LoadOrCreateURLKey keeps.
 const URLKeySecretKey = "url-key"
 
-// tokenSigner mints the token of a boot's URL, <public-url>/boot/<token>.
+// tokenSigner mints the token of a boot's URL, <public-url>/boot/<token>, and of a firmware
+// image's (firmwareToken).
 //
 // The token is an HMAC over what makes the boot this one boot: the configuration's namespace,
 // name and UID (a re-created configuration is another boot), and the probe boot it names (or,
@@ -47,13 +48,28 @@ func (s tokenSigner) id(sbc *metalv1alpha1.ServerBootConfiguration) string {
 	return base64.RawURLEncoding.EncodeToString(s.sum("ironfleet-boot-id/v1", sbc)[:16])
 }
 
+// firmwareToken is the token of a firmware image's URL, <media-url>/firmware/<token>
+// (firmware.go): an HMAC under a label of its own over the Secret that asks for the image, its
+// namespace, name and UID. A re-created Secret of the same name has another token, and the
+// token dies with the Secret. It is a bearer secret for the image (and what the origin's
+// credentials fetch): never logged, only in the Secret.
+func (s tokenSigner) firmwareToken(secret *corev1.Secret) string {
+	return base64.RawURLEncoding.EncodeToString(s.mac("ironfleet-firmware-url/v1", secret.Namespace, secret.Name, string(secret.UID)))
+}
+
 func (s tokenSigner) sum(label string, sbc *metalv1alpha1.ServerBootConfiguration) []byte {
 	boot := sbc.Annotations[metalv1alpha1.AnnotationProbeBoot]
 	if boot == "" {
 		boot = "generation:" + strconv.FormatInt(sbc.Generation, 10)
 	}
+	return s.mac(label, sbc.Namespace, sbc.Name, string(sbc.UID), boot)
+}
+
+// mac is the HMAC-SHA256 under the key of label and parts, each ended by a NUL (no part holds
+// one: names, UIDs and labels are printable), so that no two lists of parts run together.
+func (s tokenSigner) mac(label string, parts ...string) []byte {
 	mac := hmac.New(sha256.New, s.key)
-	for _, part := range []string{label, sbc.Namespace, sbc.Name, string(sbc.UID), boot} {
+	for _, part := range append([]string{label}, parts...) {
 		mac.Write([]byte(part))
 		mac.Write([]byte{0})
 	}

@@ -46,6 +46,7 @@ var flagOf = map[string]string{
 	"IPXEDir": "--ipxe-dir", "HTTPBindAddress": "--http-bind-address", "TFTPBindAddress": "--tftp-bind-address",
 	"URLKey": "--url-key-file", "RecheckInterval": "--recheck-interval", "Namespace": "--namespace",
 	"BootOperator": "--boot-operator", "MediaURL": "--media-url", "MediaBindAddress": "--media-bind-address",
+	"FirmwareCacheDir": "--firmware-cache-dir",
 }
 
 type options struct {
@@ -54,6 +55,7 @@ type options struct {
 	efiBootFile, probeDir, ipxeDir, httpAddr, tftpAddr              string
 	metricsAddr, probeAddr, selector, namespace, urlKeyFile         string
 	urlKeySecret, bootOperator, mediaURL, mediaAddr                 string
+	firmwareCacheDir                                                string
 }
 
 func run(args []string) error {
@@ -75,6 +77,7 @@ func run(args []string) error {
 	fs.StringVar(&o.tftpAddr, "tftp-bind-address", "", "Address TFTP listens on (default <server-ip>:69).")
 	fs.StringVar(&o.mediaURL, "media-url", "", "Base URL BMCs reach this service's HTTP side at, for virtual-media ISOs (<media-url>/boot/<token>/probe.iso; default http://<media-bind-address> when that is set with a host, else --public-url).")
 	fs.StringVar(&o.mediaAddr, "media-bind-address", "", "A second address the HTTP side listens on, e.g. on the BMC network, for virtual-media ISOs (optional).")
+	fs.StringVar(&o.firmwareCacheDir, "firmware-cache-dir", "", "Directory of its own where firmware images served to BMCs (<media-url>/firmware/<token>) are downloaded and checked before they are served; files in it the service does not serve are removed (default <tmp>/ironfleet-boot-service-firmware).")
 	fs.StringVar(&o.metricsAddr, "metrics-bind-address", ":8082", "Address of /metrics (0 disables).")
 	fs.StringVar(&o.probeAddr, "health-probe-bind-address", ":8083", "Address of /healthz and /readyz (0 disables).")
 	fs.StringVar(&o.bootOperator, "boot-operator", metalv1alpha1.BootOperatorIronfleet, "The name this service answers to: it serves the boot configurations labelled metal.ironfleet.dev/boot-operator=<name> (the manager's --boot-operator; unlabelled ones are ironfleet's).")
@@ -178,7 +181,7 @@ func configFrom(o options) (boot.Config, error) {
 		Mode: dhcp.Mode(o.mode), Interface: o.iface, PublicURL: o.publicURL, LeaseTime: o.leaseTime,
 		EFIBootFile: o.efiBootFile, ProbeDir: o.probeDir, IPXEDir: o.ipxeDir,
 		HTTPBindAddress: o.httpAddr, TFTPBindAddress: o.tftpAddr, Namespace: o.namespace, RecheckInterval: o.recheck,
-		MediaURL: o.mediaURL, MediaBindAddress: o.mediaAddr,
+		MediaURL: o.mediaURL, MediaBindAddress: o.mediaAddr, FirmwareCacheDir: o.firmwareCacheDir,
 	}
 	var err error
 	if cfg.ServerIP, err = parseAddr("--server-ip", o.serverIP, true); err != nil {

@@ -10,6 +10,7 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -25,7 +26,8 @@ const firmwareVersion = "2.0.0-e2e"
 // startFirmwareUpdate has a FirmwareBaseline raise the BIOS of VM h (an Available pool server)
 // and set one of its BIOS attributes, and returns the check to call once the rest of the test
 // is done: the update runs meanwhile. The check waits for the update to succeed and proves it
-// on the VM: the server was taken out of service, its BMC installed the image it fetched and
+// on the VM: the server was taken out of service, its BMC installed the image it fetched from
+// Ironfleet's boot service (which fetched it from its origin) and
 // staged the attribute, the VM was restarted by the BMC with the new firmware (a new QEMU
 // publishing the new SMBIOS type 0), its probe reported that version from inside the host, and
 // the server is back Available, untainted, FirmwareCompliant.
@@ -47,11 +49,14 @@ func startFirmwareUpdate(t *testing.T, l *lab.Lab, h *lab.VMHost) (check func())
 	url, checksum := l.Images.Add("e2e-bios.bin", bmcsim.FirmwareImage("BIOS", firmwareVersion))
 	b := &m.FirmwareBaseline{ObjectMeta: metav1.ObjectMeta{Name: "e2e-bios"}, Spec: m.FirmwareBaselineSpec{
 		ServerSelector: metav1.LabelSelector{MatchLabels: map[string]string{"e2e.ironfleet.dev/firmware": "bios"}},
-		Components:     []m.BaselineComponent{{Component: "BIOS", Version: firmwareVersion, Image: m.FirmwareImage{URL: url, Checksum: checksum}}},
-		Settings:       &m.BaselineSettings{BIOS: map[string]string{"ProcVirtualization": "Disabled"}},
+		// Served to the BMC by Ironfleet's boot service, which fetches it from the origin.
+		Components: []m.BaselineComponent{{Component: "BIOS", Version: firmwareVersion,
+			Image: m.FirmwareImage{URL: url, Checksum: checksum, ServedBy: m.ImageServedByBootService}}},
+		Settings: &m.BaselineSettings{BIOS: map[string]string{"ProcVirtualization": "Disabled"}},
 	}}
 	require.NoError(t, l.Client.Create(ctx, b))
 	started := time.Now()
+	fetchedBefore := counter(t, "ironfleet_boot_firmware_fetches_total", "result", "ok")
 
 	// What the server goes through, seen every 200 ms until the update ends (it holds the
 	// server out of service for tens of seconds: a VM's power-off, the BMC's task, its boot).
@@ -120,6 +125,11 @@ func startFirmwareUpdate(t *testing.T, l *lab.Lab, h *lab.VMHost) (check func())
 		assert.True(t, s.Status.Inventory.ReportedAt.After(started), "from a report after the update began")
 		assert.True(t, meta.IsStatusConditionTrue(s.Status.Conditions, m.ConditionServerFirmwareCompliant), "FirmwareCompliant: %+v",
 			meta.FindStatusCondition(s.Status.Conditions, m.ConditionServerFirmwareCompliant))
+		assert.Greater(t, counter(t, "ironfleet_boot_firmware_fetches_total", "result", "ok"), fetchedBefore,
+			"the boot service fetched the image from its origin")
+		var images corev1.SecretList
+		require.NoError(t, l.Client.List(ctx, &images, client.MatchingLabels{m.LabelFirmwareImage: "true", m.LabelServer: name}))
+		assert.Empty(t, images.Items, "the Secret asking the boot service for the image, and its URL, are gone")
 		var maints m.ServerMaintenanceList
 		require.NoError(t, l.Client.List(ctx, &maints))
 		for _, sm := range maints.Items {

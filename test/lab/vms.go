@@ -294,13 +294,15 @@ func (l *Lab) startVMBootService() error {
 		return err
 	}
 	if l.Opts.VirtualMedia {
-		// No DHCP on the VMs' network; the BMCs, on the host's loopback, fetch the ISOs from
-		// a listener of their own there.
+		// No DHCP on the VMs' network.
 		cfg.Mode, cfg.DHCPRangeStart, cfg.DHCPRangeEnd = dhcp.ModeOff, netip.Addr{}, netip.Addr{}
-		if cfg.MediaBindAddress, err = FreeLoopbackAddr(); err != nil {
-			return err
-		}
 	}
+	// The BMCs, on the host's loopback, fetch what the boot service serves them (virtual
+	// media's ISOs, firmware images) from a listener of their own there.
+	if cfg.MediaBindAddress, err = FreeLoopbackAddr(); err != nil {
+		return err
+	}
+	cfg.FirmwareCacheDir = filepath.Join(l.Opts.Dir, "boot-firmware")
 	svc, err := boot.New(cfg)
 	if err != nil {
 		return err

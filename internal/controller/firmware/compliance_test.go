@@ -3,6 +3,8 @@ package firmware
 import (
 	"testing"
 
+	"k8s.io/utils/ptr"
+
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -22,12 +24,10 @@ func baseline(name string, components map[string]string, bios map[string]string)
 	return b
 }
 
-func ptr(n int64) *int64 { return &n }
-
 var registry = &bmc.SettingsRegistry{Name: "BiosAttributeRegistry", Attributes: map[string]bmc.AttributeDefinition{
 	"ProcVirtualization": {Name: "ProcVirtualization", Type: bmc.AttributeEnumeration, AllowedValues: []string{"Enabled", "Disabled"}},
-	"ProcCoreDisable":    {Name: "ProcCoreDisable", Type: bmc.AttributeInteger, LowerBound: ptr(0), UpperBound: ptr(63)},
-	"AssetTag":           {Name: "AssetTag", Type: bmc.AttributeString, MaxLength: ptr(8), ValueExpression: "[A-Z0-9-]*"},
+	"ProcCoreDisable":    {Name: "ProcCoreDisable", Type: bmc.AttributeInteger, LowerBound: ptr.To[int64](0), UpperBound: ptr.To[int64](63)},
+	"AssetTag":           {Name: "AssetTag", Type: bmc.AttributeString, MaxLength: ptr.To[int64](8), ValueExpression: "[A-Z0-9-]*"},
 	"SystemBiosVersion":  {Name: "SystemBiosVersion", Type: bmc.AttributeString, ReadOnly: true},
 	"SetupPassword":      {Name: "SetupPassword", Type: bmc.AttributePassword},
 	"Turbo":              {Name: "Turbo", Type: bmc.AttributeBoolean},

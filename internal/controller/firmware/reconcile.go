@@ -4,6 +4,7 @@
 package firmware
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -120,16 +121,9 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		return res, err
 	}
 	if d := r.deadline(sfw.Status.Update); d > 0 {
-		wait = min(cmpOrDuration(wait, d), d)
+		wait = min(cmp.Or(wait, d), d)
 	}
 	return ctrl.Result{RequeueAfter: wait}, nil
-}
-
-func cmpOrDuration(a, b time.Duration) time.Duration {
-	if a > 0 {
-		return a
-	}
-	return b
 }
 
 // summarize copies the ServerFirmware's Compliant condition onto its Server as
@@ -363,9 +357,9 @@ func (f found) apply(st *metalv1alpha1.ServerFirmwareStatus) {
 		class := metalv1alpha1.FirmwareComponentClass(c.Class)
 		switch class {
 		case metalv1alpha1.FirmwareComponentBIOS:
-			st.BIOSVersion = cmpOr(st.BIOSVersion, c.Version)
+			st.BIOSVersion = cmp.Or(st.BIOSVersion, c.Version)
 		case metalv1alpha1.FirmwareComponentBMC:
-			st.BMCVersion = cmpOr(st.BMCVersion, c.Version)
+			st.BMCVersion = cmp.Or(st.BMCVersion, c.Version)
 		default:
 			class = metalv1alpha1.FirmwareComponentOther
 		}
@@ -381,13 +375,6 @@ func (f found) apply(st *metalv1alpha1.ServerFirmwareStatus) {
 		}
 		st.BIOS = s
 	}
-}
-
-func cmpOr(a, b string) string {
-	if a != "" {
-		return a
-	}
-	return b
 }
 
 // summary says what the read found, for the Read condition's message.

@@ -325,7 +325,9 @@ func TestAFailedUpdateStopsTheRollout(t *testing.T) {
 	// failure left it, untainted (the rollout, paused, starts nothing new on it).
 	url2, _ := images.Add("fwfail-bios-3.2.0.bin", bmcsim.FirmwareImage("BIOS", "3.2.0"))
 	p.sim.FailNextUpdate("power loss during flash")
-	editBaseline(t, "fwfail", func(b *m.FirmwareBaseline) { b.Spec.Components[0].Version, b.Spec.Components[0].Image.URL = "3.2.0", url2 })
+	editBaseline(t, "fwfail", func(b *m.FirmwareBaseline) {
+		b.Spec.Components[0].Version, b.Spec.Components[0].Image.URL = "3.2.0", url2
+	})
 	eventually(t, 60*time.Second, func() bool {
 		failed = ""
 		for name, u := range updatesOf(t, p) {

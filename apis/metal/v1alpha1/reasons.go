@@ -14,12 +14,15 @@ const (
 
 	// Discovery.
 	ReasonWaitingForBootService = "WaitingForBootService"
-	ReasonDiscoveryBackoff      = "DiscoveryBackoff"
-	ReasonProbeBooting          = "ProbeBooting"
-	ReasonReportReceived        = "ReportReceived"
-	ReasonDiscoveryTimedOut     = "DiscoveryTimedOut"
-	ReasonAttemptsExhausted     = "DiscoveryAttemptsExhausted"
-	ReasonAwaitingReport        = "AwaitingReport"
+	// ReasonWaitingForBMC: the Server's BMC boots by UefiHttp and has not yet said whether it
+	// can boot a URI (its HTTPBoot condition): the probe's boot method waits for that answer.
+	ReasonWaitingForBMC     = "WaitingForBMC"
+	ReasonDiscoveryBackoff  = "DiscoveryBackoff"
+	ReasonProbeBooting      = "ProbeBooting"
+	ReasonReportReceived    = "ReportReceived"
+	ReasonDiscoveryTimedOut = "DiscoveryTimedOut"
+	ReasonAttemptsExhausted = "DiscoveryAttemptsExhausted"
+	ReasonAwaitingReport    = "AwaitingReport"
 	// ReasonMachineHeldElsewhere: another Server of the machine may hold a tenant's data.
 	ReasonMachineHeldElsewhere = "MachineHeldElsewhere"
 	// ReasonVirtualMediaUnsupported: the Server's BMC's bootMethod is VirtualMedia, but the BMC

@@ -248,6 +248,9 @@ func (r *Reconciler) bootWipe(ctx context.Context, server *metalv1alpha1.Server)
 	if err != nil {
 		return step{}, err
 	}
+	if st := via.waitForBMC(); st != nil {
+		return *st, nil
+	}
 	sbc, err := r.probeBootFor(ctx, server, metalv1alpha1.BootPurposeCleanup, nil, via)
 	if err != nil {
 		return step{}, err

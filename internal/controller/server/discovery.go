@@ -90,6 +90,9 @@ func (r *Reconciler) initial(ctx context.Context, server *metalv1alpha1.Server) 
 	if err != nil {
 		return step{}, err
 	}
+	if st := via.waitForBMC(); st != nil {
+		return *st, nil
+	}
 	sbc, err := r.probeBootFor(ctx, server, discoveryPurpose(server), nil, via)
 	if err != nil {
 		return step{}, err

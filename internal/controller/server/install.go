@@ -233,6 +233,9 @@ func (r *Reconciler) bootInstall(ctx context.Context, server *metalv1alpha1.Serv
 	if err != nil {
 		return step{}, false, err
 	}
+	if st := via.waitForBMC(); st != nil {
+		return *st, false, nil
+	}
 	sbc, err := r.probeBootFor(ctx, server, metalv1alpha1.BootPurposeProvisioning, func() (*ignition.Install, error) {
 		return r.installOf(ctx, server, claim)
 	}, via)

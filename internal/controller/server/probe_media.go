@@ -31,6 +31,20 @@ type probeMedium struct {
 	// fallback, for a BMC whose bootMethod is UefiHttp but which cannot boot a URI (its
 	// HTTPBoot condition is False), is why its servers boot by PXE instead.
 	fallback string
+	// undecided, for a BMC whose bootMethod is UefiHttp but which has not yet said whether it
+	// can boot a URI (no HTTPBoot condition for its spec as it is), is what the boot waits for:
+	// a boot method chosen before the BMC has been asked would be a guess.
+	undecided string
+}
+
+// waitForBMC is the step a boot waits with while its BMC has not decided how the probe boots;
+// nil once it has.
+func (m probeMedium) waitForBMC() *step {
+	if m.undecided == "" {
+		return nil
+	}
+	st := wait(metalv1alpha1.ReasonWaitingForBMC, m.undecided, 2*time.Second)
+	return &st
 }
 
 func (m probeMedium) virtualMedia() bool { return m.Method == metalv1alpha1.BootMethodVirtualMedia }
@@ -68,12 +82,19 @@ func (r *Reconciler) probeMediumOf(ctx context.Context, server *metalv1alpha1.Se
 	if c := meta.FindStatusCondition(b.Status.Conditions, metalv1alpha1.ConditionReady); c != nil && c.Reason == metalv1alpha1.BMCReasonVirtualMediaUnsupported {
 		via.unsupported = c.Message
 	}
-	if c := meta.FindStatusCondition(b.Status.Conditions, metalv1alpha1.ConditionHTTPBoot); via.uriBoot() && c != nil && c.Status == metav1.ConditionFalse {
-		via.Method, via.fallback = metalv1alpha1.BootMethodPXE, c.Message
-	}
 	if via.uriBoot() && server.EffectiveBootMode() == metalv1alpha1.BootModeLegacy {
 		// UEFI HTTP boot is UEFI's: a server that boots Legacy is not switched to UEFI for it.
 		via.Method, via.fallback = metalv1alpha1.BootMethodPXE, "the server boots Legacy, and UEFI HTTP boot is UEFI's"
+	}
+	if via.uriBoot() {
+		switch c := meta.FindStatusCondition(b.Status.Conditions, metalv1alpha1.ConditionHTTPBoot); {
+		case c == nil || c.ObservedGeneration != b.Generation:
+			// The BMC reconciler asks the BMC when it connects (checkHTTPBoot); a server found
+			// on it may be reconciled before that answer is written.
+			via.undecided = fmt.Sprintf("BMC %s boots by UefiHttp, and has not yet said whether it can boot a URI (its %s condition): the probe boots once it has", b.Name, metalv1alpha1.ConditionHTTPBoot)
+		case c.Status == metav1.ConditionFalse:
+			via.Method, via.fallback = metalv1alpha1.BootMethodPXE, c.Message
+		}
 	}
 	if via.Network == nil && b.Spec.ProbeNetwork != nil {
 		// One address cannot serve two systems: the BMC's is for a BMC of one system.

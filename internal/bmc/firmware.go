@@ -104,6 +104,10 @@ type FirmwareReader interface {
 	// BIOSSettings reads the system's Bios resource, its pending settings and its registry. A
 	// system that links no Bios answers ErrUnsupported (wrapped).
 	BIOSSettings(ctx context.Context, systemURI string) (Settings, error)
+	// ManagerSettings reads the attributes of the system's Manager, with their registry, where
+	// the vendor exposes them (Redfish defines none: Dell's iDRAC lists its own). A Manager
+	// that exposes none answers ErrUnsupported (wrapped).
+	ManagerSettings(ctx context.Context, systemURI string) (Settings, error)
 }
 
 // UpdateRequest asks a BMC to install one firmware image.
@@ -169,6 +173,10 @@ type FirmwareUpdater interface {
 	// applied at the next reset of the host (@Redfish.SettingsApplyTime OnReset where the BMC
 	// takes it). The BMC's refusal is returned with its message.
 	StageBIOSSettings(ctx context.Context, systemURI string, attributes map[string]string) error
+	// SetManagerSettings writes attributes (as StageBIOSSettings does) to the system's
+	// Manager's attributes, applied at once (Immediate): no reset of the host. A Manager that
+	// exposes none answers ErrUnsupported (wrapped).
+	SetManagerSettings(ctx context.Context, systemURI string, attributes map[string]string) error
 	// StartUpdate asks the BMC to install an image: UpdateService.SimpleUpdate with the image's
 	// URL where the BMC offers it, else a multipart push of req.Image to its
 	// MultipartHttpPushUri. It returns the task's URI to follow (TaskStatus); "" when the BMC

@@ -35,8 +35,9 @@ const (
 
 func (s *system) biosPath() string { return s.path + "/Bios" }
 
-// biosAttribute is one attribute of the registry.
-type biosAttribute struct {
+// registryAttribute is one attribute of an attribute registry: the BIOS's (here) or a
+// Manager's (manager_attributes.go).
+type registryAttribute struct {
 	name, display, menu string
 	typ                 string // "Enumeration", "Integer" or "String"
 	values              []string
@@ -45,10 +46,12 @@ type biosAttribute struct {
 	pattern             *regexp.Regexp // String: its ValueExpression
 	readOnly            bool
 	def                 any // the default; nil for those the system decides (systemValue)
+	// immediate: a change applies at once, without a reset (a Manager's); ResetRequired false.
+	immediate bool
 }
 
 // biosAttributes is the registry, the same for every system and profile.
-var biosAttributes = []biosAttribute{
+var biosAttributes = []registryAttribute{
 	{name: "BootMode", display: "Boot Mode", menu: "./BootSettings", typ: "Enumeration", values: []string{"Uefi", "Bios"}},
 	{name: "ProcVirtualization", display: "Virtualization Technology", menu: "./ProcSettings", typ: "Enumeration",
 		values: []string{"Enabled", "Disabled"}, def: "Enabled"},
@@ -61,19 +64,23 @@ var biosAttributes = []biosAttribute{
 	{name: "SystemBiosVersion", display: "System BIOS Version", menu: "./SysInformation", typ: "String", readOnly: true},
 }
 
-func findBIOSAttribute(name string) (biosAttribute, bool) {
-	for _, a := range biosAttributes {
+func findBIOSAttribute(name string) (registryAttribute, bool) {
+	return findAttribute(biosAttributes, name)
+}
+
+func findAttribute(registry []registryAttribute, name string) (registryAttribute, bool) {
+	for _, a := range registry {
 		if a.name == name {
 			return a, true
 		}
 	}
-	return biosAttribute{}, false
+	return registryAttribute{}, false
 }
 
 // biosValue is an attribute's value in effect; the caller holds m.mu. BootMode is the mode the
 // firmware boots in (what BootSourceOverrideMode shows), SystemBiosVersion the BIOS firmware's
 // version: one state, shown in two places.
-func (s *system) biosValue(a biosAttribute) any {
+func (s *system) biosValue(a registryAttribute) any {
 	switch a.name {
 	case "BootMode":
 		if s.bootMode == BootModeLegacy {
@@ -156,38 +163,8 @@ func (b *BMC) patchBIOSSettings(s *system) http.HandlerFunc {
 	m := b.model
 	return func(w http.ResponseWriter, r *http.Request) {
 		b.stats.biosPatches.Add(1)
-		body, ok := decodeObject(w, r)
+		staged, ok := attributesPatch(w, r, "OnReset", findBIOSAttribute)
 		if !ok {
-			return
-		}
-		var staged map[string]any
-		for _, k := range slices.Sorted(maps.Keys(body)) {
-			raw := body[k]
-			switch {
-			case k == "@Redfish.SettingsApplyTime":
-				var at struct{ ApplyTime string }
-				if json.Unmarshal(raw, &at) != nil || (at.ApplyTime != "" && at.ApplyTime != "OnReset") {
-					writeError(w, r, http.StatusBadRequest, msgPropertyValue,
-						fmt.Sprintf("The value %s for the property @Redfish.SettingsApplyTime is not in the list of acceptable values [OnReset].", raw),
-						string(raw), k)
-					return
-				}
-			case strings.HasPrefix(k, "@"):
-			case k == "Attributes":
-				var e *biosError
-				if staged, e = stageBIOSAttributes(raw); e != nil {
-					writeError(w, r, http.StatusBadRequest, e.messageID, e.message, e.args...)
-					return
-				}
-			default:
-				writeError(w, r, http.StatusBadRequest, msgPropertyNotWritten,
-					fmt.Sprintf("The property %s is a read only property and cannot be assigned a value.", k), k)
-				return
-			}
-		}
-		if staged == nil {
-			writeError(w, r, http.StatusBadRequest, msgPropertyMissing,
-				"The property Attributes is a required property and must be included in the request.", "Attributes")
 			return
 		}
 		m.mu.Lock()
@@ -200,15 +177,57 @@ func (b *BMC) patchBIOSSettings(s *system) http.HandlerFunc {
 	}
 }
 
+// attributesPatch decodes a PATCH of an attributes resource: {"Attributes": {…}}, each checked
+// against the registry (find), and optionally @Redfish.SettingsApplyTime, which may only ask
+// for applyTime. On a refusal it writes the error (400, naming what it refused) and returns
+// false.
+func attributesPatch(w http.ResponseWriter, r *http.Request, applyTime string, find func(string) (registryAttribute, bool)) (map[string]any, bool) {
+	body, ok := decodeObject(w, r)
+	if !ok {
+		return nil, false
+	}
+	var values map[string]any
+	for _, k := range slices.Sorted(maps.Keys(body)) {
+		raw := body[k]
+		switch {
+		case k == "@Redfish.SettingsApplyTime":
+			var at struct{ ApplyTime string }
+			if json.Unmarshal(raw, &at) != nil || (at.ApplyTime != "" && at.ApplyTime != applyTime) {
+				writeError(w, r, http.StatusBadRequest, msgPropertyValue,
+					fmt.Sprintf("The value %s for the property @Redfish.SettingsApplyTime is not in the list of acceptable values [%s].", raw, applyTime),
+					string(raw), k)
+				return nil, false
+			}
+		case strings.HasPrefix(k, "@"):
+		case k == "Attributes":
+			var e *biosError
+			if values, e = checkAttributes(raw, find); e != nil {
+				writeError(w, r, http.StatusBadRequest, e.messageID, e.message, e.args...)
+				return nil, false
+			}
+		default:
+			writeError(w, r, http.StatusBadRequest, msgPropertyNotWritten,
+				fmt.Sprintf("The property %s is a read only property and cannot be assigned a value.", k), k)
+			return nil, false
+		}
+	}
+	if values == nil {
+		writeError(w, r, http.StatusBadRequest, msgPropertyMissing,
+			"The property Attributes is a required property and must be included in the request.", "Attributes")
+		return nil, false
+	}
+	return values, true
+}
+
 // biosError is why an attribute was refused, as a Redfish message.
 type biosError struct {
 	messageID, message string
 	args               []string
 }
 
-// stageBIOSAttributes checks every attribute of a PATCH's Attributes against the registry, in
-// name order, and returns their values as the Bios resource shows them.
-func stageBIOSAttributes(raw json.RawMessage) (map[string]any, *biosError) {
+// checkAttributes checks every attribute of a PATCH's Attributes against a registry (find), in
+// name order, and returns their values as the attributes resource shows them.
+func checkAttributes(raw json.RawMessage, find func(string) (registryAttribute, bool)) (map[string]any, *biosError) {
 	var attrs map[string]json.RawMessage
 	if err := json.Unmarshal(raw, &attrs); err != nil || attrs == nil {
 		return nil, &biosError{msgPropertyValueType,
@@ -217,7 +236,7 @@ func stageBIOSAttributes(raw json.RawMessage) (map[string]any, *biosError) {
 	}
 	out := make(map[string]any, len(attrs))
 	for _, name := range slices.Sorted(maps.Keys(attrs)) {
-		a, known := findBIOSAttribute(name)
+		a, known := find(name)
 		switch {
 		case !known:
 			return nil, &biosError{msgPropertyUnknown,
@@ -236,7 +255,7 @@ func stageBIOSAttributes(raw json.RawMessage) (map[string]any, *biosError) {
 }
 
 // check parses a value for the attribute, as its registry entry bounds it.
-func (a biosAttribute) check(raw json.RawMessage) (any, *biosError) {
+func (a registryAttribute) check(raw json.RawMessage) (any, *biosError) {
 	value := truncateArg(raw)
 	typeErr := &biosError{msgPropertyValueType,
 		fmt.Sprintf("The value %s for the property %s is of a different type than the property can accept.", value, a.name),
@@ -294,14 +313,14 @@ func truncateArg(raw json.RawMessage) string {
 }
 
 // registryEntry is the attribute's entry in the registry's RegistryEntries.Attributes.
-func (a biosAttribute) registryEntry() obj {
+func (a registryAttribute) registryEntry() obj {
 	e := obj{
 		"AttributeName": a.name,
 		"DisplayName":   a.display,
 		"MenuPath":      a.menu,
 		"Type":          a.typ,
 		"ReadOnly":      a.readOnly,
-		"ResetRequired": true,
+		"ResetRequired": !a.immediate,
 	}
 	if a.def != nil {
 		e["DefaultValue"] = a.def
@@ -328,8 +347,11 @@ func (a biosAttribute) registryEntry() obj {
 }
 
 func (m *model) registriesCollection() obj {
-	return m.collection(registriesPath, "MessageRegistryFileCollection", "Registry File Collection",
-		[]string{registriesPath + "/" + baseRegistryID, biosRegistryFilePath})
+	files := []string{registriesPath + "/" + baseRegistryID, biosRegistryFilePath}
+	if m.prof.managerAttributes {
+		files = append(files, managerRegistryFilePath)
+	}
+	return m.collection(registriesPath, "MessageRegistryFileCollection", "Registry File Collection", files)
 }
 
 // registryFile is a MessageRegistryFile: where a registry is, by language.
@@ -342,12 +364,17 @@ func (m *model) registryFile(id, registry string, location obj) obj {
 }
 
 func (m *model) biosRegistry() obj {
-	r := m.resource(biosRegistryPath, "#AttributeRegistry.v1_3_6.AttributeRegistry", biosRegistryName, "BIOS Attribute Registry")
+	return m.attributeRegistry(biosRegistryPath, biosRegistryName, "BIOS Attribute Registry", biosAttributes)
+}
+
+// attributeRegistry renders an AttributeRegistry of attrs at path.
+func (m *model) attributeRegistry(path, name, title string, attrs []registryAttribute) obj {
+	r := m.resource(path, "#AttributeRegistry.v1_3_6.AttributeRegistry", name, title)
 	r["Language"] = "en"
 	r["OwningEntity"] = m.prof.vendor
 	r["RegistryVersion"] = "1.0.0"
-	entries := make([]obj, len(biosAttributes))
-	for i, a := range biosAttributes {
+	entries := make([]obj, len(attrs))
+	for i, a := range attrs {
 		entries[i] = a.registryEntry()
 	}
 	r["RegistryEntries"] = obj{"Attributes": entries}
@@ -371,6 +398,14 @@ func (b *BMC) routeRegistries(rest []string) (endpoint, bool) {
 		}), true
 	case len(rest) == 2 && strings.EqualFold(rest[0], biosRegistryFileID) && strings.EqualFold(rest[1], biosRegistryFileID):
 		return get(func() any { return m.biosRegistry() }), true
+	case m.prof.managerAttributes && len(rest) == 1 && strings.EqualFold(rest[0], managerRegistryFileID):
+		return get(func() any {
+			return m.registryFile(managerRegistryFileID, managerRegistryName, obj{"Language": "en", "Uri": m.uri(managerRegistryPath)})
+		}), true
+	case m.prof.managerAttributes && len(rest) == 2 && strings.EqualFold(rest[0], managerRegistryFileID) && strings.EqualFold(rest[1], managerRegistryName):
+		return get(func() any {
+			return m.attributeRegistry(managerRegistryPath, managerRegistryName, "Manager Attribute Registry", managerAttributes)
+		}), true
 	}
 	return endpoint{}, false
 }

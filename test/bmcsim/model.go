@@ -92,6 +92,9 @@ type model struct {
 	// bmcPreviousFirmware the one it ran before, which a Dell lists as a Previous- member; kept
 	// here, not in identity, so that an update can change them (firmware.go).
 	bmcFirmware, bmcPreviousFirmware string
+	// managerValues are the Manager's attributes set since start (manager_attributes.go); the
+	// others have their registry's default.
+	managerValues map[string]any
 }
 
 var idPattern = regexp.MustCompile(`^[A-Za-z0-9._:-]+$`)

@@ -147,6 +147,9 @@ type profileDef struct {
 	// host's firmware Pending until the reset that activates it).
 	noSimpleUpdate, dellJobs bool
 	pushPath                 string
+	// managerAttributes serves the Manager's attributes as iDRAC does (Links.Oem.Dell.DellAttributes,
+	// manager_attributes.go).
+	managerAttributes bool
 }
 
 func numbered(prefix string) func(int) string {
@@ -192,7 +195,7 @@ var profiles = map[Profile]profileDef{
 		resetTypes: []string{"On", "ForceOff", "ForceRestart", "GracefulRestart", "GracefulShutdown", "PushPowerButton", "Nmi", "PowerCycle"},
 		bootMode:   "UEFI",
 		firmware:   firmwareDell, mgrPreviousFirmware: "7.00.30.00",
-		dellJobs: true, pushPath: "MultipartUpload",
+		dellJobs: true, pushPath: "MultipartUpload", managerAttributes: true,
 	},
 	ProfileHPE: {
 		quirks: Quirks{TrailingSlashIDs: true, NICsWithoutMAC: true, AbsentDIMMs: true, PowerStateLag: time.Second,

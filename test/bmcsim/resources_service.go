@@ -134,6 +134,9 @@ func (m *model) manager() obj {
 		servers[i], chassis[i] = s.path, m.chassisPathOf(s)
 	}
 	mgr["Links"] = obj{"ManagerForServers": m.refs(servers), "ManagerForChassis": m.refs(chassis)}
+	if m.prof.managerAttributes {
+		mgr["Links"].(obj)["Oem"] = obj{"Dell": obj{"DellAttributes": m.refs([]string{m.managerAttributesPath()}), "DellAttributes@odata.count": 1}}
+	}
 	if len(m.managerMedia()) > 0 {
 		mgr["VirtualMedia"] = m.ref(m.managerPath() + "/VirtualMedia")
 	}

@@ -124,6 +124,9 @@ func (b *BMC) route(path string) (endpoint, bool) {
 			return endpoint{get: m.locked(func(time.Time) obj { return m.manager() })}, true
 		case len(rest) >= 3 && strings.EqualFold(rest[1], m.prof.mgrID) && rest[2] == "virtualmedia":
 			return b.routeMedia(m.managerPath()+"/VirtualMedia", m.managerMedia(), rest[3:])
+		case len(rest) == 6 && strings.EqualFold(rest[1], m.prof.mgrID) && m.prof.managerAttributes &&
+			strings.EqualFold("/"+strings.Join(rest[2:], "/"), dellAttributesTail+m.prof.mgrID):
+			return endpoint{get: m.locked(func(time.Time) obj { return m.managerAttributesResource() }), patch: b.patchManagerAttributes}, true
 		case len(rest) >= 3 && strings.EqualFold(rest[1], m.prof.mgrID) && rest[2] == "jobs" && m.prof.dellJobs:
 			return b.routeJobs(rest[3:])
 		case len(rest) == 5 && strings.EqualFold(rest[1], m.prof.mgrID) && m.dellCd() &&

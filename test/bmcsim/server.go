@@ -41,7 +41,7 @@ type BMC struct {
 type counters struct {
 	requests, sessionsCreated, sessionsDeleted, authFailures, resets, bootPatches atomic.Int64
 	mediaInserts, mediaEjects                                                     atomic.Int64
-	updates, biosPatches                                                          atomic.Int64
+	updates, biosPatches, managerPatches                                          atomic.Int64
 }
 
 // maxBody bounds request bodies; Redfish requests are small JSON documents.
@@ -211,6 +211,7 @@ func (b *BMC) Stats() Stats {
 		MediaEjects:     b.stats.mediaEjects.Load(),
 		Updates:         b.stats.updates.Load(),
 		BIOSPatches:     b.stats.biosPatches.Load(),
+		ManagerPatches:  b.stats.managerPatches.Load(),
 	}
 }
 
@@ -218,7 +219,7 @@ func (b *BMC) Stats() Stats {
 func (b *BMC) ResetStats() {
 	for _, c := range []*atomic.Int64{&b.stats.requests, &b.stats.sessionsCreated, &b.stats.sessionsDeleted,
 		&b.stats.authFailures, &b.stats.resets, &b.stats.bootPatches, &b.stats.mediaInserts, &b.stats.mediaEjects,
-		&b.stats.updates, &b.stats.biosPatches} {
+		&b.stats.updates, &b.stats.biosPatches, &b.stats.managerPatches} {
 		c.Store(0)
 	}
 }

@@ -144,6 +144,7 @@ type Stats struct {
 	Requests, SessionsCreated, SessionsDeleted, ActiveSessions, AuthFailures, Resets, BootPatches int64
 	MediaInserts, MediaEjects                                                                     int64
 	// Updates counts firmware update requests (SimpleUpdate and multipart pushes), BIOSPatches
-	// PATCHes of Bios/Settings: what a client sent, taken or refused.
-	Updates, BIOSPatches int64
+	// PATCHes of Bios/Settings, ManagerPatches PATCHes of the Manager's attributes: what a
+	// client sent, taken or refused.
+	Updates, BIOSPatches, ManagerPatches int64
 }

@@ -110,6 +110,14 @@ func (c *Client) BIOSSettings(_ context.Context, systemURI string) (bmc.Settings
 	return bmc.Settings{}, unsupported("IPMI has no BIOS settings")
 }
 
+// ManagerSettings is not offered: IPMI has no settings registry of its BMC.
+func (c *Client) ManagerSettings(_ context.Context, systemURI string) (bmc.Settings, error) {
+	if err := checkSystem(systemURI); err != nil {
+		return bmc.Settings{}, err
+	}
+	return bmc.Settings{}, unsupported("IPMI has no BMC settings registry")
+}
+
 // VirtualMedia is not offered: IPMI has no virtual media.
 func (c *Client) VirtualMedia(_ context.Context, _ string) (bmc.MediaSlot, error) {
 	return bmc.MediaSlot{}, noVirtualMedia()

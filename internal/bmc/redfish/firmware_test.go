@@ -364,3 +364,62 @@ func TestAnAttributeRegistryOverTheResponseBound(t *testing.T) {
 	assert.Contains(t, err.Error(), "64 KiB limit")
 	assert.Contains(t, err.Error(), "attribute registry")
 }
+
+// TestManagerSettingsOfADell reads and sets the iDRAC's own attributes, the one kind of BMC
+// settings a vendor exposes over Redfish with a registry: the Manager's
+// Links.Oem.Dell.DellAttributes, ManagerAttributeRegistry. A change applies at once, without a
+// reset; a value the BMC refuses comes back with its message; a BMC without them (every
+// other profile, DMTF's mockup) answers ErrUnsupported, as IPMI does.
+func TestManagerSettingsOfADell(t *testing.T) {
+	ctx := context.Background()
+	sim := startSim(t, bmcsim.Options{Profile: bmcsim.ProfileDell, FirmwareVersion: "7.10.50.00"})
+	c := connect(t, sim)
+	systems, err := c.Systems(ctx)
+	require.NoError(t, err)
+	system := systems[0].URI
+
+	settings, err := c.ManagerSettings(ctx, system)
+	require.NoError(t, err)
+	assert.Equal(t, map[string]string{
+		"IPMILan.1.Enable": "Enabled", "SerialRedirection.1.Enable": "Enabled", "NTPConfigGroup.1.NTPEnable": "Disabled",
+		"NTPConfigGroup.1.NTP1": "", "WebServer.1.Timeout": "1800", "Info.1.Version": "7.10.50.00",
+	}, settings.Current)
+	assert.Nil(t, settings.Pending, "applied at once: nothing is ever pending")
+	reg := settings.Registry
+	require.NotNil(t, reg)
+	assert.Equal(t, "ManagerAttributeRegistry.v1_0_0", reg.Name)
+	assert.Len(t, reg.Attributes, len(settings.Current))
+	assert.True(t, reg.Attributes["Info.1.Version"].ReadOnly)
+	assert.False(t, reg.Attributes["IPMILan.1.Enable"].ResetRequired)
+	timeout := reg.Attributes["WebServer.1.Timeout"]
+	require.NotNil(t, timeout.LowerBound)
+	assert.Equal(t, int64(60), *timeout.LowerBound)
+
+	require.NoError(t, c.SetManagerSettings(ctx, system, map[string]string{"NTPConfigGroup.1.NTPEnable": "Enabled", "WebServer.1.Timeout": "3600"}))
+	assert.Equal(t, "Enabled", sim.ManagerAttribute("NTPConfigGroup.1.NTPEnable"))
+	assert.Equal(t, int64(3600), sim.ManagerAttribute("WebServer.1.Timeout"), "sent as the registry's Integer")
+	settings, err = c.ManagerSettings(ctx, system)
+	require.NoError(t, err)
+	assert.Equal(t, "3600", settings.Current["WebServer.1.Timeout"])
+	assert.Equal(t, int64(1), sim.Stats().ManagerPatches)
+
+	err = c.SetManagerSettings(ctx, system, map[string]string{"WebServer.1.Timeout": "5"})
+	require.Error(t, err, "out of the registry's bounds: the BMC refuses it")
+	assert.Contains(t, err.Error(), "WebServer.1.Timeout")
+	assert.Equal(t, int64(3600), sim.ManagerAttribute("WebServer.1.Timeout"), "nothing changed")
+	err = c.SetManagerSettings(ctx, system, map[string]string{"WebServer.1.Timeout": "soon"})
+	require.Error(t, err, "not an integer: refused before anything is sent")
+	assert.Equal(t, int64(2), sim.Stats().ManagerPatches)
+
+	for name, opts := range map[string]bmcsim.Options{"generic": {}, "hpe": {Profile: bmcsim.ProfileHPE}} {
+		other := connect(t, startSim(t, opts))
+		systems, err := other.Systems(ctx)
+		require.NoError(t, err)
+		_, err = other.ManagerSettings(ctx, systems[0].URI)
+		require.ErrorIs(t, err, bmc.ErrUnsupported, name)
+		require.ErrorIs(t, other.SetManagerSettings(ctx, systems[0].URI, map[string]string{"A": "b"}), bmc.ErrUnsupported, name)
+	}
+	mockup := startMockup(t, mockupDir(t))
+	_, err = mockup.ManagerSettings(ctx, "/redfish/v1/Systems/437XR1138R2")
+	require.ErrorIs(t, err, bmc.ErrUnsupported, "DMTF's mockup: a Manager without vendor attributes")
+}

@@ -24,34 +24,113 @@ import (
 const maxRegistryFiles = 256
 
 // BIOSSettings reads the system's Bios resource (gofish), its settings object's pending
-// attributes, and the attribute registry the Bios names. A missing registry (not named, not
-// listed under /redfish/v1/Registries, or answering 404) is not an error: Registry is nil. An
-// attribute the registry types Password reads "" whatever the BMC sent. A system that links no
+// attributes, and the attribute registry the Bios names (settingsOf). A system that links no
 // Bios answers ErrUnsupported.
 func (c *Client) BIOSSettings(ctx context.Context, systemURI string) (bmc.Settings, error) {
 	if err := ctx.Err(); err != nil {
 		return bmc.Settings{}, err
 	}
+	biosURI, err := c.biosOf(systemURI)
+	if err != nil {
+		return bmc.Settings{}, err
+	}
+	return c.settingsOf(biosURI, "the Bios")
+}
+
+// ManagerSettings reads the attributes of the system's Manager where its vendor exposes them
+// (managerAttributesOf: iDRAC's), with the registry they name, as BIOSSettings reads the Bios.
+// A Manager that exposes none answers ErrUnsupported.
+func (c *Client) ManagerSettings(ctx context.Context, systemURI string) (bmc.Settings, error) {
+	if err := ctx.Err(); err != nil {
+		return bmc.Settings{}, err
+	}
+	uri, err := c.managerAttributesOf(systemURI)
+	if err != nil {
+		return bmc.Settings{}, err
+	}
+	return c.settingsOf(uri, "the Manager's attributes")
+}
+
+// biosOf is the system's Bios resource; ErrUnsupported when it links none.
+func (c *Client) biosOf(systemURI string) (string, error) {
 	system, err := redfish.GetComputerSystem(c.api, systemURI)
 	if err != nil {
-		return bmc.Settings{}, classify("reading system "+systemURI, err)
+		return "", classify("reading system "+systemURI, err)
 	}
 	biosURI := privateLink(system, "bios")
 	if biosURI == "" {
-		return bmc.Settings{}, unsupported("system %s links no Bios resource", systemURI)
+		return "", unsupported("system %s links no Bios resource", systemURI)
 	}
-	bios, err := redfish.GetBios(c.api, biosURI)
+	return biosURI, nil
+}
+
+// managerAttributesOf finds the attributes resource of the system's Manager (its Links.ManagedBy,
+// else the service's Managers): Redfish defines no settings of a Manager, and Dell lists its
+// iDRAC's, with its System's and Lifecycle Controller's, in the Manager's
+// Links.Oem.Dell.DellAttributes. The one whose last segment is the Manager's Id is the
+// Manager's own (iDRAC.Embedded.1's). ErrUnsupported when no Manager lists one.
+func (c *Client) managerAttributesOf(systemURI string) (string, error) {
+	var sys struct{ Links struct{ ManagedBy []link } }
+	if _, err := c.getJSON(systemURI, &sys); err != nil {
+		return "", classify("reading system "+systemURI, err)
+	}
+	var managers []string
+	for _, m := range sys.Links.ManagedBy {
+		if m.ID != "" {
+			managers = append(managers, m.ID)
+		}
+	}
+	if len(managers) == 0 && c.root.managers != "" {
+		var coll struct{ Members []link }
+		if _, err := c.getJSON(c.root.managers, &coll); err != nil && !missing(err) {
+			return "", classify("listing managers", err)
+		}
+		for _, m := range coll.Members {
+			managers = append(managers, m.ID)
+		}
+	}
+	for _, uri := range managers {
+		var mgr struct {
+			ID    string `json:"Id"`
+			Links struct {
+				Oem struct {
+					Dell struct{ DellAttributes []link }
+				}
+			}
+		}
+		if _, err := c.getJSON(uri, &mgr); err != nil {
+			if missing(err) {
+				continue
+			}
+			return "", classify("reading manager "+uri, err)
+		}
+		for _, l := range mgr.Links.Oem.Dell.DellAttributes {
+			if segs := linkSegments(l.ID); mgr.ID != "" && len(segs) > 0 && segs[len(segs)-1] == strings.ToLower(mgr.ID) {
+				return l.ID, nil
+			}
+		}
+	}
+	return "", unsupported("the managers of system %s expose no attributes (only Dell's iDRAC lists them, in Links.Oem.Dell.DellAttributes)", systemURI)
+}
+
+// settingsOf reads an attributes resource (a Bios, or a Manager's attributes, which have its
+// shape: Attributes, AttributeRegistry, @Redfish.Settings), its settings object's pending
+// attributes, and the attribute registry it names. A missing registry (not named, not listed
+// under /redfish/v1/Registries, or answering 404) is not an error: Registry is nil. An attribute
+// the registry types Password reads "" whatever the BMC sent.
+func (c *Client) settingsOf(uri, what string) (bmc.Settings, error) {
+	res, err := redfish.GetBios(c.api, uri)
 	if err != nil {
-		return bmc.Settings{}, classify("reading the Bios "+biosURI, err)
+		return bmc.Settings{}, classify("reading "+what+" "+uri, err)
 	}
-	settings := bmc.Settings{Current: attributeTexts(bios.Attributes)}
-	// gofish takes the Bios's own URI as its settings target when it names no settings object.
-	if target := privateLink(bios, "settingsTarget"); target != "" && !sameLink(target, bios.ODataID) {
+	settings := bmc.Settings{Current: attributeTexts(res.Attributes)}
+	// gofish takes the resource's own URI as its settings target when it names no settings object.
+	if target := privateLink(res, "settingsTarget"); target != "" && !sameLink(target, res.ODataID) {
 		if settings.Pending, err = c.pendingAttributes(target, settings.Current); err != nil {
 			return bmc.Settings{}, err
 		}
 	}
-	if settings.Registry, err = c.attributeRegistry(bios.AttributeRegistry); err != nil {
+	if settings.Registry, err = c.attributeRegistry(res.AttributeRegistry); err != nil {
 		return bmc.Settings{}, err
 	}
 	// The schema has a Password attribute read as null; a BMC that echoes one is not copied out,
@@ -83,7 +162,7 @@ func (c *Client) pendingAttributes(uri string, current map[string]string) (map[s
 		return nil, nil
 	}
 	if err != nil {
-		return nil, classify("reading the BIOS settings object "+uri, err)
+		return nil, classify("reading the settings object "+uri, err)
 	}
 	var pending map[string]string
 	for name, value := range attributeTexts(staged.Attributes) {

@@ -32,16 +32,7 @@ const DefaultUpdatePushTimeout = 30 * time.Minute
 
 // StageBIOSSettings writes attributes to the system's Bios settings object (the Bios's
 // @Redfish.Settings SettingsObject; the Bios itself when it names none), for the next reset of
-// the host. Each value, given as text, is sent as the JSON type the registry the Bios names
-// gives it (Integer a number, Boolean true or false, anything else a string), or, for an
-// attribute the registry does not list or a BMC without one, as the type of its current value;
-// a text that is not of that type is refused before anything is sent. Values are not checked
-// against the registry's bounds or lists: the BMC judges, and its refusal is returned with its
-// message, without the value of any attribute that is a password. @Redfish.SettingsApplyTime
-// OnReset is sent when the Bios lists OnReset among its SupportedApplyTimes, and nothing
-// otherwise (OnReset is a settings object's default; a BMC that lists no apply times may refuse
-// the annotation). The settings object's ETag, when it has one, is sent as If-Match (some
-// BMCs, AMI's among them, require it). A system that links no Bios answers ErrUnsupported.
+// the host (stageAttributes, with OnReset). A system that links no Bios answers ErrUnsupported.
 func (c *Client) StageBIOSSettings(ctx context.Context, systemURI string, attributes map[string]string) error {
 	if err := ctx.Err(); err != nil {
 		return err
@@ -49,19 +40,47 @@ func (c *Client) StageBIOSSettings(ctx context.Context, systemURI string, attrib
 	if len(attributes) == 0 {
 		return nil
 	}
-	system, err := redfish.GetComputerSystem(c.api, systemURI)
+	biosURI, err := c.biosOf(systemURI)
 	if err != nil {
-		return classify("reading system "+systemURI, err)
+		return err
 	}
-	biosURI := privateLink(system, "bios")
-	if biosURI == "" {
-		return unsupported("system %s links no Bios resource", systemURI)
+	return c.stageAttributes(biosURI, "staging BIOS settings", "OnReset", attributes)
+}
+
+// SetManagerSettings writes attributes to the attributes of the system's Manager
+// (managerAttributesOf), applied at once (stageAttributes, with Immediate): a Manager's settings
+// need no reset of the host. A Manager that exposes none answers ErrUnsupported.
+func (c *Client) SetManagerSettings(ctx context.Context, systemURI string, attributes map[string]string) error {
+	if err := ctx.Err(); err != nil {
+		return err
 	}
-	bios, err := redfish.GetBios(c.api, biosURI)
+	if len(attributes) == 0 {
+		return nil
+	}
+	uri, err := c.managerAttributesOf(systemURI)
 	if err != nil {
-		return classify("reading the Bios "+biosURI, err)
+		return err
 	}
-	registry, err := c.attributeRegistry(bios.AttributeRegistry)
+	return c.stageAttributes(uri, "setting the Manager's attributes", "Immediate", attributes)
+}
+
+// stageAttributes PATCHes attributes to an attributes resource's settings object (its
+// @Redfish.Settings SettingsObject; the resource itself when it names none). Each value, given
+// as text, is sent as the JSON type the registry the resource names gives it (Integer a number,
+// Boolean true or false, anything else a string), or, for an attribute the registry does not
+// list or a BMC without one, as the type of its current value; a text that is not of that type
+// is refused before anything is sent. Values are not checked against the registry's bounds or
+// lists: the BMC judges, and its refusal is returned with its message, without the value of any
+// attribute that is a password. @Redfish.SettingsApplyTime applyTime is sent when the resource
+// lists it among its SupportedApplyTimes, and nothing otherwise (it is the default; a BMC that
+// lists no apply times may refuse the annotation). The settings object's ETag, when it has one,
+// is sent as If-Match (some BMCs, AMI's among them, require it).
+func (c *Client) stageAttributes(uri, doing, applyTime string, attributes map[string]string) error {
+	res, err := redfish.GetBios(c.api, uri)
+	if err != nil {
+		return classify(doing+": reading "+uri, err)
+	}
+	registry, err := c.attributeRegistry(res.AttributeRegistry)
 	if err != nil {
 		return err
 	}
@@ -75,23 +94,23 @@ func (c *Client) StageBIOSSettings(ctx context.Context, systemURI string, attrib
 				def = &d
 			}
 		}
-		v, err := attributeValue(name, text, def, bios.Attributes[name])
+		v, err := attributeValue(name, text, def, res.Attributes[name])
 		if err != nil {
-			return bmc.Errorf(metalv1alpha1.BMCReasonProtocolError, "staging BIOS settings on %s: %v", systemURI, err)
+			return bmc.Errorf(metalv1alpha1.BMCReasonProtocolError, "%s on %s: %v", doing, uri, err)
 		}
 		values[name] = v
 		if isSecretAttribute(name, def) && text != "" {
 			secrets = append(secrets, text)
 		}
 	}
-	// gofish takes the Bios's own URI as its settings target when it names no settings object.
-	target := privateLink(bios, "settingsTarget")
+	// gofish takes the resource's own URI as its settings target when it names no settings object.
+	target := privateLink(res, "settingsTarget")
 	if target == "" {
-		target = bios.ODataID
+		target = res.ODataID
 	}
 	body := map[string]any{"Attributes": values}
-	if slices.Contains(privateLinks(bios, "settingsApplyTimes"), "OnReset") {
-		body["@Redfish.SettingsApplyTime"] = map[string]string{"ApplyTime": "OnReset"}
+	if slices.Contains(privateLinks(res, "settingsApplyTimes"), applyTime) {
+		body["@Redfish.SettingsApplyTime"] = map[string]string{"ApplyTime": applyTime}
 	}
 	headers := map[string]string{}
 	if resp, err := c.api.Get(target); err == nil {
@@ -100,11 +119,11 @@ func (c *Client) StageBIOSSettings(ctx context.Context, systemURI string, attrib
 		}
 		drain(resp.Body)
 	} else if !isNotFound(err) {
-		return hideSecrets(classify("reading the BIOS settings object "+target, err), secrets)
+		return hideSecrets(classify("reading the settings object "+target, err), secrets)
 	}
 	resp, err := c.api.PatchWithHeaders(target, body, headers)
 	if err != nil {
-		return hideSecrets(classify("staging BIOS settings on "+target, err), secrets)
+		return hideSecrets(classify(doing+" on "+target, err), secrets)
 	}
 	drain(resp.Body)
 	return nil

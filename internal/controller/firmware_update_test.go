@@ -468,3 +468,61 @@ func TestAnImageServedByTheBootService(t *testing.T) {
 	assert.Equal(t, "2.1.0", p.sim.FirmwareVersion())
 	eventually(t, 10*time.Second, func() bool { return apierrors.IsNotFound(k8s.Get(ctx, key, &secret)) }, "the Secret, and the URL, die with the install")
 }
+
+// TestTheBMCsOwnSettings: a baseline's settings.bmc on a Dell (whose iDRAC exposes its
+// attributes, ManagerAttributeRegistry): a value out of the registry's range is refused on the
+// baseline before any call to the BMC; the corrected one is applied at once, without taking the
+// claimed host out of service or powering it off, and verified by reading the BMC again.
+func TestTheBMCsOwnSettings(t *testing.T) {
+	ctx := context.Background()
+	p, server := startOneServerWith(t, "fwbmcset", 870, bmcsim.Options{Profile: bmcsim.ProfileDell})
+	claimServer(t, "fwbmcset", "tenant", server, nil)
+	eventually(t, 30*time.Second, func() bool {
+		var s m.Server
+		return k8s.Get(ctx, client.ObjectKey{Name: server}, &s) == nil && s.Status.PowerState == m.PowerStateOn
+	}, "the claimed server is on")
+	sfw := firmwareRead(t, server, m.ReasonFirmwareRead, func(f *m.ServerFirmware) bool { return f.Status.BMC != nil })
+	assert.Equal(t, "ManagerAttributeRegistry.v1_0_0", sfw.Status.BMC.Registry)
+	assert.Equal(t, "1800", sfw.Status.BMC.Attributes["WebServer.1.Timeout"])
+	assert.Contains(t, conditionOf(sfw.Status.Conditions, m.ConditionFirmwareRead).Message, "6 BMC attributes")
+	seen := watchOutOfService(t, "fwbmcset", "fwbmcset")
+
+	b := &m.FirmwareBaseline{ObjectMeta: metav1.ObjectMeta{Name: "fwbmcset"}, Spec: m.FirmwareBaselineSpec{
+		ServerSelector: metav1.LabelSelector{MatchLabels: map[string]string{m.LabelBMC: "fwbmcset"}},
+		Settings:       &m.BaselineSettings{BMC: map[string]string{"WebServer.1.Timeout": "5", "NTPConfigGroup.1.NTPEnable": "Enabled"}},
+	}}
+	require.NoError(t, k8s.Create(ctx, b))
+	t.Cleanup(func() { _ = k8s.Delete(context.Background(), b) })
+	b = baselineAt(t, "fwbmcset", func(b *m.FirmwareBaseline) bool {
+		return conditionOf(b.Status.Conditions, m.ConditionBaselineValid).Reason == m.ReasonInvalidSetting
+	}, "its BMC setting refused")
+	assert.Contains(t, conditionOf(b.Status.Conditions, m.ConditionBaselineValid).Message, "WebServer.1.Timeout must be within 60..10800, not 5")
+	assert.Never(t, func() bool {
+		var f m.ServerFirmware
+		return k8s.Get(ctx, client.ObjectKey{Name: server}, &f) == nil && f.Status.Update != nil && f.Status.Update.State != m.FirmwareUpdateWithdrawn
+	}, 2*time.Second, 100*time.Millisecond, "no update while a setting is refused")
+	assert.Zero(t, p.sim.Stats().ManagerPatches, "nothing sent to the BMC")
+
+	editBaseline(t, "fwbmcset", func(b *m.FirmwareBaseline) { b.Spec.Settings.BMC["WebServer.1.Timeout"] = "3600" })
+	sfw = firmwareUpdate(t, server, func(u *m.FirmwareUpdate) bool { return u.State == m.FirmwareUpdateSucceeded })
+	assert.False(t, sfw.Status.Update.HostReset, "the BMC's settings need no host downtime")
+	assert.Nil(t, sfw.Status.Update.Maintenance)
+	for _, s := range sfw.Status.Update.Steps {
+		assert.Equal(t, m.FirmwareDifferenceBMCSetting, s.Kind)
+		assert.Equal(t, "Applied", s.TaskState)
+		require.NotNil(t, s.Read, "verified by reading the BMC again")
+		assert.Equal(t, s.To, *s.Read)
+	}
+	assert.Equal(t, int64(3600), p.sim.ManagerAttribute("WebServer.1.Timeout"))
+	assert.Equal(t, "Enabled", p.sim.ManagerAttribute("NTPConfigGroup.1.NTPEnable"))
+	assert.Equal(t, int64(1), p.sim.Stats().ManagerPatches, "both in one write")
+	seen.mu.Lock()
+	assert.NotContains(t, seen.stateChanges[server], m.ServerStateMaintenance, "the claimed host stays in service")
+	assert.False(t, seen.powerOff[server], "and powered")
+	seen.mu.Unlock()
+	eventually(t, 30*time.Second, func() bool {
+		var f m.ServerFirmware
+		return k8s.Get(ctx, client.ObjectKey{Name: server}, &f) == nil &&
+			conditionOf(f.Status.Conditions, m.ConditionFirmwareCompliant).Reason == m.ReasonFirmwareCompliant
+	}, "compliant")
+}

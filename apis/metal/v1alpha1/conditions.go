@@ -91,8 +91,7 @@ const (
 	// (Drifted: status.differences lists each; InvalidSetting: a baseline asks for an attribute
 	// the BMC's registry does not define, or a value it does not allow, named;
 	// ConflictingBaselines: two baselines want different things of it, named: neither touches
-	// it), or Unknown (NoBaseline; FirmwareManagementUnsupported; NotRead: the BMC was not read
-	// since the baselines changed, or a baseline wants BMC settings, which are not read yet).
+	// it), or Unknown (NoBaseline; FirmwareManagementUnsupported).
 	ConditionFirmwareCompliant = "Compliant"
 	// Reasons of the Compliant condition (FirmwareManagementUnsupported is shared with Read).
 	ReasonFirmwareCompliant    = "Compliant"
@@ -100,7 +99,6 @@ const (
 	ReasonNoBaseline           = "NoBaseline"
 	ReasonInvalidSetting       = "InvalidSetting"
 	ReasonConflictingBaselines = "ConflictingBaselines"
-	ReasonFirmwareNotRead      = "NotRead"
 	// Reasons of a firmware update (status.update.reason; the update's state says where it
 	// stands): UpdateAdmitted, WaitingForTurn (maxUnavailable), RolloutStopped (maxFailures),
 	// RolloutPaused (rollout.paused),

@@ -217,6 +217,10 @@ type ServerFirmwareStatus struct {
 	// BIOS is the system's BIOS settings (Redfish Bios); nil when the BMC exposes none.
 	// +optional
 	BIOS *FirmwareSettings `json:"bios,omitempty"`
+	// BMC is the BMC's own settings (its Manager's attributes), where the vendor exposes them
+	// (Dell's iDRAC); nil when it exposes none.
+	// +optional
+	BMC *FirmwareSettings `json:"bmc,omitempty"`
 	// LastReadTime is when the BMC was last read. Reads happen when the server is enrolled, when
 	// its BMC reports another BIOS or BMC version, and when a person asks (the
 	// metal.ironfleet.dev/read-firmware annotation), not on every poll: a BMC's registry can run
@@ -250,7 +254,7 @@ type ServerFirmwareStatus struct {
 	Update *FirmwareUpdate `json:"update,omitempty"`
 	// Conditions: Read (reasons FirmwareRead, FirmwareManagementUnsupported, FirmwareReadFailed)
 	// and Compliant (Compliant, Drifted, NoBaseline, InvalidSetting, ConflictingBaselines,
-	// FirmwareManagementUnsupported, NotRead).
+	// FirmwareManagementUnsupported).
 	// +listType=map
 	// +listMapKey=type
 	// +optional

@@ -1459,6 +1459,11 @@ func (in *ServerFirmwareStatus) DeepCopyInto(out *ServerFirmwareStatus) {
 		*out = new(FirmwareSettings)
 		(*in).DeepCopyInto(*out)
 	}
+	if in.BMC != nil {
+		in, out := &in.BMC, &out.BMC
+		*out = new(FirmwareSettings)
+		(*in).DeepCopyInto(*out)
+	}
 	if in.LastReadTime != nil {
 		in, out := &in.LastReadTime, &out.LastReadTime
 		*out = (*in).DeepCopy()

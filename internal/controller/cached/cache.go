@@ -83,7 +83,7 @@ func Options() cache.Options {
 			&metalv1alpha1.ServerFirmware{}: {Transform: func(o any) (any, error) {
 				if f, ok := o.(*metalv1alpha1.ServerFirmware); ok {
 					f.ManagedFields = nil
-					f.Status.Components, f.Status.BIOS = nil, nil
+					f.Status.Components, f.Status.BIOS, f.Status.BMC = nil, nil, nil
 				}
 				return o, nil
 			}},

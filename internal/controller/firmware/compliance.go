@@ -91,8 +91,9 @@ func merge(bs []*metalv1alpha1.FirmwareBaseline) (wants, []string) {
 }
 
 // differences are what st (a fresh read) runs otherwise than w wants, components then BIOS
-// settings, each sorted; a BIOS want the registry refuses carries why in Invalid.
-func differences(w wants, st *metalv1alpha1.ServerFirmwareStatus, registry *bmc.SettingsRegistry) []metalv1alpha1.FirmwareDifference {
+// settings then BMC settings, each sorted; a setting its registry (biosRegistry, bmcRegistry)
+// refuses carries why in Invalid.
+func differences(w wants, st *metalv1alpha1.ServerFirmwareStatus, biosRegistry, bmcRegistry *bmc.SettingsRegistry) []metalv1alpha1.FirmwareDifference {
 	var out []metalv1alpha1.FirmwareDifference
 	for _, name := range sortedKeys(w.components) {
 		wt := w.components[name]
@@ -103,19 +104,28 @@ func differences(w wants, st *metalv1alpha1.ServerFirmwareStatus, registry *bmc.
 			}
 		}
 	}
-	var current map[string]string
-	if st.BIOS != nil {
-		current = st.BIOS.Attributes
-	}
-	for _, name := range sortedKeys(w.bios) {
-		wt := w.bios[name]
-		d := metalv1alpha1.FirmwareDifference{Kind: metalv1alpha1.FirmwareDifferenceBIOSSetting,
-			Name: name, Want: wt.value, Have: current[name], Baseline: wt.baseline}
-		if st.BIOS == nil {
-			d.Invalid = "the BMC exposes no BIOS settings"
-		} else if registry != nil {
-			if err := validate(registry, name, wt.value); err != nil {
-				d.Invalid = err.Error()
+	out = append(out, settingDifferences(metalv1alpha1.FirmwareDifferenceBIOSSetting, w.bios, st.BIOS, biosRegistry,
+		"the BMC exposes no BIOS settings")...)
+	return append(out, settingDifferences(metalv1alpha1.FirmwareDifferenceBMCSetting, w.bmc, st.BMC, bmcRegistry,
+		"the BMC exposes no settings of its own (of the vendors Ironfleet knows, only Dell's iDRAC does, through its Manager's attributes)")...)
+}
+
+// settingDifferences are the wanted settings of one kind that the settings read (have; nil when
+// the BMC exposes none, which makes every want Invalid, saying none) do not show, by name; a
+// want the registry refuses is one too, Invalid saying why.
+func settingDifferences(kind metalv1alpha1.FirmwareDifferenceKind, wanted map[string]want, have *metalv1alpha1.FirmwareSettings, registry *bmc.SettingsRegistry, none string) []metalv1alpha1.FirmwareDifference {
+	var out []metalv1alpha1.FirmwareDifference
+	for _, name := range sortedKeys(wanted) {
+		wt := wanted[name]
+		d := metalv1alpha1.FirmwareDifference{Kind: kind, Name: name, Want: wt.value, Baseline: wt.baseline}
+		if have == nil {
+			d.Invalid = none
+		} else {
+			d.Have = have.Attributes[name]
+			if registry != nil {
+				if err := validate(registry, name, wt.value); err != nil {
+					d.Invalid = err.Error()
+				}
 			}
 		}
 		if d.Invalid != "" || !sameValue(d.Want, d.Have) {
@@ -192,7 +202,7 @@ func validate(registry *bmc.SettingsRegistry, name, value string) error {
 			return fmt.Errorf("%s is an integer, not %q", name, value)
 		}
 		if def.LowerBound != nil && n < *def.LowerBound || def.UpperBound != nil && n > *def.UpperBound {
-			return fmt.Errorf("%s must be within %s, not %d", name, bounds(def.LowerBound, def.UpperBound), n)
+			return fmt.Errorf("%s must be %s, not %d", name, bounds(def.LowerBound, def.UpperBound), n)
 		}
 	case bmc.AttributeBoolean:
 		if !strings.EqualFold(value, "true") && !strings.EqualFold(value, "false") {
@@ -216,7 +226,7 @@ func validate(registry *bmc.SettingsRegistry, name, value string) error {
 func bounds(lo, hi *int64) string {
 	switch {
 	case lo != nil && hi != nil:
-		return fmt.Sprintf("%d..%d", *lo, *hi)
+		return fmt.Sprintf("within %d..%d", *lo, *hi)
 	case lo != nil:
 		return fmt.Sprintf("at least %d", *lo)
 	default:
@@ -255,8 +265,6 @@ func judge(bs []*metalv1alpha1.FirmwareBaseline, w wants, conflicts []string, di
 		return metalv1alpha1.ReasonInvalidSetting, "refused before anything is sent: " + strings.Join(invalid, "; ")
 	case len(drifted) > 0:
 		return metalv1alpha1.ReasonFirmwareDrifted, fmt.Sprintf("%d differences: %s", len(drifted), strings.Join(drifted, "; "))
-	case len(w.bmc) > 0:
-		return metalv1alpha1.ReasonFirmwareNotRead, "BMC settings are not read yet (issue #41): their compliance is unknown; everything else is as wanted"
 	}
 	return metalv1alpha1.ReasonFirmwareCompliant, "runs what " + names(bs) + " want"
 }

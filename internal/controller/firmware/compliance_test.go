@@ -89,7 +89,7 @@ func TestDifferences(t *testing.T) {
 		map[string]string{"ProcVirtualization": "Enabled", "ProcCoreDisable": "00", "Turbo": "TRUE", "SystemBiosVersion": "2.1"})
 	w, conflicts := merge([]*m.FirmwareBaseline{b})
 	require.Empty(t, conflicts)
-	diffs := differences(w, st, registry)
+	diffs := differences(w, st, registry, nil)
 	var got []string
 	for _, d := range diffs {
 		got = append(got, string(d.Kind)+" "+d.Name+" "+d.Have+"→"+d.Want+" "+d.Invalid)
@@ -110,7 +110,7 @@ func TestDifferences(t *testing.T) {
 
 	compliant := baseline("fleet", map[string]string{"BIOS": "2.1"}, map[string]string{"ProcVirtualization": "Enabled"})
 	w, _ = merge([]*m.FirmwareBaseline{compliant})
-	diffs = differences(w, st, registry)
+	diffs = differences(w, st, registry, nil)
 	assert.Empty(t, diffs)
 	reason, _ = judge([]*m.FirmwareBaseline{compliant}, w, nil, diffs)
 	assert.Equal(t, m.ReasonFirmwareCompliant, reason)
@@ -118,13 +118,33 @@ func TestDifferences(t *testing.T) {
 	assert.Equal(t, m.ReasonNoBaseline, reason)
 
 	// Without a registry, values are compared but cannot be checked.
-	diffs = differences(w, &m.ServerFirmwareStatus{BIOSVersion: "2.1", BIOS: &m.FirmwareSettings{Attributes: map[string]string{"ProcVirtualization": "Disabled"}}}, nil)
+	diffs = differences(w, &m.ServerFirmwareStatus{BIOSVersion: "2.1", BIOS: &m.FirmwareSettings{Attributes: map[string]string{"ProcVirtualization": "Disabled"}}}, nil, nil)
 	require.Len(t, diffs, 1)
 	assert.Empty(t, diffs[0].Invalid)
 	// Without BIOS settings at all, a settings want cannot be sent.
-	diffs = differences(w, &m.ServerFirmwareStatus{BIOSVersion: "2.1"}, nil)
+	diffs = differences(w, &m.ServerFirmwareStatus{BIOSVersion: "2.1"}, nil, nil)
 	require.Len(t, diffs, 1)
 	assert.Equal(t, "the BMC exposes no BIOS settings", diffs[0].Invalid)
+
+	// The BMC's own settings, judged against the BMC's registry, after the BIOS's.
+	bmcRegistry := &bmc.SettingsRegistry{Name: "ManagerAttributeRegistry.v1_0_0", Attributes: map[string]bmc.AttributeDefinition{
+		"IPMILan.1.Enable":    {Name: "IPMILan.1.Enable", Type: bmc.AttributeEnumeration, AllowedValues: []string{"Enabled", "Disabled"}},
+		"WebServer.1.Timeout": {Name: "WebServer.1.Timeout", Type: bmc.AttributeInteger, LowerBound: ptr.To[int64](60)},
+	}}
+	w = wants{components: map[string]want{}, bios: map[string]want{}, bmc: map[string]want{
+		"IPMILan.1.Enable": {value: "Disabled", baseline: "fleet"}, "WebServer.1.Timeout": {value: "30", baseline: "fleet"}}}
+	dell := &m.ServerFirmwareStatus{BMC: &m.FirmwareSettings{Attributes: map[string]string{"IPMILan.1.Enable": "Enabled", "WebServer.1.Timeout": "1800"}}}
+	got = nil
+	for _, d := range differences(w, dell, nil, bmcRegistry) {
+		got = append(got, string(d.Kind)+" "+d.Name+" "+d.Have+"→"+d.Want+" "+d.Invalid)
+	}
+	assert.Equal(t, []string{
+		"BMCSetting IPMILan.1.Enable Enabled→Disabled ",
+		"BMCSetting WebServer.1.Timeout 1800→30 WebServer.1.Timeout must be at least 60, not 30",
+	}, got)
+	diffs = differences(w, &m.ServerFirmwareStatus{}, nil, nil)
+	require.Len(t, diffs, 2)
+	assert.Contains(t, diffs[0].Invalid, "the BMC exposes no settings of its own")
 }
 
 // TestSelecting: by label selector, sorted by name, deleted baselines left out.

@@ -35,7 +35,17 @@ func (r *Reconciler) updater(ctx context.Context, server *metalv1alpha1.Server) 
 	return up, rd, nil
 }
 
-// staging sends the BIOS settings (one write to the Bios settings object) and each image
+// settingsWriters write the settings steps of a kind, which have no task: BIOS settings are
+// Staged for the next reset, the BMC's own Applied at once (their steps' TaskState).
+var settingsWriters = map[metalv1alpha1.FirmwareDifferenceKind]struct {
+	what, state string
+	write       func(up bmc.FirmwareUpdater, ctx context.Context, systemURI string, settings map[string]string) error
+}{
+	metalv1alpha1.FirmwareDifferenceBIOSSetting: {what: "the BIOS settings", state: "Staged", write: bmc.FirmwareUpdater.StageBIOSSettings},
+	metalv1alpha1.FirmwareDifferenceBMCSetting:  {what: "the BMC's settings", state: "Applied", write: bmc.FirmwareUpdater.SetManagerSettings},
+}
+
+// staging sends the BIOS settings (one write to the Bios settings object), the BMC's (one write to its attributes) and each image
 // (SimpleUpdate, or a multipart push), one per reconcile, writing down each task as it is
 // given (a conflict or a restart sends nothing twice). A BMC that refuses fails the update with
 // its message; one that cannot be reached is tried again, within the step's time.
@@ -63,19 +73,20 @@ func (r *Reconciler) staging(ctx context.Context, sfw *metalv1alpha1.ServerFirmw
 	if err != nil {
 		return r.retryLater(ctx, sfw, "connecting to the BMC", err)
 	}
-	if steps[next].Kind == metalv1alpha1.FirmwareDifferenceBIOSSetting {
-		settings := map[string]string{}
+	if set := settingsWriters[steps[next].Kind]; set.what != "" {
+		// Every setting of the kind in one write: to the Bios settings object, or the BMC's own.
+		kind, settings := steps[next].Kind, map[string]string{}
 		for _, s := range steps {
-			if s.Kind == metalv1alpha1.FirmwareDifferenceBIOSSetting {
+			if s.Kind == kind {
 				settings[s.Name] = s.To
 			}
 		}
-		if err := up.StageBIOSSettings(ctx, server.Spec.SystemURI, settings); err != nil {
-			return r.refused(ctx, sfw, server, "the BIOS settings", err)
+		if err := set.write(up, ctx, server.Spec.SystemURI, settings); err != nil {
+			return r.refused(ctx, sfw, server, set.what, err)
 		}
 		for i := range steps {
-			if steps[i].Kind == metalv1alpha1.FirmwareDifferenceBIOSSetting {
-				steps[i].TaskState = "Staged"
+			if steps[i].Kind == kind {
+				steps[i].TaskState = set.state
 			}
 		}
 		return r.write(ctx, sfw, func(st *metalv1alpha1.ServerFirmwareStatus) { st.Update.Steps = steps })
@@ -177,10 +188,14 @@ func targets(inventory []bmc.FirmwareComponent, name string) []string {
 // progress says where each step stands, for a message.
 func progress(steps []metalv1alpha1.FirmwareUpdateStep) string {
 	var out []string
-	settings := 0
+	settings, bmcSettings := 0, 0
 	for _, s := range steps {
-		if s.Kind == metalv1alpha1.FirmwareDifferenceBIOSSetting {
+		switch s.Kind {
+		case metalv1alpha1.FirmwareDifferenceBIOSSetting:
 			settings++
+			continue
+		case metalv1alpha1.FirmwareDifferenceBMCSetting:
+			bmcSettings++
 			continue
 		}
 		p := fmt.Sprintf("%s → %s %s", s.Name, s.To, s.TaskState)
@@ -191,6 +206,9 @@ func progress(steps []metalv1alpha1.FirmwareUpdateStep) string {
 	}
 	if settings > 0 {
 		out = append(out, fmt.Sprintf("%d BIOS settings staged for the next reset", settings))
+	}
+	if bmcSettings > 0 {
+		out = append(out, fmt.Sprintf("%d BMC settings applied", bmcSettings))
 	}
 	return strings.Join(out, "; ")
 }

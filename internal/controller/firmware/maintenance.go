@@ -48,8 +48,11 @@ func (r *Reconciler) ensureMaintenance(ctx context.Context, sfw *metalv1alpha1.S
 }
 
 func stepSummary(s metalv1alpha1.FirmwareUpdateStep) string {
-	if s.Kind == metalv1alpha1.FirmwareDifferenceBIOSSetting {
+	switch s.Kind {
+	case metalv1alpha1.FirmwareDifferenceBIOSSetting:
 		return fmt.Sprintf("BIOS %s=%s", s.Name, s.To)
+	case metalv1alpha1.FirmwareDifferenceBMCSetting:
+		return fmt.Sprintf("BMC %s=%s", s.Name, s.To)
 	}
 	return fmt.Sprintf("%s %s → %s", s.Name, s.From, s.To)
 }

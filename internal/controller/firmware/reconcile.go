@@ -216,7 +216,7 @@ func (r *Reconciler) read(ctx context.Context, sfw *metalv1alpha1.ServerFirmware
 	switch {
 	case errors.Is(err, bmc.ErrUnsupported):
 		setRead(sfw, metalv1alpha1.ReasonFirmwareManagementUnsupported, fmt.Sprintf("BMC %s offers no firmware management: %v", b.Name, err))
-		sfw.Status.Components, sfw.Status.BIOS, sfw.Status.BIOSVersion, sfw.Status.BMCVersion = nil, nil, "", ""
+		sfw.Status.Components, sfw.Status.BIOS, sfw.Status.BMC, sfw.Status.BIOSVersion, sfw.Status.BMCVersion = nil, nil, nil, "", ""
 		sfw.Status.Baseline, sfw.Status.ObservedBaselines, sfw.Status.Differences = names(bs), observed(bs), nil
 		if len(bs) == 0 {
 			setCompliant(sfw, metalv1alpha1.ReasonNoBaseline, "no FirmwareBaseline selects this server")
@@ -243,13 +243,16 @@ func (r *Reconciler) read(ctx context.Context, sfw *metalv1alpha1.ServerFirmware
 		// Judged against the baselines as they are now, with what was just read: the cached
 		// copy holds neither the inventory nor the attributes.
 		w, conflicts := merge(bs)
-		var registry *bmc.SettingsRegistry
+		var biosRegistry, bmcRegistry *bmc.SettingsRegistry
 		if found.bios != nil {
-			registry = found.bios.Registry
+			biosRegistry = found.bios.Registry
+		}
+		if found.bmc != nil {
+			bmcRegistry = found.bmc.Registry
 		}
 		sfw.Status.Baseline, sfw.Status.ObservedBaselines, sfw.Status.Differences = names(bs), observed(bs), nil
 		if len(conflicts) == 0 {
-			sfw.Status.Differences = differences(w, &sfw.Status, registry)
+			sfw.Status.Differences = differences(w, &sfw.Status, biosRegistry, bmcRegistry)
 		}
 		readSteps(&sfw.Status)
 		reason, message := judge(bs, w, conflicts, sfw.Status.Differences)
@@ -272,13 +275,13 @@ func setRead(sfw *metalv1alpha1.ServerFirmware, reason, message string) {
 }
 
 // setCompliant sets the Compliant condition: True when compliant, Unknown when it cannot be
-// said (no baseline, no firmware management, BMC settings not read), False otherwise.
+// said (no baseline, no firmware management), False otherwise.
 func setCompliant(sfw *metalv1alpha1.ServerFirmware, reason, message string) {
 	st := metav1.ConditionFalse
 	switch reason {
 	case metalv1alpha1.ReasonFirmwareCompliant:
 		st = metav1.ConditionTrue
-	case metalv1alpha1.ReasonNoBaseline, metalv1alpha1.ReasonFirmwareManagementUnsupported, metalv1alpha1.ReasonFirmwareNotRead:
+	case metalv1alpha1.ReasonNoBaseline, metalv1alpha1.ReasonFirmwareManagementUnsupported:
 		st = metav1.ConditionUnknown
 	}
 	status.SetCondition(&sfw.Status.Conditions, sfw.Generation, metalv1alpha1.ConditionFirmwareCompliant, st, reason, message)
@@ -303,12 +306,14 @@ func (r *Reconciler) forgetAsk(ctx context.Context, sfw *metalv1alpha1.ServerFir
 type found struct {
 	components []bmc.FirmwareComponent
 	bios       *bmc.Settings
+	// bmc is the BMC's own settings, where the vendor exposes them (most do not: not missing).
+	bmc *bmc.Settings
 	// missing says what the BMC does not offer, when it offers the rest.
 	missing []string
 }
 
-// readBMC reads the server's firmware inventory and BIOS settings. It answers ErrUnsupported
-// only when the BMC offers neither.
+// readBMC reads the server's firmware inventory, BIOS settings and the BMC's own settings. It
+// answers ErrUnsupported only when the BMC offers neither of the first two.
 func (r *Reconciler) readBMC(ctx context.Context, server *metalv1alpha1.Server) (found, error) {
 	c, err := bmcaccess.Connect(ctx, r.Client, r.Clients, server.BMCName())
 	if err != nil {
@@ -325,6 +330,10 @@ func (r *Reconciler) readBMC(ctx context.Context, server *metalv1alpha1.Server) 
 	if errBIOS == nil {
 		f.bios = &settings
 	}
+	bmcSettings, errBMC := reader.ManagerSettings(ctx, server.Spec.SystemURI)
+	if errBMC == nil {
+		f.bmc = &bmcSettings
+	}
 	switch {
 	case errors.Is(errInventory, bmc.ErrUnsupported) && errors.Is(errBIOS, bmc.ErrUnsupported):
 		return found{}, fmt.Errorf("no firmware inventory (%v) and no BIOS settings (%v): %w", strip(errInventory), strip(errBIOS), bmc.ErrUnsupported)
@@ -332,6 +341,8 @@ func (r *Reconciler) readBMC(ctx context.Context, server *metalv1alpha1.Server) 
 		return found{}, fmt.Errorf("reading the firmware inventory: %w", errInventory)
 	case errBIOS != nil && !errors.Is(errBIOS, bmc.ErrUnsupported):
 		return found{}, fmt.Errorf("reading the BIOS settings: %w", errBIOS)
+	case errBMC != nil && !errors.Is(errBMC, bmc.ErrUnsupported):
+		return found{}, fmt.Errorf("reading the BMC's settings: %w", errBMC)
 	}
 	if errInventory != nil {
 		f.missing = append(f.missing, "a firmware inventory")
@@ -349,7 +360,7 @@ func strip(err error) string {
 
 // apply writes what was found into st, replacing the last read's findings.
 func (f found) apply(st *metalv1alpha1.ServerFirmwareStatus) {
-	st.Components, st.BIOSVersion, st.BMCVersion, st.BIOS = nil, "", "", nil
+	st.Components, st.BIOSVersion, st.BMCVersion, st.BIOS, st.BMC = nil, "", "", nil, nil
 	for _, c := range f.components {
 		if !c.Installed {
 			continue // a previous or available version, not what runs
@@ -368,13 +379,19 @@ func (f found) apply(st *metalv1alpha1.ServerFirmwareStatus) {
 	}
 	slices.SortFunc(st.Components, func(a, b metalv1alpha1.FirmwareComponent) int { return strings.Compare(a.ID, b.ID) })
 	st.Components = slices.CompactFunc(st.Components, func(a, b metalv1alpha1.FirmwareComponent) bool { return a.ID == b.ID })
-	if f.bios != nil {
-		s := &metalv1alpha1.FirmwareSettings{Attributes: maps.Clone(f.bios.Current), Pending: maps.Clone(f.bios.Pending)}
-		if f.bios.Registry != nil {
-			s.Registry = f.bios.Registry.Name
-		}
-		st.BIOS = s
+	st.BIOS, st.BMC = firmwareSettings(f.bios), firmwareSettings(f.bmc)
+}
+
+// firmwareSettings is settings as a ServerFirmware shows them; nil for nil.
+func firmwareSettings(settings *bmc.Settings) *metalv1alpha1.FirmwareSettings {
+	if settings == nil {
+		return nil
 	}
+	s := &metalv1alpha1.FirmwareSettings{Attributes: maps.Clone(settings.Current), Pending: maps.Clone(settings.Pending)}
+	if settings.Registry != nil {
+		s.Registry = settings.Registry.Name
+	}
+	return s
 }
 
 // summary says what the read found, for the Read condition's message.
@@ -386,10 +403,15 @@ func (f found) summary() string {
 		}
 	}
 	msg := fmt.Sprintf("%d firmware components", installed)
-	if f.bios != nil {
-		msg += fmt.Sprintf(", %d BIOS attributes", len(f.bios.Current))
-		if f.bios.Registry == nil {
-			msg += " (no attribute registry: values cannot be checked before they are sent)"
+	for _, s := range []struct {
+		what     string
+		settings *bmc.Settings
+	}{{"BIOS", f.bios}, {"BMC", f.bmc}} {
+		if s.settings != nil {
+			msg += fmt.Sprintf(", %d %s attributes", len(s.settings.Current), s.what)
+			if s.settings.Registry == nil {
+				msg += " (no attribute registry: values cannot be checked before they are sent)"
+			}
 		}
 	}
 	if len(f.missing) > 0 {

@@ -87,7 +87,7 @@ func planFor(sfw *metalv1alpha1.ServerFirmware, bs []*metalv1alpha1.FirmwareBase
 				continue
 			}
 			p.steps = append(p.steps, metalv1alpha1.FirmwareUpdateStep{Kind: d.Kind, Name: d.Name, From: truncate(d.Have, 1024), To: d.Want})
-			if d.Kind != metalv1alpha1.FirmwareDifferenceComponent || d.Name != string(metalv1alpha1.FirmwareComponentBMC) {
+			if !bmcOnly(d.Kind, d.Name) {
 				p.hostReset = true
 			}
 		}
@@ -96,6 +96,13 @@ func planFor(sfw *metalv1alpha1.ServerFirmware, bs []*metalv1alpha1.FirmwareBase
 		}
 	}
 	return nil
+}
+
+// bmcOnly says whether a step changes the BMC alone, which needs no host downtime: its own
+// firmware, or its settings.
+func bmcOnly(kind metalv1alpha1.FirmwareDifferenceKind, name string) bool {
+	return kind == metalv1alpha1.FirmwareDifferenceBMCSetting ||
+		kind == metalv1alpha1.FirmwareDifferenceComponent && name == string(metalv1alpha1.FirmwareComponentBMC)
 }
 
 func truncate(s string, n int) string {

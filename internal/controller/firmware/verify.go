@@ -123,7 +123,7 @@ func stepDone(s metalv1alpha1.FirmwareUpdateStep) bool {
 	if s.Read == nil {
 		return false
 	}
-	if s.Kind == metalv1alpha1.FirmwareDifferenceBIOSSetting {
+	if s.Kind == metalv1alpha1.FirmwareDifferenceBIOSSetting || s.Kind == metalv1alpha1.FirmwareDifferenceBMCSetting {
 		return sameValue(s.To, *s.Read)
 	}
 	for _, v := range strings.Split(*s.Read, ", ") {
@@ -144,11 +144,16 @@ func readSteps(st *metalv1alpha1.ServerFirmwareStatus) {
 	for i := range u.Steps {
 		s := &u.Steps[i]
 		var v string
-		if s.Kind == metalv1alpha1.FirmwareDifferenceBIOSSetting {
+		switch s.Kind {
+		case metalv1alpha1.FirmwareDifferenceBIOSSetting:
 			if st.BIOS != nil {
 				v = st.BIOS.Attributes[s.Name]
 			}
-		} else {
+		case metalv1alpha1.FirmwareDifferenceBMCSetting:
+			if st.BMC != nil {
+				v = st.BMC.Attributes[s.Name]
+			}
+		default:
 			v = strings.Join(componentVersions(s.Name, st), ", ")
 		}
 		s.Read = &v

@@ -27,6 +27,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/util/retry"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
@@ -1058,4 +1059,66 @@ func TestAnInstallBootTheServerDoesNotNameEndsWithTheClaim(t *testing.T) {
 			require.True(t, apierrors.IsNotFound(k8s.Get(ctx, ignitionKey, &corev1.Secret{})), "the install's ignition Secret stays gone")
 		})
 	}
+}
+
+// TestTaintsKeepClaimsOffUnlessTolerated: a fleet owner's NoClaim taint keeps a claim that does
+// not tolerate it pending, saying so; a claim tolerating it binds the tainted server; and the
+// pending claim binds the other server as soon as its taint is removed.
+func TestTaintsKeepClaimsOffUnlessTolerated(t *testing.T) {
+	ctx := context.Background()
+	p := startPoolWith(t, "taints", 880, []string{"small-vm", "small-vm"}, bmcsim.Options{})
+	createNamespace(t, "taints")
+	var servers []string
+	for name := range p.hosts {
+		servers = append(servers, name)
+	}
+	retire := m.Taint{Key: "example.com/retire", Value: "rack-7", Effect: m.TaintNoClaim}
+	setTaints := func(server string, taints []m.Taint) {
+		t.Helper()
+		require.NoError(t, retry.RetryOnConflict(retry.DefaultRetry, func() error {
+			var s m.Server
+			if err := k8s.Get(ctx, client.ObjectKey{Name: server}, &s); err != nil {
+				return err
+			}
+			s.Spec.Taints = taints
+			return k8s.Update(ctx, &s)
+		}))
+	}
+	for _, s := range servers {
+		setTaints(s, []m.Taint{retire})
+	}
+	selector := &m.ServerSelector{MatchLabels: map[string]m.LabelValue{m.LabelBMC: "taints"}}
+	plain := &m.ServerClaim{ObjectMeta: metav1.ObjectMeta{Namespace: "taints", Name: "plain"}, Spec: m.ServerClaimSpec{ServerSelector: selector}}
+	require.NoError(t, k8s.Create(ctx, plain))
+	eventually(t, 20*time.Second, func() bool {
+		require.NoError(t, k8s.Get(ctx, client.ObjectKeyFromObject(plain), plain))
+		c := meta.FindStatusCondition(plain.Status.Conditions, m.ConditionBound)
+		return c != nil && c.Reason == m.ClaimReasonNoMatchingServer &&
+			strings.Contains(c.Message, "is free of NoClaim taints the claim does not tolerate (spec.tolerations)")
+	}, "the claim that tolerates nothing waits, saying why")
+
+	tolerant := &m.ServerClaim{ObjectMeta: metav1.ObjectMeta{Namespace: "taints", Name: "tolerant"}, Spec: m.ServerClaimSpec{
+		ServerSelector: selector, Tolerations: []m.Toleration{{Key: "example.com/retire", Operator: m.TolerationExists}}}}
+	require.NoError(t, k8s.Create(ctx, tolerant))
+	var taken string
+	eventually(t, 30*time.Second, func() bool {
+		require.NoError(t, k8s.Get(ctx, client.ObjectKeyFromObject(tolerant), tolerant))
+		if tolerant.Status.ServerRef == nil {
+			return false
+		}
+		taken = tolerant.Status.ServerRef.Name
+		return true
+	}, "the claim tolerating the taint binds a tainted server")
+	require.NoError(t, k8s.Get(ctx, client.ObjectKeyFromObject(plain), plain))
+	assert.Nil(t, plain.Status.ServerRef, "the other claim still waits")
+
+	other := servers[0]
+	if other == taken {
+		other = servers[1]
+	}
+	setTaints(other, nil)
+	eventually(t, 30*time.Second, func() bool {
+		require.NoError(t, k8s.Get(ctx, client.ObjectKeyFromObject(plain), plain))
+		return plain.Status.ServerRef != nil && plain.Status.ServerRef.Name == other
+	}, "the waiting claim binds the server whose taint was removed")
 }

@@ -158,6 +158,29 @@ func TestInvalidObjectsAreRejectedWithAReadableMessage(t *testing.T) {
 		requireInvalid(t, env.Client.Create(ctx, bmc), "exactly one of endpointRef or access must be set, never both")
 	})
 
+	t.Run("tolerations that cannot match as written", func(t *testing.T) {
+		for name, tc := range map[string]struct {
+			toleration m.Toleration
+			want       string
+		}{
+			"Exists with a value": {m.Toleration{Key: "example.com/retire", Operator: m.TolerationExists, Value: "rack-7"}, "a toleration with operator Exists matches any value: value must be empty"},
+			"Equal without a key": {m.Toleration{Value: "rack-7"}, "a toleration without a key must have operator Exists"},
+			"a bad key":           {m.Toleration{Key: "not a key", Operator: m.TolerationExists}, "spec.tolerations[0].key"},
+			"a bad effect":        {m.Toleration{Key: "k", Operator: m.TolerationExists, Effect: "NoSchedule"}, "spec.tolerations[0].effect"},
+		} {
+			t.Run(name, func(t *testing.T) {
+				claim := validClaim("toleration")
+				claim.Spec.Tolerations = []m.Toleration{tc.toleration}
+				requireInvalid(t, env.Client.Create(ctx, claim), tc.want)
+			})
+		}
+		claim := validClaim("tolerations")
+		claim.Spec.Tolerations = []m.Toleration{{Operator: m.TolerationExists}, {Key: "example.com/retire", Value: "rack-7", Effect: m.TaintNoClaim}}
+		require.NoError(t, env.Client.Create(ctx, claim), "every key, and one by value")
+		require.NoError(t, env.Client.Get(ctx, client.ObjectKeyFromObject(claim), claim))
+		assert.Equal(t, m.TolerationEqual, claim.Spec.Tolerations[1].Operator, "Equal by default")
+	})
+
 	t.Run("BMC with neither endpointRef nor access", func(t *testing.T) {
 		bmc := validBMC("neither")
 		bmc.Spec.Access = nil

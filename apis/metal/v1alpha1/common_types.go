@@ -1,6 +1,10 @@
 package v1alpha1
 
-import metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+import (
+	"strings"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
 
 // LocalObjectReference names an object in the same namespace, or a cluster-scoped object.
 type LocalObjectReference struct {
@@ -73,6 +77,78 @@ type Taint struct {
 	// TimeAdded is when it was set (by Ironfleet for its own taints).
 	// +optional
 	TimeAdded *metav1.Time `json:"timeAdded,omitempty"`
+}
+
+// TolerationOperator is how a toleration matches a taint's value.
+// +kubebuilder:validation:Enum=Exists;Equal
+type TolerationOperator string
+
+const (
+	// TolerationExists matches a taint with the key, whatever its value.
+	TolerationExists TolerationOperator = "Exists"
+	// TolerationEqual matches a taint with the key and the value.
+	TolerationEqual TolerationOperator = "Equal"
+)
+
+// Toleration is a ServerClaim's leave to bind a server despite the taints it matches, matched
+// as Kubernetes matches a pod's tolerations to a node's taints: the key (empty, with Exists:
+// every key but Ironfleet's own metal.ironfleet.dev/ ones, which a toleration must name), the
+// value by the operator, and the effect (empty: both).
+// +kubebuilder:validation:XValidation:rule="self.operator != 'Exists' || !has(self.value) || self.value == ''",message="a toleration with operator Exists matches any value: value must be empty"
+// +kubebuilder:validation:XValidation:rule="self.operator == 'Exists' || (has(self.key) && self.key != '')",message="a toleration without a key must have operator Exists (it then matches every taint)"
+type Toleration struct {
+	// Key is the taint's key; empty matches every key (operator Exists only).
+	// +kubebuilder:validation:MaxLength=316
+	// +kubebuilder:validation:Pattern=`^(([a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*/)?[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?)?$`
+	// +optional
+	Key string `json:"key,omitempty"`
+	// Operator is Equal (the default: the taint's value must be Value) or Exists (any value).
+	// +kubebuilder:default=Equal
+	// +optional
+	Operator TolerationOperator `json:"operator,omitempty"`
+	// Value is the taint's value, for Equal.
+	// +kubebuilder:validation:MaxLength=63
+	// +optional
+	Value string `json:"value,omitempty"`
+	// Effect is the taint's effect; empty matches both.
+	// +optional
+	Effect TaintEffect `json:"effect,omitempty"`
+}
+
+// Tolerates says whether the toleration matches taint. A toleration without a key matches no
+// taint of Ironfleet's own (metal.ironfleet.dev/ keys): those must be named. No toleration
+// matches TaintFirmwareUpdate.
+func (t Toleration) Tolerates(taint Taint) bool {
+	switch {
+	case taint.Key == TaintFirmwareUpdate:
+		return false
+	case t.Effect != "" && t.Effect != taint.Effect:
+		return false
+	case t.Key == "":
+		return t.Operator == TolerationExists && !strings.HasPrefix(taint.Key, GroupVersion.Group+"/")
+	case t.Key != taint.Key:
+		return false
+	}
+	return t.Operator == TolerationExists || t.Value == taint.Value
+}
+
+// Untolerated says whether taints hold one with effect that none of tolerations matches.
+func Untolerated(taints []Taint, tolerations []Toleration, effect TaintEffect) bool {
+	for _, taint := range taints {
+		if taint.Effect != effect {
+			continue
+		}
+		tolerated := false
+		for _, t := range tolerations {
+			if tolerated = t.Tolerates(taint); tolerated {
+				break
+			}
+		}
+		if !tolerated {
+			return true
+		}
+	}
+	return false
 }
 
 // TaintFirmwareUpdate is the taint Ironfleet sets on a server whose firmware is being brought

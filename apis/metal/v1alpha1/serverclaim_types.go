@@ -76,6 +76,15 @@ type ServerClaimSpec struct {
 	// +optional
 	// +operator-sdk:csv:customresourcedefinitions:type=spec,displayName="Boot mode"
 	BootMode BootMode `json:"bootMode,omitempty"`
+
+	// Tolerations let the claim bind a server despite taints they match, as a pod's tolerations
+	// let it onto a tainted node (a rack marked for retirement, a class under test). Ironfleet's
+	// own firmware-update taint is tolerated by no claim: a server is not handed out between
+	// its update and the host's own confirmation of it.
+	// +kubebuilder:validation:MaxItems=32
+	// +listType=atomic
+	// +optional
+	Tolerations []Toleration `json:"tolerations,omitempty"`
 }
 
 // IgnitionSecretKey is the key of a claim's ignition Secret.

@@ -168,8 +168,9 @@ func (r *Reconciler) pick(ctx context.Context, claim *metalv1alpha1.ServerClaim)
 		if !bindable(s) || !meetsAll(reqs, s) {
 			continue
 		}
-		// A PreferNoClaim server is taken only when no untainted one meets the claim.
-		shunned := hasEffect(s.Spec.Taints, metalv1alpha1.TaintPreferNoClaim)
+		// A PreferNoClaim server is taken only when no other meets the claim (tolerating its
+		// taint makes it one like the others).
+		shunned := metalv1alpha1.Untolerated(s.Spec.Taints, claim.Spec.Tolerations, metalv1alpha1.TaintPreferNoClaim)
 		score := rendezvous(string(claim.UID), s.Name)
 		if best == nil || (bestShunned && !shunned) ||
 			(bestShunned == shunned && (score > bestScore || (score == bestScore && s.Name < best.Name))) {

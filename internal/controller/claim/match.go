@@ -11,24 +11,13 @@ import (
 	metalv1alpha1 "github.com/ironfleet/ironfleet/apis/metal/v1alpha1"
 )
 
-// bindable is a server a claim may take: Available, unclaimed, not under maintenance, and
-// without a NoClaim taint (claims tolerate none yet).
+// bindable is a server a claim may take: Available, unclaimed, not under maintenance. Its
+// NoClaim taints are the claim's requirement (requirements: tolerated by spec.tolerations).
 func bindable(s *metalv1alpha1.Server) bool {
 	return s.DeletionTimestamp.IsZero() &&
 		s.Status.State == metalv1alpha1.ServerStateAvailable &&
 		s.Spec.ServerClaimRef == nil &&
-		s.Spec.MaintenanceRef == nil &&
-		!hasEffect(s.Spec.Taints, metalv1alpha1.TaintNoClaim)
-}
-
-// hasEffect says whether any taint has effect.
-func hasEffect(taints []metalv1alpha1.Taint, effect metalv1alpha1.TaintEffect) bool {
-	for _, t := range taints {
-		if t.Effect == effect {
-			return true
-		}
-	}
-	return false
+		s.Spec.MaintenanceRef == nil
 }
 
 // requirement is one thing a claim asks of a server: what it is, in the claim's words, and
@@ -36,6 +25,8 @@ func hasEffect(taints []metalv1alpha1.Taint, effect metalv1alpha1.TaintEffect) b
 type requirement struct {
 	what string
 	met  func(*metalv1alpha1.Server) bool
+	// quiet: named among what a claim asks only when an Available server does not meet it.
+	quiet bool
 }
 
 // requirements are what claim asks of a server: its name, its labels, its discovered hardware
@@ -44,35 +35,39 @@ func requirements(claim *metalv1alpha1.ServerClaim) ([]requirement, error) {
 	spec := &claim.Spec
 	var reqs []requirement
 	if ref := spec.ServerRef; ref != nil {
-		reqs = append(reqs, requirement{"is server " + ref.Name + " (spec.serverRef)", func(s *metalv1alpha1.Server) bool { return s.Name == ref.Name }})
+		reqs = append(reqs, requirement{what: "is server " + ref.Name + " (spec.serverRef)", met: func(s *metalv1alpha1.Server) bool { return s.Name == ref.Name }})
 	}
 	if spec.ServerSelector != nil {
 		sel, err := metav1.LabelSelectorAsSelector(spec.ServerSelector.LabelSelector())
 		if err != nil {
 			return nil, err
 		}
-		reqs = append(reqs, requirement{"has labels " + sel.String() + " (spec.serverSelector)", func(s *metalv1alpha1.Server) bool { return sel.Matches(labels.Set(s.Labels)) }})
+		reqs = append(reqs, requirement{what: "has labels " + sel.String() + " (spec.serverSelector)", met: func(s *metalv1alpha1.Server) bool { return sel.Matches(labels.Set(s.Labels)) }})
 	}
 	if n := spec.MinCPUCores; n != nil {
-		reqs = append(reqs, requirement{fmt.Sprintf("has %d CPU cores or more (spec.minCPUCores)", *n), func(s *metalv1alpha1.Server) bool {
+		reqs = append(reqs, requirement{what: fmt.Sprintf("has %d CPU cores or more (spec.minCPUCores)", *n), met: func(s *metalv1alpha1.Server) bool {
 			return s.Status.Inventory != nil && s.Status.Inventory.CPU.Cores >= *n
 		}})
 	}
 	if q := spec.MinMemory; q != nil {
-		reqs = append(reqs, requirement{"has " + q.String() + " of memory or more (spec.minMemory)", func(s *metalv1alpha1.Server) bool {
+		reqs = append(reqs, requirement{what: "has " + q.String() + " of memory or more (spec.minMemory)", met: func(s *metalv1alpha1.Server) bool {
 			inv := s.Status.Inventory
 			return inv != nil && inv.Memory.Total != nil && inv.Memory.Total.Cmp(*q) >= 0
 		}})
 	}
 	if q := spec.MinTotalDisk; q != nil {
-		reqs = append(reqs, requirement{"has " + q.String() + " of disk or more (spec.minTotalDisk)", func(s *metalv1alpha1.Server) bool {
+		reqs = append(reqs, requirement{what: "has " + q.String() + " of disk or more (spec.minTotalDisk)", met: func(s *metalv1alpha1.Server) bool {
 			inv := s.Status.Inventory
 			return inv != nil && inv.TotalStorage != nil && inv.TotalStorage.Cmp(*q) >= 0
 		}})
 	}
 	if mode := spec.BootMode; mode != "" {
-		reqs = append(reqs, requirement{"boots " + string(mode) + " (spec.bootMode)", func(s *metalv1alpha1.Server) bool { return bootsIn(s, mode) }})
+		reqs = append(reqs, requirement{what: "boots " + string(mode) + " (spec.bootMode)", met: func(s *metalv1alpha1.Server) bool { return bootsIn(s, mode) }})
 	}
+	tolerations := spec.Tolerations
+	reqs = append(reqs, requirement{what: "is free of NoClaim taints the claim does not tolerate (spec.tolerations)", quiet: true, met: func(s *metalv1alpha1.Server) bool {
+		return !metalv1alpha1.Untolerated(s.Spec.Taints, tolerations, metalv1alpha1.TaintNoClaim)
+	}})
 	return reqs, nil
 }
 
@@ -114,12 +109,16 @@ func noMatchMessage(reqs []requirement, pool []*metalv1alpha1.Server) string {
 	}
 	var unmet, all []string
 	for _, req := range reqs {
-		all = append(all, req.what)
-		met := false
+		met, metByAll := false, true
 		for _, s := range pool {
-			if met = req.met(s); met {
-				break
+			if req.met(s) {
+				met = true
+			} else {
+				metByAll = false
 			}
+		}
+		if !req.quiet || !metByAll {
+			all = append(all, req.what)
 		}
 		if !met {
 			unmet = append(unmet, req.what)

@@ -153,6 +153,14 @@ func TestNoMatchMessageNamesWhatNoServerHas(t *testing.T) {
 		message(m.ServerClaimSpec{MinTotalDisk: ptr.To(resource.MustParse("1Ti"))}, pool), "a server without the figure does not meet it")
 	assert.Equal(t, "each requirement is met by an Available server, but none meets them all: it has labels rack=r1 (spec.serverSelector), has 64 CPU cores or more (spec.minCPUCores); the claim binds as soon as one does",
 		message(m.ServerClaimSpec{ServerSelector: &m.ServerSelector{MatchLabels: map[string]m.LabelValue{"rack": "r1"}}, MinCPUCores: ptr.To[int32](64)}, pool))
+
+	// A taint is named once it keeps a server off the claim.
+	retired := big.DeepCopy()
+	retired.Spec.Taints = []m.Taint{{Key: "example.com/retire", Effect: m.TaintNoClaim}}
+	assert.Equal(t, "each requirement is met by an Available server, but none meets them all: it has 64 CPU cores or more (spec.minCPUCores), is free of NoClaim taints the claim does not tolerate (spec.tolerations); the claim binds as soon as one does",
+		message(m.ServerClaimSpec{MinCPUCores: ptr.To[int32](64)}, []*m.Server{small, retired}))
+	assert.Equal(t, "no Available server is free of NoClaim taints the claim does not tolerate (spec.tolerations); the claim binds as soon as one does",
+		message(m.ServerClaimSpec{}, []*m.Server{retired}))
 }
 
 func TestRendezvousSpreadsClaimsAndKeepsTheirChoice(t *testing.T) {
@@ -190,14 +198,49 @@ func TestRendezvousSpreadsClaimsAndKeepsTheirChoice(t *testing.T) {
 	assert.NotEqual(t, rendezvous("a", "bc"), rendezvous("ab", "c"), "the separator keeps claim and server apart")
 }
 
-// TestANoClaimTaintKeepsClaimsOff: a NoClaim taint, whoever set it, makes an Available server
-// unbindable; a PreferNoClaim taint does not.
+// TestANoClaimTaintKeepsClaimsOff: a NoClaim taint, whoever set it, keeps off every claim that
+// does not tolerate it, matched as Kubernetes matches tolerations (key, value by operator,
+// effect); a PreferNoClaim taint keeps none off; Ironfleet's own taints are tolerated only by
+// name, and its firmware-update taint by no claim.
 func TestANoClaimTaintKeepsClaimsOff(t *testing.T) {
 	server := func(taints ...m.Taint) *m.Server {
 		return &m.Server{Spec: m.ServerSpec{Taints: taints}, Status: m.ServerStatus{State: m.ServerStateAvailable}}
 	}
-	assert.True(t, bindable(server()))
-	assert.False(t, bindable(server(m.Taint{Key: m.TaintFirmwareUpdate, Effect: m.TaintNoClaim})))
-	assert.False(t, bindable(server(m.Taint{Key: "example.com/retire", Value: "rack-7", Effect: m.TaintNoClaim})))
-	assert.True(t, bindable(server(m.Taint{Key: "example.com/trial", Effect: m.TaintPreferNoClaim})))
+	claim := func(tolerations ...m.Toleration) *m.ServerClaim {
+		return &m.ServerClaim{Spec: m.ServerClaimSpec{Tolerations: tolerations}}
+	}
+	takes := func(c *m.ServerClaim, s *m.Server) bool {
+		ok, err := matches(c, s)
+		require.NoError(t, err)
+		return ok && bindable(s)
+	}
+	retire := m.Taint{Key: "example.com/retire", Value: "rack-7", Effect: m.TaintNoClaim}
+	firmware := m.Taint{Key: m.TaintFirmwareUpdate, Effect: m.TaintNoClaim}
+	unhealthy := m.Taint{Key: "metal.ironfleet.dev/unhealthy", Value: "Critical", Effect: m.TaintNoClaim}
+	assert.True(t, takes(claim(), server()))
+	assert.False(t, takes(claim(), server(firmware)))
+	assert.False(t, takes(claim(), server(retire)))
+	assert.True(t, takes(claim(), server(m.Taint{Key: "example.com/trial", Effect: m.TaintPreferNoClaim})))
+
+	for _, tc := range []struct {
+		toleration m.Toleration
+		taint      m.Taint
+		tolerated  bool
+	}{
+		{m.Toleration{Key: "example.com/retire", Operator: m.TolerationEqual, Value: "rack-7"}, retire, true},
+		{m.Toleration{Key: "example.com/retire", Operator: m.TolerationEqual, Value: "rack-8"}, retire, false},
+		{m.Toleration{Key: "example.com/retire", Operator: m.TolerationExists}, retire, true},
+		{m.Toleration{Key: "example.com/retire", Operator: m.TolerationExists, Effect: m.TaintPreferNoClaim}, retire, false},
+		{m.Toleration{Key: "example.com/retire", Operator: m.TolerationExists, Effect: m.TaintNoClaim}, retire, true},
+		{m.Toleration{Key: "example.com/other", Operator: m.TolerationExists}, retire, false},
+		{m.Toleration{Operator: m.TolerationExists}, retire, true},
+		{m.Toleration{Operator: m.TolerationExists}, unhealthy, false},
+		{m.Toleration{Key: "metal.ironfleet.dev/unhealthy", Operator: m.TolerationExists}, unhealthy, true},
+		{m.Toleration{Operator: m.TolerationExists}, firmware, false},
+		{m.Toleration{Key: m.TaintFirmwareUpdate, Operator: m.TolerationExists}, firmware, false},
+	} {
+		assert.Equal(t, tc.tolerated, takes(claim(tc.toleration), server(tc.taint)), "%+v tolerates %+v", tc.toleration, tc.taint)
+	}
+	assert.False(t, takes(claim(m.Toleration{Key: "example.com/retire", Operator: m.TolerationExists}), server(retire, unhealthy)),
+		"every NoClaim taint must be tolerated")
 }

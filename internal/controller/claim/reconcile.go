@@ -7,6 +7,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -353,8 +354,13 @@ func bootModeChanged(old, now *metalv1alpha1.Server) bool {
 	return old.Status.BootMode != now.Status.BootMode || old.Spec.BootMode != now.Spec.BootMode
 }
 
+// sameTaint says whether two taints are the same mark (their time aside).
+func sameTaint(a, b metalv1alpha1.Taint) bool {
+	return a.Key == b.Key && a.Value == b.Value && a.Effect == b.Effect
+}
+
 // claimRelevantServerChange passes server changes a claim reacts to: becoming bindable (or a
-// bindable server's boot mode changing), and state, claim or provisioning changes of a claimed
+// bindable server's boot mode or taints changing), and state, claim or provisioning changes of a claimed
 // server.
 func claimRelevantServerChange() predicate.Predicate {
 	return predicate.Funcs{
@@ -364,7 +370,7 @@ func claimRelevantServerChange() predicate.Predicate {
 			if !ok1 || !ok2 {
 				return false
 			}
-			if bindable(now) && (!bindable(old) || bootModeChanged(old, now)) {
+			if bindable(now) && (!bindable(old) || bootModeChanged(old, now) || !slices.EqualFunc(old.Spec.Taints, now.Spec.Taints, sameTaint)) {
 				return true
 			}
 			return now.Spec.ServerClaimRef != nil && (old.Status.State != now.Status.State ||

@@ -167,16 +167,18 @@ vm-deps: ## Install QEMU, iPXE, OVMF, OpenIPMI's ipmi_sim and ipmitool with apt-
 FUZZTIME ?= 100000x
 
 .PHONY: fuzz
-fuzz: ## Fuzz every hostile-input parser and the ignition renderer, FUZZTIME each (a count of inputs, or a duration; see TEST_FUZZTIME). A crasher fails the run and lands in testdata/fuzz: commit it, it is then a regression test.
-	go test -run '^$$' -fuzz '^FuzzDecodeReport$$' -fuzztime $(FUZZTIME) ./internal/registry/
-	go test -run '^$$' -fuzz '^FuzzVerifyToken$$' -fuzztime $(FUZZTIME) ./internal/registry/
-	go test -run '^$$' -fuzz '^FuzzParse$$' -fuzztime $(FUZZTIME) ./internal/macdb/
-	go test -run '^$$' -fuzz '^FuzzParseAddress$$' -fuzztime $(FUZZTIME) ./internal/bmc/
-	go test -run '^$$' -fuzz '^FuzzParse$$' -fuzztime $(FUZZTIME) ./internal/ignition/
-	go test -run '^$$' -fuzz '^FuzzRender$$' -fuzztime $(FUZZTIME) ./internal/ignition/
-	go test -run '^$$' -fuzz '^FuzzDHCP$$' -fuzztime $(FUZZTIME) ./internal/boot/dhcp/
-	go test -run '^$$' -fuzz '^FuzzParseFRU$$' -fuzztime $(FUZZTIME) ./internal/bmc/ipmi/
-	go test -run '^$$' -fuzz '^FuzzDecoders$$' -fuzztime $(FUZZTIME) ./internal/bmc/ipmi/
+# Every hostile-input parser's fuzz target (and the ignition renderer's), as package:Target.
+FUZZ_TARGETS := ./internal/registry/:FuzzDecodeReport ./internal/registry/:FuzzVerifyToken \
+	./internal/macdb/:FuzzParse ./internal/bmc/:FuzzParseAddress ./internal/ignition/:FuzzParse \
+	./internal/ignition/:FuzzRender ./internal/boot/dhcp/:FuzzDHCP ./internal/bmc/ipmi/:FuzzParseFRU \
+	./internal/bmc/ipmi/:FuzzDecoders
+# How many targets fuzz at once, each with one worker: Go fuzzes one target per go test, and
+# each run's build and corpus loading leave the CPUs idle that another run can use.
+FUZZ_JOBS ?= 2
+
+fuzz: ## Fuzz every hostile-input parser and the ignition renderer, FUZZTIME each (a count of inputs, or a duration; see TEST_FUZZTIME), FUZZ_JOBS at a time, each line prefixed with its target. A crasher fails the run and lands in testdata/fuzz: commit it, it is then a regression test.
+	@printf '%s\n' $(FUZZ_TARGETS) | xargs -P $(FUZZ_JOBS) -n 1 bash -o pipefail -c \
+		'pkg=$${0%:*} fn=$${0##*:}; go test -run "^$$" -fuzz "^$$fn$$" -fuzztime $(FUZZTIME) -parallel 1 "$$pkg" 2>&1 | sed -u "s|^|[$$fn] |"'
 
 CHAOS_KILLS ?= 100
 

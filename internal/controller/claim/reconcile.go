@@ -360,8 +360,8 @@ func sameTaint(a, b metalv1alpha1.Taint) bool {
 }
 
 // claimRelevantServerChange passes server changes a claim reacts to: becoming bindable (or a
-// bindable server's boot mode or taints changing), and state, claim or provisioning changes of a claimed
-// server.
+// bindable server's boot mode or taints changing), and state, claim or provisioning changes of
+// a claimed server.
 func claimRelevantServerChange() predicate.Predicate {
 	return predicate.Funcs{
 		UpdateFunc: func(e event.UpdateEvent) bool {

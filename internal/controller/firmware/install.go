@@ -45,9 +45,10 @@ var settingsWriters = map[metalv1alpha1.FirmwareDifferenceKind]struct {
 	metalv1alpha1.FirmwareDifferenceBMCSetting:  {what: "the BMC's settings", state: "Applied", write: bmc.FirmwareUpdater.SetManagerSettings},
 }
 
-// staging sends the BIOS settings (one write to the Bios settings object), the BMC's (one write to its attributes) and each image
-// (SimpleUpdate, or a multipart push), one per reconcile, writing down each task as it is
-// given (a conflict or a restart sends nothing twice). A BMC that refuses fails the update with
+// staging sends the BIOS settings (one write to the Bios settings object), the BMC's own (one
+// write to its attributes) and each image (SimpleUpdate, or a multipart push), one per
+// reconcile, writing down each task as it is given (a conflict or a restart sends nothing
+// twice). A BMC that refuses fails the update with
 // its message; one that cannot be reached is tried again, within the step's time.
 func (r *Reconciler) staging(ctx context.Context, sfw *metalv1alpha1.ServerFirmware, server *metalv1alpha1.Server) (ctrl.Result, error) {
 	u := sfw.Status.Update

@@ -95,6 +95,8 @@ type model struct {
 	// managerValues are the Manager's attributes set since start (manager_attributes.go); the
 	// others have their registry's default.
 	managerValues map[string]any
+	// health is the parts' health set by SetHealth (health.go).
+	health healthState
 }
 
 var idPattern = regexp.MustCompile(`^[A-Za-z0-9._:-]+$`)

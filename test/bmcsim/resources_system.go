@@ -66,7 +66,7 @@ func (m *model) computerSystem(s *system, now time.Time) obj {
 	if !m.q.NoPowerState {
 		cs["PowerState"] = s.visiblePower(now)
 	}
-	cs["Status"] = statusOK
+	cs["Status"] = m.rolledUp(s.path)
 	cs["ProcessorSummary"] = processorSummary(sp.Processors)
 	cs["MemorySummary"] = obj{"TotalSystemMemoryGiB": m.totalMemoryGiB(sp.Memory), "Status": statusOK}
 	cs["Processors"] = m.ref(s.path + "/Processors")
@@ -196,7 +196,7 @@ func (m *model) processor(s *system, p Processor) obj {
 	r["TotalCores"] = p.TotalCores
 	r["TotalThreads"] = p.TotalThreads
 	r["MaxSpeedMHz"] = p.MaxSpeedMHz
-	r["Status"] = statusOK
+	r["Status"] = m.status(s.path + "/Processors/" + p.ID)
 	if p.ProcessorType == "CPU" {
 		r["ProcessorArchitecture"] = "x86"
 		r["InstructionSet"] = "x86-64"
@@ -257,7 +257,7 @@ func (m *model) memory(s *system, d DIMM) obj {
 	if m.q.PlaceholderStrings && d.PartNumber != "" {
 		r["PartNumber"] = fmt.Sprintf("%-20s", d.PartNumber)
 	}
-	r["Status"] = statusOK
+	r["Status"] = m.status(s.path + "/Memory/" + d.ID)
 	return r
 }
 
@@ -278,9 +278,9 @@ func (m *model) storage(s *system) obj {
 		"@odata.id": m.uri(m.storagePath(s)) + "#/StorageControllers/0",
 		"MemberId":  "0",
 		"Name":      "Simulated Storage Controller",
-		"Status":    statusOK,
+		"Status":    m.status(m.storagePath(s) + "/StorageControllers/0"),
 	}}
-	st["Status"] = statusOK
+	st["Status"] = m.rolledUp(m.storagePath(s))
 	return st
 }
 
@@ -298,7 +298,7 @@ func (m *model) drive(s *system, d Drive) obj {
 		}
 	}
 	r["CapacityBytes"] = d.CapacityBytes
-	r["Status"] = statusOK
+	r["Status"] = m.status(m.storagePath(s) + "/Drives/" + d.ID)
 	r["Links"] = obj{"Chassis": m.ref(m.chassisPathOf(s))}
 	return r
 }

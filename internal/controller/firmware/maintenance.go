@@ -2,20 +2,18 @@ package firmware
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
-	"slices"
 	"strings"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/types"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 
 	metalv1alpha1 "github.com/ironfleet/ironfleet/apis/metal/v1alpha1"
+	"github.com/ironfleet/ironfleet/internal/controller/taints"
 )
 
 // maintenanceName is the name of the ServerMaintenance an update makes for server.
@@ -70,38 +68,15 @@ func (r *Reconciler) taint(ctx context.Context, server *metalv1alpha1.Server) er
 		return nil
 	}
 	now := metav1.NewTime(r.now())
-	taints := append(slices.Clone(server.Spec.Taints), metalv1alpha1.Taint{Key: metalv1alpha1.TaintFirmwareUpdate, Value: "updating",
+	_, err := taints.Set(ctx, r.Client, server, metalv1alpha1.Taint{Key: metalv1alpha1.TaintFirmwareUpdate, Value: "updating",
 		Effect: metalv1alpha1.TaintNoClaim, TimeAdded: &now})
-	return r.patchTaints(ctx, server, taints)
+	return err
 }
 
 // untaint removes the firmware-update taint, and only it.
 func (r *Reconciler) untaint(ctx context.Context, server *metalv1alpha1.Server) error {
-	if !metalv1alpha1.HasTaint(server.Spec.Taints, metalv1alpha1.TaintFirmwareUpdate, metalv1alpha1.TaintNoClaim) {
-		return nil
-	}
-	taints := slices.DeleteFunc(slices.Clone(server.Spec.Taints), func(t metalv1alpha1.Taint) bool {
-		return t.Key == metalv1alpha1.TaintFirmwareUpdate
-	})
-	return r.patchTaints(ctx, server, taints)
-}
-
-func (r *Reconciler) patchTaints(ctx context.Context, server *metalv1alpha1.Server, taints []metalv1alpha1.Taint) error {
-	ops := []map[string]any{
-		{"op": "test", "path": "/metadata/generation", "value": server.Generation},
-		{"op": "add", "path": "/spec/taints", "value": taints},
-	}
-	if len(taints) == 0 {
-		ops[1] = map[string]any{"op": "remove", "path": "/spec/taints"}
-	}
-	data, err := json.Marshal(ops)
-	if err != nil {
-		return err
-	}
-	if err := r.Client.Patch(ctx, server, client.RawPatch(types.JSONPatchType, data)); err != nil {
-		return fmt.Errorf("setting the taints of server %s (tried again): %w", server.Name, err)
-	}
-	return nil
+	_, err := taints.Remove(ctx, r.Client, server, metalv1alpha1.TaintFirmwareUpdate)
+	return err
 }
 
 // readyMessage is a maintenance's Ready message while it is not Ready (what it waits for).

@@ -18,6 +18,7 @@ import (
 
 	m "github.com/ironfleet/ironfleet/apis/metal/v1alpha1"
 	"github.com/ironfleet/ironfleet/internal/bmc/redfish"
+	"github.com/ironfleet/ironfleet/internal/controller"
 	"github.com/ironfleet/ironfleet/internal/manager"
 	"github.com/ironfleet/ironfleet/test/bmcsim"
 )
@@ -95,19 +96,34 @@ func startHostileBMC(t *testing.T, name string, system int, faults bmcsim.Faults
 // that must stop it.
 func restartOperatorWithBMCTimeout(t *testing.T, timeout time.Duration) {
 	t.Helper()
+	restartOperatorWith(t, func(d *controller.Dependencies) {
+		d.Connect = redfish.Connector(redfish.Options{Timeout: timeout, RootCAs: suiteRoots()})
+	})
+}
+
+// restartOperatorWith restarts the operator with the suite's dependencies as change leaves
+// them, restoring the suite's operator when the test ends.
+func restartOperatorWith(t *testing.T, change func(*controller.Dependencies)) {
+	t.Helper()
 	saved := operatorDeps
-	roots := x509.NewCertPool() // the suite's simulators, for other tests' BMCs still polled
-	for _, sim := range sims {
-		roots.AppendCertsFromPEM(sim.CACertPEM())
-	}
 	require.NoError(t, stopOperator())
-	operatorDeps.Connect = redfish.Connector(redfish.Options{Timeout: timeout, RootCAs: roots})
+	change(&operatorDeps)
 	require.NoError(t, startOperator())
 	t.Cleanup(func() {
 		assert.NoError(t, stopOperator())
 		operatorDeps = saved
 		assert.NoError(t, startOperator(), "restoring the suite's operator")
 	})
+}
+
+// suiteRoots are the CAs of the suite's simulators, for a restarted operator's Redfish
+// connector: other tests' BMCs are still polled.
+func suiteRoots() *x509.CertPool {
+	roots := x509.NewCertPool()
+	for _, sim := range sims {
+		roots.AppendCertsFromPEM(sim.CACertPEM())
+	}
+	return roots
 }
 
 // readyCondition is the BMC's Ready condition; the zero condition when it has none yet.

@@ -1,5 +1,5 @@
 // Package controller wires the reconcilers: one package per kind below it (enroll, server,
-// claim, maintenance, firmware), which never import each other; what they share is in the API
+// claim, maintenance, firmware, health), which never import each other; what they share is in the API
 // package and in the small packages beside them (settings, status, cached, bmcaccess).
 package controller
 
@@ -12,6 +12,7 @@ import (
 	"github.com/ironfleet/ironfleet/internal/controller/claim"
 	"github.com/ironfleet/ironfleet/internal/controller/enroll"
 	"github.com/ironfleet/ironfleet/internal/controller/firmware"
+	"github.com/ironfleet/ironfleet/internal/controller/health"
 	"github.com/ironfleet/ironfleet/internal/controller/maintenance"
 	"github.com/ironfleet/ironfleet/internal/controller/server"
 	"github.com/ironfleet/ironfleet/internal/controller/settings"
@@ -32,6 +33,8 @@ type Dependencies struct {
 	// Firmware says where firmware updates make their ServerMaintenances (the operator's
 	// namespace) and how fast they follow the BMCs' tasks.
 	Firmware firmware.UpdateSettings
+	// Health says how often servers' health is read, and which health taints them.
+	Health health.Settings
 }
 
 // Setup registers every reconciler with the manager. The manager binary, the tests and the lab
@@ -62,6 +65,10 @@ func Setup(mgr ctrl.Manager, deps Dependencies) error {
 		&firmware.Reconciler{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Events: rec.Recorder("serverfirmware-controller"), Clients: cache,
 			Update: fw},
 		&firmware.BaselineReconciler{Client: mgr.GetClient()},
+	}
+	if !deps.Health.Disabled {
+		reconcilers = append(reconcilers, &health.Reconciler{Client: mgr.GetClient(), Events: rec.Recorder("serverhealth-controller"),
+			Clients: cache, Settings: deps.Health})
 	}
 	for _, r := range reconcilers {
 		if err := r.SetupWithManager(mgr); err != nil {

@@ -32,6 +32,7 @@ import (
 	"github.com/ironfleet/ironfleet/internal/controller"
 	"github.com/ironfleet/ironfleet/internal/controller/cached"
 	"github.com/ironfleet/ironfleet/internal/controller/firmware"
+	"github.com/ironfleet/ironfleet/internal/controller/health"
 	"github.com/ironfleet/ironfleet/internal/controller/server"
 	"github.com/ironfleet/ironfleet/internal/controller/settings"
 	"github.com/ironfleet/ironfleet/internal/macdb"
@@ -214,6 +215,9 @@ macPrefixes:
 		Discovery: server.DiscoverySettings{Timeout: discoveryTimeout, Attempts: 2},
 		// Updates' maintenances beside the boots; tasks followed every 200 ms.
 		Firmware: firmware.UpdateSettings{Namespace: systemNamespace, TaskPoll: 200 * time.Millisecond, StepTimeout: 2 * time.Minute},
+		// Off but in the health test (restartOperatorWithHealth): other tests count their BMCs'
+		// requests.
+		Health: health.Settings{Disabled: true},
 	}
 	operatorDeps.Settings.BackoffBase, operatorDeps.Settings.BackoffMax = testSettingBase, 10*time.Second
 	// Power requests the BMC does not confirm are sent once more, and graceful shutdowns

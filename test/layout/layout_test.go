@@ -41,8 +41,8 @@ func TestShippedCodeNeverImportsTheHarness(t *testing.T) {
 
 // kinds are the reconcilers' packages, one per kind (or group of kinds) under
 // internal/controller. What two of them share lives in the API package or in a package below
-// them (settings, status, cached, bmcaccess, internal/probeboot), never in one of them.
-var kinds = []string{"enroll", "server", "claim", "maintenance"}
+// them (settings, status, cached, bmcaccess, taints, internal/probeboot), never in one of them.
+var kinds = []string{"enroll", "server", "claim", "maintenance", "firmware", "health"}
 
 // TestNoKindImportsAnother: a kind's package, its tests included, never depends on another
 // kind's; only internal/controller's setup wires them together.

@@ -403,7 +403,7 @@ func TestPrinterColumns(t *testing.T) {
 		"endpoints":                "Name MAC IP Manufacturer Protocol Matched BMC Age",
 		"bmcs":                     "Name State Protocol Address Manufacturer Model Firmware Boot Ready Serial Last Seen Age",
 		"bmcsecrets":               "Name Age",
-		"servers":                  "Name State Power Claim Wipe CPUs Memory Disk Model Boot UUID BMC Reason Age",
+		"servers":                  "Name State Power Health Claim Wipe CPUs Memory Disk Model Boot UUID BMC Reason Age",
 		"serverclaims":             "Name Phase Server Power Provisioned Progress Image Reason Age",
 		"serverbootconfigurations": "Name Server Purpose State Image Age",
 		"servermaintenances":       "Name Server Policy State Power Reason Age",

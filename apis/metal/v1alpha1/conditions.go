@@ -137,6 +137,24 @@ const (
 	ConditionServerFirmwareCompliant = "FirmwareCompliant"
 )
 
+// The Healthy condition of a Server: its hardware health as its BMC reports it.
+const (
+	// ConditionHealthy: True (HealthOK) when the BMC reports every part OK; False
+	// (HealthWarning, HealthCritical) naming the parts that are not; Unknown
+	// (HealthUnsupported: the BMC's protocol reads no health, IPMI today; HealthReadFailed:
+	// the last read failed, saying why).
+	ConditionHealthy        = "Healthy"
+	ReasonHealthOK          = "HealthOK"
+	ReasonHealthWarning     = "HealthWarning"
+	ReasonHealthCritical    = "HealthCritical"
+	ReasonHealthUnsupported = "HealthUnsupported"
+	ReasonHealthReadFailed  = "HealthReadFailed"
+	// ReasonUnhealthyTainted and ReasonUnhealthyUntainted are the events of the Server when
+	// Ironfleet sets or removes its TaintUnhealthy.
+	ReasonUnhealthyTainted   = "UnhealthyTainted"
+	ReasonUnhealthyUntainted = "UnhealthyUntainted"
+)
+
 // Conditions and reasons of a FirmwareBaseline.
 const (
 	// ConditionBaselineValid says whether every setting the baseline asks for is one the

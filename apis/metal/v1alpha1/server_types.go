@@ -267,13 +267,55 @@ type ServerStatus struct {
 
 	// +optional
 	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
-	// Conditions: Ready, Discovered, Cleaned, InMaintenance, Provisioned, Powered, Probe; every
-	// reason is in docs/conditions.md.
+	// Health is the server's hardware health as its BMC last reported it: the roll-up and the
+	// parts that are not OK, never every sensor. The Healthy condition says the same in words.
+	// +optional
+	Health *ServerHealth `json:"health,omitempty"`
+	// Conditions: Ready, Discovered, Cleaned, InMaintenance, Provisioned, Powered, Probe,
+	// Healthy; every reason is in docs/conditions.md.
 	// +listType=map
 	// +listMapKey=type
 	// +optional
 	// +operator-sdk:csv:customresourcedefinitions:type=status,displayName="Conditions",xDescriptors="urn:alm:descriptor:io.kubernetes.conditions"
 	Conditions []metav1.Condition `json:"conditions,omitempty"`
+}
+
+// HealthState is a Redfish Status.Health.
+// +kubebuilder:validation:Enum=OK;Warning;Critical
+type HealthState string
+
+const (
+	HealthOK       HealthState = "OK"
+	HealthWarning  HealthState = "Warning"
+	HealthCritical HealthState = "Critical"
+)
+
+// ServerHealth is a server's hardware health, kept small: the roll-up and the failing parts.
+type ServerHealth struct {
+	// State is the worst health the BMC reports of the system, its parts, and its chassis'
+	// fans, temperatures and power supplies; empty when it says nothing.
+	// +optional
+	State HealthState `json:"state,omitempty"`
+	// Parts are the parts that are not OK, the worst first (at most 8; PartsNotShown counts
+	// the rest).
+	// +kubebuilder:validation:MaxItems=8
+	// +listType=atomic
+	// +optional
+	Parts []HealthPart `json:"parts,omitempty"`
+	// +optional
+	PartsNotShown int32 `json:"partsNotShown,omitempty"`
+}
+
+// HealthPart is one part of a server that is not OK.
+type HealthPart struct {
+	// Kind is what it is: Processor, Memory, Drive, StorageController, Fan, Temperature,
+	// PowerSupply, System or Chassis.
+	// +kubebuilder:validation:MaxLength=32
+	Kind string `json:"kind"`
+	// Name is the BMC's name for it (a DIMM's slot, a fan's name).
+	// +kubebuilder:validation:MaxLength=128
+	Name   string      `json:"name"`
+	Health HealthState `json:"health"`
 }
 
 // WipeReport is what the probe reports after wiping a server's disks.
@@ -375,6 +417,7 @@ type InstallReport struct {
 // +kubebuilder:resource:scope=Cluster,shortName=srv,categories=metal
 // +kubebuilder:printcolumn:name="State",type=string,JSONPath=`.status.state`
 // +kubebuilder:printcolumn:name="Power",type=string,JSONPath=`.status.powerState`
+// +kubebuilder:printcolumn:name="Health",type=string,JSONPath=`.status.health.state`
 // +kubebuilder:printcolumn:name="Claim",type=string,JSONPath=`.spec.serverClaimRef.name`
 // +kubebuilder:printcolumn:name="Wipe",type=string,JSONPath=`.spec.wipePolicy`
 // +kubebuilder:printcolumn:name="CPUs",type=integer,JSONPath=`.status.hardware.cpus`

@@ -94,8 +94,8 @@ const (
 // as Kubernetes matches a pod's tolerations to a node's taints: the key (empty, with Exists:
 // every key but Ironfleet's own metal.ironfleet.dev/ ones, which a toleration must name), the
 // value by the operator, and the effect (empty: both).
-// +kubebuilder:validation:XValidation:rule="self.operator != 'Exists' || !has(self.value) || self.value == ”",message="a toleration with operator Exists matches any value: value must be empty"
-// +kubebuilder:validation:XValidation:rule="self.operator == 'Exists' || (has(self.key) && self.key != ”)",message="a toleration without a key must have operator Exists (it then matches every taint)"
+// +kubebuilder:validation:XValidation:rule="self.operator != 'Exists' || !has(self.value) || size(self.value) == 0",message="a toleration with operator Exists matches any value: value must be empty"
+// +kubebuilder:validation:XValidation:rule="self.operator == 'Exists' || (has(self.key) && size(self.key) > 0)",message="a toleration without a key must have operator Exists (it then matches every taint)"
 type Toleration struct {
 	// Key is the taint's key; empty matches every key (operator Exists only).
 	// +kubebuilder:validation:MaxLength=316

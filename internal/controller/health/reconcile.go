@@ -14,6 +14,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -187,8 +188,14 @@ func (r *Reconciler) write(ctx context.Context, server *metalv1alpha1.Server, fo
 	}
 	before := apimeta.FindStatusCondition(original.Status.Conditions, metalv1alpha1.ConditionHealthy)
 	status.SetCondition(&server.Status.Conditions, server.Generation, metalv1alpha1.ConditionHealthy, st, reason, message)
-	if _, err := status.Finish(ctx, r.Client, server, original, ctrl.Result{}, nil); err != nil {
-		return err
+	if equality.Semantic.DeepEqual(server.Status, original.Status) {
+		return nil
+	}
+	// With an optimistic lock: a merge patch replaces the whole conditions list, and a copy
+	// older than the Server reconciler's last write would drop the conditions it wrote since
+	// (Discovered, say). A conflict is read again.
+	if err := status.Patch(ctx, r.Client, server, client.MergeFromWithOptions(original, client.MergeFromWithOptimisticLock{})); err != nil {
+		return client.IgnoreNotFound(err)
 	}
 	// An event when the reason changes; not for a first read that finds the server OK (a fleet
 	// coming up is not news).
